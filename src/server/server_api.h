@@ -93,6 +93,9 @@ struct ServerOptions {
   bool explicit_model_control = false;     // --model-control-mode=explicit
   std::vector<std::string> startup_models;  // --load-model (explicit mode; "*" = all)
   bool strict_readiness = true;
+  // --exit-timeout-secs: how long Shutdown waits for requests in flight before cancelling them (and
+  // as long again before answering what is left with an error).
+  double exit_timeout_secs = 30.0;
 };
 
 class Server {

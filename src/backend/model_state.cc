@@ -1,0 +1,73 @@
+#include "backend/model_state.h"
+
+#include "backend/triton_error.h"
+#include "common/logging.h"
+#include "config/model_config_loader.h"
+
+namespace inflight::backend {
+
+Result<std::unique_ptr<ModelState>> ModelState::Create(TRITONBACKEND_Model* model) {
+  auto state = std::unique_ptr<ModelState>(new ModelState());
+  state->model_ = model;
+  const char* name = nullptr;
+  RETURN_IF_TRITON_ERROR(TRITONBACKEND_ModelName(model, &name));
+  state->name_ = name;
+  RETURN_IF_TRITON_ERROR(TRITONBACKEND_ModelVersion(model, &state->version_));
+
+  TRITONSERVER_Message* message = nullptr;
+  RETURN_IF_TRITON_ERROR(TRITONBACKEND_ModelConfig(model, 1, &message));
+  const char* json = nullptr;
+  std::size_t size = 0;
+  Status st = FromTritonError(TRITONSERVER_MessageSerializeToJson(message, &json, &size));
+  Result<inference::ModelConfig> cfg =
+      st.ok() ? config::ParseModelConfigJson(std::string_view(json, size)) : Result<inference::ModelConfig>(st);
+  TRITONSERVER_MessageDelete(message);
+  if (!cfg.ok()) return cfg.status();
+
+  ASSIGN_OR_RETURN(state->params_, config::LlmParams::FromModelConfig(*cfg));
+  for (const auto& output : cfg->output()) {
+    if (output.name() == "context_logits" || output.name() == "generation_logits") {
+      if (output.data_type() == inference::TYPE_FP16) state->logits_dtype_ = TRITONSERVER_TYPE_FP16;
+    }
+  }
+  LOG_INFO("model {} v{}: engine {}, batching {}, scheduler {}, decoupled {}", state->name_,
+           state->version_, state->params_.gpt_model_path,
+           config::BatchingTypeName(state->params_.batching_type),
+           config::SchedulerPolicyName(state->params_.batch_scheduler_policy),
+           state->params_.decoupled);
+  return state;
+}
+
+ExecutorConfig ModelState::MakeExecutorConfig() const {
+  const config::LlmParams& p = params_;
+  ExecutorConfig c;
+  c.batching_type = p.batching_type == config::BatchingType::kV1 ? BatchingType::kStatic
+                                                                 : BatchingType::kInflight;
+  c.max_beam_width = p.max_beam_width;
+  if (p.max_queue_size > 0) c.max_queue_size = p.max_queue_size;
+  c.normalize_log_probs = p.normalize_log_probs;
+  c.iter_stats_max_iterations = static_cast<SizeType>(p.iter_stats_max_iterations);
+  c.device = p.device == config::Device::kCuda  ? DeviceKind::kCuda
+             : p.device == config::Device::kCpu ? DeviceKind::kCpu
+                                                : DeviceKind::kAuto;
+  if (p.gpu_device_ids && !p.gpu_device_ids->empty()) {
+    c.gpu_device_ids = std::vector<int>(p.gpu_device_ids->front().begin(), p.gpu_device_ids->front().end());
+  }
+  c.scheduler_config.policy = p.batch_scheduler_policy == config::SchedulerPolicy::kMaxUtilization
+                                  ? CapacitySchedulerPolicy::kMaxUtilization
+                                  : CapacitySchedulerPolicy::kGuaranteedNoEvict;
+  c.scheduler_config.enable_chunked_context = p.enable_chunked_context;
+  KvCacheConfig& kv = c.kv_cache_config;
+  kv.enable_block_reuse = p.enable_kv_cache_reuse;
+  kv.max_tokens = p.max_tokens_in_paged_kv_cache;
+  kv.free_gpu_memory_fraction = static_cast<float>(p.kv_cache_free_gpu_mem_fraction);
+  kv.host_cache_size = p.kv_cache_host_memory_bytes;
+  if (p.max_attention_window_size) {
+    kv.max_attention_window = std::vector<SizeType>(p.max_attention_window_size->begin(),
+                                                    p.max_attention_window_size->end());
+  }
+  kv.sink_token_length = p.sink_token_length;
+  return c;
+}
+
+}  // namespace inflight::backend

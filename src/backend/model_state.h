@@ -1,0 +1,34 @@
+// Per-model state of the LLM backend: the parsed configuration and the executor settings derived from it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/llm_params.h"
+#include "inflight/executor.h"
+#include "triton/core/tritonbackend.h"
+
+namespace inflight::backend {
+
+class ModelState {
+ public:
+  static Result<std::unique_ptr<ModelState>> Create(TRITONBACKEND_Model* model);
+
+  const std::string& name() const { return name_; }
+  std::uint64_t version() const { return version_; }
+  const config::LlmParams& params() const { return params_; }
+  TRITONSERVER_DataType logits_dtype() const { return logits_dtype_; }
+  TRITONBACKEND_Model* triton_model() const { return model_; }
+
+  // The executor configuration the parameters describe.
+  ExecutorConfig MakeExecutorConfig() const;
+
+ private:
+  TRITONBACKEND_Model* model_ = nullptr;
+  std::string name_;
+  std::uint64_t version_ = 0;
+  config::LlmParams params_;
+  TRITONSERVER_DataType logits_dtype_ = TRITONSERVER_TYPE_FP32;
+};
+
+}  // namespace inflight::backend

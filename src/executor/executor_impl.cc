@@ -1,0 +1,359 @@
+#include "executor/executor_impl.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/logging.h"
+#include "executor/response_builder.h"
+#include "executor/runner_factory.h"
+#include "executor/sampling/decoding_validation.h"
+#include "model/engine_config.h"
+
+namespace inflight {
+
+using executor::RequestState;
+using executor::ScheduledItem;
+
+namespace {
+
+std::int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Result<executor::SchedulerLimits> MakeLimits(const model::EngineConfig& engine,
+                                             const ExecutorConfig& config) {
+  executor::SchedulerLimits limits;
+  const model::BuildLimits& build = engine.build;
+  limits.max_batch_size = config.max_batch_size.value_or(build.max_batch_size);
+  if (limits.max_batch_size < 1 || limits.max_batch_size > build.max_batch_size) {
+    return InvalidArgument("max_batch_size " + std::to_string(limits.max_batch_size) +
+                           " is out of range: the engine was built for [1, " +
+                           std::to_string(build.max_batch_size) + "]");
+  }
+  limits.max_num_tokens = config.max_num_tokens.value_or(build.max_num_tokens);
+  if (limits.max_num_tokens < 1 || limits.max_num_tokens > build.max_num_tokens) {
+    return InvalidArgument("max_num_tokens " + std::to_string(limits.max_num_tokens) +
+                           " is out of range: the engine was built for [1, " +
+                           std::to_string(build.max_num_tokens) + "]");
+  }
+  limits.max_seq_len = build.max_seq_len;
+  limits.tokens_per_block = build.tokens_per_block;
+  RETURN_IF_ERROR(limits.Validate());
+  return limits;
+}
+
+}  // namespace
+
+Executor::Impl::Impl(ExecutorConfig config, std::unique_ptr<model::ModelRunner> runner,
+                     executor::SchedulerLimits limits)
+    : config_(std::move(config)),
+      runner_(std::move(runner)),
+      limits_(limits),
+      blocks_(runner_->num_kv_blocks(), limits.tokens_per_block,
+              config_.kv_cache_config.enable_block_reuse),
+      scheduler_(config_.scheduler_config, config_.batching_type, limits_, blocks_) {
+  kv_stats_snapshot_ = blocks_.Stats();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Result<std::unique_ptr<Executor::Impl>> Executor::Impl::Create(const std::string& engine_dir,
+                                                               const ExecutorConfig& config) {
+  RETURN_IF_ERROR(config.Validate());
+  ASSIGN_OR_RETURN(model::EngineConfig engine, model::LoadEngineConfig(engine_dir));
+  ASSIGN_OR_RETURN(executor::SchedulerLimits limits, MakeLimits(engine, config));
+  ASSIGN_OR_RETURN(auto runner, executor::CreateModelRunner(engine_dir, engine, config));
+  LOG_INFO("executor: {} on {}, {} KV blocks of {} tokens, max_batch_size {}, max_num_tokens {}, "
+           "max_seq_len {}",
+           engine.architecture_name, runner->device_name(), runner->num_kv_blocks(),
+           limits.tokens_per_block, limits.max_batch_size, limits.max_num_tokens, limits.max_seq_len);
+  return std::unique_ptr<Impl>(new Impl(config, std::move(runner), limits));
+}
+
+Executor::Impl::~Impl() { Shutdown(); }
+
+Status Executor::Impl::Validate(const Request& r) const {
+  const model::EngineConfig& engine = runner_->config();
+  const auto prompt_len = static_cast<std::int64_t>(r.input_token_ids.size());
+  if (prompt_len == 0) {
+    return InvalidArgument("input_token_ids is empty: a request needs at least one prompt token");
+  }
+  if (prompt_len > engine.build.max_input_len) {
+    return InvalidArgument("input length " + std::to_string(prompt_len) + " exceeds max_input_len " +
+                           std::to_string(engine.build.max_input_len) + " of the engine");
+  }
+  if (r.max_tokens < 1) {
+    return InvalidArgument("request_output_len " + std::to_string(r.max_tokens) +
+                           " is not accepted: must be >= 1");
+  }
+  for (std::size_t i = 0; i < r.input_token_ids.size(); ++i) {
+    const TokenIdType t = r.input_token_ids[i];
+    if (t < 0 || t >= engine.vocab_size) {
+      return InvalidArgument("input_ids[" + std::to_string(i) + "] = " + std::to_string(t) +
+                             " is outside the vocabulary [0, " + std::to_string(engine.vocab_size) + ")");
+    }
+  }
+  RETURN_IF_ERROR(sampling::ValidateDecodingInputs(r, engine.vocab_size));
+  return scheduler_.CheckFits(static_cast<SizeType>(prompt_len), r.max_tokens);
+}
+
+Result<IdType> Executor::Impl::Enqueue(const Request& request) {
+  RETURN_IF_ERROR(Validate(request));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_) return Unavailable("the executor is shut down");
+  if (config_.max_queue_size && *config_.max_queue_size > 0 &&
+      num_queued_ >= static_cast<std::int64_t>(*config_.max_queue_size)) {
+    // NVIDIA's text, so clients that match on it keep working.
+    return Unavailable("Maximum queue size of " + std::to_string(*config_.max_queue_size) +
+                       " has been reached, please try again later");
+  }
+  const IdType id = next_id_++;
+  incoming_.push_back(std::make_unique<RequestState>(id, request, NowNs()));
+  ++num_queued_;
+  work_cv_.notify_one();
+  return id;
+}
+
+void Executor::Impl::Cancel(IdType id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_) return;
+  cancels_.insert(id);
+  work_cv_.notify_one();
+}
+
+std::vector<Response> Executor::Impl::Await(std::optional<IdType> id,
+                                            std::optional<std::chrono::milliseconds> timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto ready = [&] {
+    if (shutdown_) return true;
+    if (!id) return !responses_.empty();
+    return std::any_of(responses_.begin(), responses_.end(),
+                       [&](const Response& r) { return r.request_id == *id; });
+  };
+  if (timeout) {
+    responses_cv_.wait_for(lock, *timeout, ready);
+  } else {
+    responses_cv_.wait(lock, ready);
+  }
+  std::vector<Response> out;
+  for (auto it = responses_.begin(); it != responses_.end();) {
+    if (!id || it->request_id == *id) {
+      out.push_back(std::move(*it));
+      it = responses_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::deque<IterationStats> Executor::Impl::TakeIterationStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(iteration_stats_, {});
+}
+
+KvCacheStats Executor::Impl::kv_cache_stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kv_stats_snapshot_;
+}
+
+bool Executor::Impl::accepting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !shutdown_;
+}
+
+void Executor::Impl::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+  }
+  work_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The loop has stopped: this thread now owns the scheduler and the states.
+  const Status gone = Cancelled("the executor shut down before the request finished");
+  std::deque<std::unique_ptr<RequestState>> incoming;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    incoming.swap(incoming_);
+  }
+  for (auto& s : incoming) Emit(executor::MakeErrorResponse(s->sequence.id, gone));
+  for (auto& [id, s] : states_) {
+    scheduler_.Cancel(&s->sequence);
+    Emit(executor::MakeErrorResponse(id, gone));
+  }
+  states_.clear();
+  responses_cv_.notify_all();
+}
+
+void Executor::Impl::Emit(Response response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  responses_.push_back(std::move(response));
+  responses_cv_.notify_all();
+}
+
+void Executor::Impl::Loop() {
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] {
+        return shutdown_ || !incoming_.empty() || !cancels_.empty() || scheduler_.HasWork();
+      });
+      if (shutdown_) return;
+    }
+    AdmitAndCancel();
+    if (scheduler_.HasWork()) RunStep();
+  }
+}
+
+void Executor::Impl::AdmitAndCancel() {
+  std::deque<std::unique_ptr<RequestState>> incoming;
+  std::unordered_set<IdType> cancels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    incoming.swap(incoming_);
+    cancels.swap(cancels_);
+  }
+  for (auto& s : incoming) {
+    const IdType id = s->sequence.id;
+    scheduler_.Enqueue(&s->sequence);
+    states_.emplace(id, std::move(s));
+  }
+  for (IdType id : cancels) {
+    auto it = states_.find(id);
+    if (it != states_.end()) FinishRequest(*it->second, FinishReason::kCancelled);
+  }
+}
+
+void Executor::Impl::RunStep() {
+  const auto start = std::chrono::steady_clock::now();
+  executor::ScheduleResult step = scheduler_.Schedule();
+  if (step.empty()) {
+    // Nothing fits this instant (blocks held by requests being finished); wait for a change.
+    std::unique_lock<std::mutex> lock(mu_);
+    work_cv_.wait_for(lock, std::chrono::milliseconds(5));
+    return;
+  }
+  const std::int64_t now = NowNs();
+  for (const ScheduledItem& item : step.items) {
+    RequestState& s = *states_.at(item.seq->id);
+    if (s.first_scheduled_time_ns == 0) s.first_scheduled_time_ns = now;
+  }
+  Result<model::StepOutput> out = runner_->Step(scheduler_.BuildStepInput(step));
+  if (!out.ok()) {
+    LOG_ERROR("executor: model step failed: {}", out.status().ToString());
+    for (const ScheduledItem& item : step.items) FailRequest(*states_.at(item.seq->id), out.status());
+    return;
+  }
+  scheduler_.OnStepComputed(step);
+  const std::int64_t vocab = out->vocab_size;
+  for (std::size_t i = 0; i < step.items.size(); ++i) {
+    const ScheduledItem& item = step.items[i];
+    RequestState& s = *states_.at(item.seq->id);
+    const std::size_t num_rows = item.logits == model::SequenceStep::Logits::kAll    ? item.num_tokens
+                                 : item.logits == model::SequenceStep::Logits::kLast ? 1
+                                                                                     : 0;
+    std::span<const float> rows(out->logits.data() + static_cast<std::size_t>(out->row_begin[i]) * vocab,
+                                num_rows * static_cast<std::size_t>(vocab));
+    if (item.logits == model::SequenceStep::Logits::kAll && s.request.output_config.return_context_logits) {
+      CollectContextLogits(s, item, rows);
+    }
+    if (item.needs_sampling && num_rows > 0) {
+      SampleItem(s, rows.last(static_cast<std::size_t>(vocab)));
+    }
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  RecordIteration(step, ms);
+}
+
+void Executor::Impl::CollectContextLogits(RequestState& s, const ScheduledItem& item,
+                                          std::span<const float> rows) {
+  const std::size_t vocab = static_cast<std::size_t>(runner_->config().vocab_size);
+  for (SizeType j = 0; j < item.num_tokens; ++j) {
+    const SizeType pos = item.num_cached + j;
+    const auto have = static_cast<SizeType>(s.context_logits.size() / vocab);
+    // Only the first pass over each prompt position counts (a resume after a pause recomputes it).
+    if (pos >= s.sequence.prompt_len || pos != have) continue;
+    auto row = rows.subspan(static_cast<std::size_t>(j) * vocab, vocab);
+    s.context_logits.insert(s.context_logits.end(), row.begin(), row.end());
+  }
+}
+
+void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
+  executor::Sequence& seq = s.sequence;
+  std::vector<float> logits(row.begin(), row.end());
+  auto sampled = sampling::Sample(logits, s.request.sampling_config,
+                                  sampling::MakeDecodeContext(s.request, seq.generated()), s.sampler,
+                                  config_.normalize_log_probs);
+  if (!sampled.ok()) return FailRequest(s, sampled.status());
+  const sampling::StepOutcome outcome = sampling::EvaluateStep(sampled->token, seq.generated(), s.criteria);
+  const std::int64_t now = NowNs();
+  if (s.first_token_time_ns == 0) s.first_token_time_ns = now;
+  s.last_token_time_ns = now;
+  if (outcome.append_token) {
+    seq.AppendToken(sampled->token);
+    s.log_probs.push_back(sampled->log_prob);
+    s.cum_log_prob += sampled->log_prob;
+    if (s.request.output_config.return_generation_logits) {
+      s.generation_logits.insert(s.generation_logits.end(), row.begin(), row.end());
+    }
+  }
+  if (outcome.finish_reason != FinishReason::kNotFinished) return FinishRequest(s, outcome.finish_reason);
+  if (s.request.streaming) Emit(executor::MakeStreamingResponse(s, false, vocab_size()));
+}
+
+void Executor::Impl::PublishKvStats() {
+  const KvCacheStats stats = blocks_.Stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  kv_stats_snapshot_ = stats;
+}
+
+void Executor::Impl::FinishRequest(RequestState& s, FinishReason reason) {
+  s.finish_reason = reason;
+  scheduler_.Finish(&s.sequence);  // frees the blocks now; completes s.sequence.kv_stats
+  // Before the response: whoever sees the final response also sees the blocks back.
+  PublishKvStats();
+  Emit(s.request.streaming ? executor::MakeStreamingResponse(s, true, vocab_size())
+                           : executor::MakeFinalResponse(s, vocab_size()));
+  states_.erase(s.sequence.id);
+}
+
+void Executor::Impl::FailRequest(RequestState& s, const Status& error) {
+  scheduler_.Cancel(&s.sequence);
+  PublishKvStats();
+  Emit(executor::MakeErrorResponse(s.sequence.id, error));
+  states_.erase(s.sequence.id);
+}
+
+void Executor::Impl::RecordIteration(const executor::ScheduleResult& step, double latency_ms) {
+  IterationStats st;
+  st.timestamp_ns = NowNs();
+  st.iter = iteration_++;
+  st.iter_latency_ms = latency_ms;
+  const executor::ScheduleStats& ss = step.stats;
+  st.num_active_requests = ss.num_running + ss.num_paused;
+  max_active_ = std::max(max_active_, st.num_active_requests);
+  st.max_num_active_requests = limits_.max_batch_size;
+  st.num_scheduled_requests = ss.num_scheduled;
+  st.num_context_requests = ss.num_context;
+  st.num_gen_requests = ss.num_generation;
+  st.num_paused_requests = ss.num_paused;
+  st.total_context_tokens = ss.num_context_tokens;
+  if (std::string_view(runner_->device_name()) == "cpu") {
+    st.cpu_mem_usage = runner_->memory_bytes();
+  } else {
+    st.gpu_mem_usage = runner_->memory_bytes();
+  }
+  st.kv_cache_stats = blocks_.Stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  st.num_queued_requests = static_cast<std::int64_t>(incoming_.size()) + scheduler_.num_waiting();
+  num_queued_ = st.num_queued_requests;
+  kv_stats_snapshot_ = st.kv_cache_stats;
+  iteration_stats_.push_back(st);
+  while (iteration_stats_.size() > static_cast<std::size_t>(std::max(config_.iter_stats_max_iterations, 1))) {
+    iteration_stats_.pop_front();
+  }
+}
+
+}  // namespace inflight

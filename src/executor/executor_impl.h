@@ -1,0 +1,79 @@
+// The executor's engine room: one iteration thread runs schedule → model step → sample → respond.
+// Client threads only touch the queues under mu_; the scheduler, block manager, runner and request
+// states belong to the iteration thread alone.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "executor/request_state.h"
+#include "executor/scheduler.h"
+#include "inflight/executor.h"
+#include "kv_cache/block_manager.h"
+#include "model/model_runner.h"
+
+namespace inflight {
+
+class Executor::Impl {
+ public:
+  static Result<std::unique_ptr<Impl>> Create(const std::string& engine_dir, const ExecutorConfig& config);
+  ~Impl();
+
+  Result<IdType> Enqueue(const Request& request);
+  std::vector<Response> Await(std::optional<IdType> id, std::optional<std::chrono::milliseconds> timeout);
+  void Cancel(IdType id);
+  std::deque<IterationStats> TakeIterationStats();
+  KvCacheStats kv_cache_stats() const;
+  SizeType vocab_size() const { return static_cast<SizeType>(runner_->config().vocab_size); }
+  SizeType max_batch_size() const { return limits_.max_batch_size; }
+  bool accepting() const;
+  void Shutdown();
+
+ private:
+  Impl(ExecutorConfig config, std::unique_ptr<model::ModelRunner> runner,
+       executor::SchedulerLimits limits);
+  Status Validate(const Request& request) const;
+  void Loop();
+  // Moves new requests and cancellations from the client queues into the scheduler.
+  void AdmitAndCancel();
+  void RunStep();
+  // Samples the next token of one scheduled item; returns false when the request finished.
+  void SampleItem(executor::RequestState& state, std::span<const float> row);
+  void CollectContextLogits(executor::RequestState& state, const executor::ScheduledItem& item,
+                            std::span<const float> rows);
+  void FinishRequest(executor::RequestState& state, FinishReason reason);
+  void FailRequest(executor::RequestState& state, const Status& error);
+  void Emit(Response response);
+  void PublishKvStats();  // what getKvCacheStats reports
+  void RecordIteration(const executor::ScheduleResult& step, double latency_ms);
+
+  const ExecutorConfig config_;
+  std::unique_ptr<model::ModelRunner> runner_;
+  const executor::SchedulerLimits limits_;
+  kv_cache::BlockManager blocks_;
+  executor::Scheduler scheduler_;
+  std::unordered_map<IdType, std::unique_ptr<executor::RequestState>> states_;  // loop thread only
+  std::uint64_t iteration_ = 0;
+  std::int64_t max_active_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;       // the loop waits here for requests / cancels / shutdown
+  std::condition_variable responses_cv_;  // awaitResponses waits here
+  std::deque<std::unique_ptr<executor::RequestState>> incoming_;
+  std::unordered_set<IdType> cancels_;
+  std::deque<Response> responses_;
+  std::deque<IterationStats> iteration_stats_;
+  KvCacheStats kv_stats_snapshot_;
+  std::int64_t num_queued_ = 0;  // incoming + waiting in the scheduler, for max_queue_size
+  IdType next_id_ = 1;
+  bool shutdown_ = false;
+  std::thread thread_;
+};
+
+}  // namespace inflight

@@ -1,0 +1,60 @@
+#include "kernels/cpu/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace inflight::kernels::cpu {
+
+void PagedAttention(float* out, const float* q, std::int64_t q_token_stride, const float* k_pool,
+                    const float* v_pool, const PagedBatch& batch, const PagedKvShape& shape,
+                    std::int64_t num_heads, float scale, ThreadPool* pool) {
+  const std::int32_t num_tokens = batch.num_tokens();
+  const std::int64_t head_dim = shape.head_dim;
+  const std::int64_t group = num_heads / shape.num_kv_heads;
+  std::vector<std::int32_t> seq_of_row(static_cast<std::size_t>(num_tokens));
+  for (std::int32_t s = 0; s < batch.num_seqs; ++s)
+    for (std::int32_t r = batch.query_start[s]; r < batch.query_start[s + 1]; ++r)
+      seq_of_row[r] = s;
+
+  const auto work = [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> scores;
+    std::vector<double> acc(static_cast<std::size_t>(head_dim));
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t r = item / num_heads, h = item % num_heads, kvh = h / group;
+      const std::int32_t s = seq_of_row[r];
+      const std::int32_t* table = batch.table(s);
+      const std::int64_t pos = batch.num_cached[s] + (r - batch.query_start[s]);
+      const std::int64_t kv_len = pos + 1;
+      const float* qh = q + r * q_token_stride + h * head_dim;
+      scores.resize(static_cast<std::size_t>(kv_len));
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < kv_len; ++j) {
+        const float* kj = k_pool + shape.Offset(table[j / shape.tokens_per_block], kvh,
+                                                j % shape.tokens_per_block);
+        float dot = 0.0f;
+        for (std::int64_t d = 0; d < head_dim; ++d) dot += qh[d] * kj[d];
+        scores[j] = dot * scale;
+        max_score = std::max(max_score, scores[j]);
+      }
+      float sum = 0.0f;
+      for (std::int64_t j = 0; j < kv_len; ++j) {
+        scores[j] = std::exp(scores[j] - max_score);
+        sum += scores[j];
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (std::int64_t j = 0; j < kv_len; ++j) {
+        const float* vj = v_pool + shape.Offset(table[j / shape.tokens_per_block], kvh,
+                                                j % shape.tokens_per_block);
+        for (std::int64_t d = 0; d < head_dim; ++d)
+          acc[d] += static_cast<double>(scores[j]) * vj[d];
+      }
+      float* o = out + (r * num_heads + h) * head_dim;
+      for (std::int64_t d = 0; d < head_dim; ++d) o[d] = static_cast<float>(acc[d] / sum);
+    }
+  };
+  ParallelFor(pool, static_cast<std::int64_t>(num_tokens) * num_heads, 4, work);
+}
+
+}  // namespace inflight::kernels::cpu

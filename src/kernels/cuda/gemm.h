@@ -1,0 +1,56 @@
+// Dense layers through cuBLASLt: y = x · Wᵀ (+ bias), fp16/bf16 inputs, fp32 accumulation, the
+// algorithm picked once per shape and cached. CUDA twin of kernels/cpu/linear.h.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "common/dtype.h"
+
+namespace inflight::kernels::cuda {
+
+class CublasLtGemm {
+ public:
+  // Creates the cuBLASLt handle and a workspace of workspace_bytes on the current device.
+  // Check status() before use.
+  explicit CublasLtGemm(std::size_t workspace_bytes = std::size_t{32} << 20);
+  ~CublasLtGemm();
+  CublasLtGemm(const CublasLtGemm&) = delete;
+  CublasLtGemm& operator=(const CublasLtGemm&) = delete;
+
+  cublasStatus_t status() const { return init_status_; }
+
+  // y[t, o] = sum_i x[t, i] * w[o, i] (+ bias[o]) for t < m, o < n, i < k; fp32 accumulation.
+  // x: device [m, k] with row stride x_stride >= k; w: device [n, k] contiguous (the engine's
+  // [out_features, in_features]); bias: device [n] or nullptr, in y_dtype (fused into the
+  // epilogue); y: device [m, n] with row stride y_stride >= n. dtype (x and w): fp16 or bf16;
+  // y_dtype: dtype or fp32 (logits). Returns CUBLAS_STATUS_NOT_SUPPORTED when no algorithm fits.
+  cublasStatus_t Linear(void* y, DType y_dtype, std::int64_t y_stride, const void* x,
+                        std::int64_t x_stride, const void* w, const void* bias, DType dtype,
+                        std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
+
+  // Plans made so far (one per distinct shape, dtype, bias and pointer alignment).
+  std::size_t num_cached_plans() const;
+
+ private:
+  struct Plan;
+  using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                             int, int, bool, int>;
+  cublasStatus_t MakePlan(const PlanKey& key, Plan* plan);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  cublasStatus_t init_status_ = CUBLAS_STATUS_NOT_INITIALIZED;
+  mutable std::mutex mutex_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace inflight::kernels::cuda

@@ -1,0 +1,36 @@
+// Attention for decode steps: one query token per sequence over its paged KV cache, with the KV
+// range split across thread blocks for long sequences (flash-decoding) and a reduce. The same
+// result as kernels/cpu/paged_attention.h on a batch whose sequences have one new row each.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "kernels/cuda/paged_batch.h"
+
+namespace inflight::kernels::cuda {
+
+// Keys per split chosen by PagedAttentionDecode when partition_tokens is 0 (auto).
+std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads);
+
+// Device workspace PagedAttentionDecode needs for this batch (0 when it runs unsplit).
+std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int64_t num_heads,
+                                               std::int64_t head_dim,
+                                               std::int32_t partition_tokens);
+
+// Precondition: every sequence has exactly one new row (query_start[s + 1] - query_start[s] == 1),
+// at position num_cached[s], already written to the pools; it attends positions [0, num_cached[s]].
+// q, out, scale, shape, dtype and head dims as PagedAttentionContext. Each block loads one kv head's
+// keys once for all num_heads / num_kv_heads query heads that share it.
+// partition_tokens: keys per split (a multiple of 64), or 0 for DecodePartitionTokens. workspace:
+// device memory of at least PagedAttentionDecodeWorkspaceBytes(...) bytes (nullptr when that is 0).
+cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_stride,
+                                 const void* k_pool, const void* v_pool, const PagedBatch& batch,
+                                 const PagedKvShape& shape, std::int64_t num_heads, float scale,
+                                 DType dtype, std::int32_t partition_tokens, void* workspace,
+                                 std::size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace inflight::kernels::cuda

@@ -1,0 +1,99 @@
+#include "kernels/cuda/rope_kv_write.h"
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace inflight::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+
+// The sequence that owns row `row`: the last s with query_start[s] <= row.
+__device__ __forceinline__ int SequenceOfRow(const std::int32_t* query_start, int num_seqs,
+                                             int row) {
+  int lo = 0, hi = num_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (query_start[mid] <= row) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// Grid: (num_tokens), Block: (kThreads). Each thread owns whole rotation pairs (i, i + half), so
+// the in-place update needs no synchronisation.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    RopeKvWriteKernel(T* q, T* k, T* v, std::int64_t token_stride, int num_heads, T* k_pool,
+                      T* v_pool, PagedBatch batch, int num_kv_heads, int tokens_per_block,
+                      int head_dim, const float* inv_freq) {
+  const int row = blockIdx.x;
+  const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
+  const int pos = batch.num_cached[s] + row - batch.query_start[s];
+  const std::int64_t block =
+      batch.block_tables[static_cast<std::int64_t>(s) * batch.max_blocks_per_seq +
+                         pos / tokens_per_block];
+  const int slot = pos % tokens_per_block;
+  const std::int64_t row_off = static_cast<std::int64_t>(row) * token_stride;
+  const auto pool_off = [&](int kv_head) {
+    return ((block * num_kv_heads + kv_head) * tokens_per_block + slot) * head_dim;
+  };
+  const int half = head_dim / 2;
+  if (inv_freq != nullptr) {
+    const int num_pairs = (num_heads + num_kv_heads) * half;
+    for (int idx = threadIdx.x; idx < num_pairs; idx += kThreads) {
+      const int head = idx / half, i = idx - head * half;
+      float sin_a, cos_a;
+      sincosf(static_cast<float>(pos) * inv_freq[i], &sin_a, &cos_a);
+      const bool is_q = head < num_heads;
+      const int kvh = head - num_heads;
+      T* x = is_q ? q + row_off + static_cast<std::int64_t>(head) * head_dim
+                  : k + row_off + static_cast<std::int64_t>(kvh) * head_dim;
+      const float a = ToFloat(x[i]), b = ToFloat(x[i + half]);
+      const T ra = FromFloat<T>(a * cos_a - b * sin_a);
+      const T rb = FromFloat<T>(b * cos_a + a * sin_a);
+      x[i] = ra;
+      x[i + half] = rb;
+      if (!is_q) {
+        T* dst = k_pool + pool_off(kvh);
+        dst[i] = ra;
+        dst[i + half] = rb;
+      }
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < num_kv_heads * head_dim; idx += kThreads) {
+      const int kvh = idx / head_dim, d = idx - kvh * head_dim;
+      k_pool[pool_off(kvh) + d] = k[row_off + idx];
+    }
+  }
+  for (int idx = threadIdx.x; idx < num_kv_heads * head_dim; idx += kThreads) {
+    const int kvh = idx / head_dim, d = idx - kvh * head_dim;
+    v_pool[pool_off(kvh) + d] = v[row_off + idx];
+  }
+}
+
+}  // namespace
+
+cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
+                        std::int64_t num_heads, void* k_pool, void* v_pool,
+                        const PagedBatch& batch, const PagedKvShape& shape,
+                        const float* inv_freq, DType dtype, cudaStream_t stream) {
+  if (batch.num_tokens < 0 || batch.num_seqs <= 0 || shape.head_dim <= 0 ||
+      shape.head_dim % 2 != 0 || shape.num_kv_heads <= 0 || shape.tokens_per_block <= 0 ||
+      num_heads <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (batch.num_tokens == 0) return cudaSuccess;
+  INFLIGHT_DISPATCH_HALF(dtype, T, {
+    RopeKvWriteKernel<T><<<static_cast<unsigned>(batch.num_tokens), kThreads, 0, stream>>>(
+        static_cast<T*>(q), static_cast<T*>(k), static_cast<T*>(v), token_stride,
+        static_cast<int>(num_heads), static_cast<T*>(k_pool), static_cast<T*>(v_pool), batch,
+        static_cast<int>(shape.num_kv_heads), static_cast<int>(shape.tokens_per_block),
+        static_cast<int>(shape.head_dim), inv_freq);
+  });
+  return cudaGetLastError();
+}
+
+}  // namespace inflight::kernels::cuda

@@ -1,0 +1,323 @@
+#include "model/checkpoint_converter.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <unordered_map>
+
+#include "common/logging.h"
+#include "model/safetensors.h"
+#include "model/weight_plan.h"
+
+namespace inflight::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsFloat(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+float LoadFloat(DType t, const std::byte* base, std::size_t index) {
+  switch (t) {
+    case DType::kFloat32: {
+      float f;
+      std::memcpy(&f, base + 4 * index, 4);
+      return f;
+    }
+    case DType::kFloat16:
+    case DType::kBFloat16: {
+      std::uint16_t u;
+      std::memcpy(&u, base + 2 * index, 2);
+      return t == DType::kFloat16 ? Fp16ToFloat(u) : Bf16ToFloat(u);
+    }
+    default:
+      return 0.0f;  // unreachable: dtypes are checked before gathering
+  }
+}
+
+// Converts n contiguous elements; the same dtype is a plain copy, so bf16 → bf16 is bit-exact.
+void ConvertRun(DType from, const std::byte* src, DType to, std::byte* dst, std::size_t n,
+                std::vector<float>* scratch) {
+  if (from == to) {
+    std::memcpy(dst, src, n * DTypeSize(to));
+    return;
+  }
+  // Through fp32 in bounded steps, so a 2 GB embedding needs no 2 GB scratch.
+  constexpr std::size_t kStep = std::size_t{1} << 16;
+  scratch->resize(std::min(n, kStep));
+  const std::size_t from_size = DTypeSize(from), to_size = DTypeSize(to);
+  for (std::size_t i = 0; i < n; i += kStep) {
+    const std::size_t m = std::min(kStep, n - i);
+    ConvertToFloat(from, src + i * from_size, scratch->data(), m);
+    ConvertFromFloat(to, scratch->data(), dst + i * to_size, m);
+  }
+}
+
+// All shards of a checkpoint, mapped, with one name → tensor index.
+class Checkpoint {
+ public:
+  static Result<std::unique_ptr<Checkpoint>> Open(const std::string& dir, bool gpt2) {
+    auto ckpt = std::unique_ptr<Checkpoint>(new Checkpoint());
+    ckpt->gpt2_ = gpt2;
+    ASSIGN_OR_RETURN(ckpt->paths_, ListCheckpointShards(dir));
+    for (const std::string& path : ckpt->paths_) {
+      ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
+      for (const std::string& name : file->names()) {
+        ckpt->index_.emplace(name, file->Find(name));  // first shard wins on duplicates
+      }
+      ckpt->files_.push_back(std::move(file));
+    }
+    return ckpt;
+  }
+
+  const std::vector<std::string>& paths() const { return paths_; }
+
+  // GPT-2 checkpoints come with ("transformer.h.0...", from GPT2LMHeadModel) or without ("h.0...",
+  // from GPT2Model) the prefix.
+  const TensorInfo* Find(const std::string& name) const {
+    if (gpt2_) {
+      auto it = index_.find("transformer." + name);
+      if (it != index_.end()) return it->second;
+    }
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : it->second;
+  }
+
+  std::string FileOf(const TensorInfo* t) const {
+    const SafetensorsFile* f = FileHolding(t);
+    return f ? f->path() : "?";
+  }
+
+  void Release(const TensorInfo* t) const {
+    if (const SafetensorsFile* f = FileHolding(t)) f->Release(*t);
+  }
+
+  std::string Describe() const {
+    std::string s;
+    for (const std::string& p : paths_) s += (s.empty() ? "" : ", ") + p;
+    return s;
+  }
+
+ private:
+  const SafetensorsFile* FileHolding(const TensorInfo* t) const {
+    for (const auto& f : files_) {
+      if (f->Find(t->name) == t) return f.get();
+    }
+    return nullptr;
+  }
+
+  bool gpt2_ = false;
+  std::vector<std::string> paths_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::unordered_map<std::string, const TensorInfo*> index_;
+};
+
+Status CheckPiece(const Checkpoint& ckpt, const EngineWeight& w, const WeightPiece& p) {
+  if (p.zeros) return Status::Ok();
+  const TensorInfo* t = ckpt.Find(p.hf_name);
+  if (t == nullptr) {
+    return NotFound("checkpoint tensor \"" + p.hf_name + "\" (needed for engine tensor \"" + w.name +
+                    "\") is missing; searched " + ckpt.Describe());
+  }
+  if (t->shape != p.hf_shape) {
+    return InvalidArgument("checkpoint tensor \"" + t->name + "\" in " + ckpt.FileOf(t) +
+                           " has shape " + ShapeToString(t->shape) + ", expected " +
+                           ShapeToString(p.hf_shape) + " from config.json");
+  }
+  if (!IsFloat(t->dtype)) {
+    return Unsupported("checkpoint tensor \"" + t->name + "\" in " + ckpt.FileOf(t) + " has dtype " +
+                       DTypeName(t->dtype) + "; supported: float32, float16, bfloat16");
+  }
+  return Status::Ok();
+}
+
+// Writes `p` into dst: (row_end - row_begin) rows of (col_end - col_begin) elements of type `to`.
+void GatherPiece(const Checkpoint& ckpt, const WeightPiece& p, DType to, std::byte* dst,
+                 std::vector<float>* scratch) {
+  const std::size_t esize = DTypeSize(to);
+  const auto rows = static_cast<std::size_t>(p.row_end - p.row_begin);
+  const auto cols = static_cast<std::size_t>(p.col_end - p.col_begin);
+  if (p.zeros) {
+    std::memset(dst, 0, rows * cols * esize);
+    return;
+  }
+  const TensorInfo* t = ckpt.Find(p.hf_name);
+  const std::size_t src_esize = DTypeSize(t->dtype);
+  if (!p.transpose) {
+    // View [rows, cols] of the tensor as stored: rows are contiguous.
+    const std::size_t stride = p.hf_shape.size() == 1 ? 1 : static_cast<std::size_t>(p.hf_shape[1]);
+    if (p.col_begin == 0 && cols == stride) {
+      ConvertRun(t->dtype, t->data + p.row_begin * stride * src_esize, to, dst, rows * cols, scratch);
+      return;
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::size_t src_off = (p.row_begin + r) * stride + p.col_begin;
+      ConvertRun(t->dtype, t->data + src_off * src_esize, to, dst + r * cols * esize, cols, scratch);
+    }
+    return;
+  }
+  // Transposed view of a stored [in, out] tensor: view(r, c) = stored(c, r).
+  const auto out_features = static_cast<std::size_t>(p.hf_shape[1]);
+  scratch->resize(cols);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      (*scratch)[c] = LoadFloat(t->dtype, t->data, (p.col_begin + c) * out_features + p.row_begin + r);
+    }
+    ConvertFromFloat(to, scratch->data(), dst + r * cols * esize, cols);
+  }
+}
+
+std::uint64_t WeightBytes(const EngineWeight& w, DType dtype) {
+  std::uint64_t n = DTypeSize(dtype);
+  for (std::int64_t d : w.shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+Result<std::string> ReadText(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status CheckRange(const char* flag, std::int64_t value, std::int64_t lo, std::int64_t hi) {
+  if (value < lo || value > hi) {
+    return InvalidArgument(std::string(flag) + " " + std::to_string(value) + " is outside [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<EngineConfig> MakeEngineConfig(const BuildOptions& o) {
+  if (o.checkpoint_dir.empty()) return InvalidArgument("--checkpoint_dir is required");
+  const fs::path hf_config = fs::path(o.checkpoint_dir) / "config.json";
+  auto text = ReadText(hf_config);
+  if (!text.ok()) {
+    return NotFound("--checkpoint_dir " + o.checkpoint_dir +
+                    " has no config.json (expected a Hugging Face checkpoint folder)");
+  }
+  ASSIGN_OR_RETURN(EngineConfig c, EngineConfigFromHuggingFace(*text, hf_config.string()));
+  if (o.dtype) {
+    if (!IsFloat(*o.dtype)) {
+      return InvalidArgument(std::string("--dtype ") + DTypeName(*o.dtype) +
+                             " is not one of: float32, float16, bfloat16");
+    }
+    c.dtype = *o.dtype;
+  }
+  RETURN_IF_ERROR(CheckRange("--tp_size", o.tp_size, 1, 1024));
+  if (o.pp_size != 1) {
+    return Unsupported("--pp_size " + std::to_string(o.pp_size) +
+                       " is not supported: pipeline parallelism accepts only 1");
+  }
+  c.tp_size = o.tp_size;
+  c.pp_size = o.pp_size;
+  if (c.num_attention_heads % o.tp_size != 0 ||
+      (c.num_kv_heads >= o.tp_size ? c.num_kv_heads % o.tp_size : o.tp_size % c.num_kv_heads) != 0) {
+    return InvalidArgument("--tp_size " + std::to_string(o.tp_size) +
+                           " must divide num_attention_heads " +
+                           std::to_string(c.num_attention_heads) + " and divide (or be a multiple of) "
+                           "num_kv_heads " + std::to_string(c.num_kv_heads));
+  }
+  RETURN_IF_ERROR(CheckRange("--max_batch_size", o.max_batch_size, 1, 1 << 20));
+  RETURN_IF_ERROR(CheckRange("--max_num_tokens", o.max_num_tokens, 1, INT32_MAX));
+  RETURN_IF_ERROR(CheckRange("--tokens_per_block", o.tokens_per_block, 1, 1024));
+  if ((o.tokens_per_block & (o.tokens_per_block - 1)) != 0) {
+    return InvalidArgument("--tokens_per_block " + std::to_string(o.tokens_per_block) +
+                           " is not a power of two (accepted: 1, 2, 4, ..., 1024)");
+  }
+  const auto default_seq = static_cast<std::int32_t>(
+      std::min<std::int64_t>(c.max_position_embeddings, 2048));
+  const std::int32_t max_seq_len = o.max_seq_len.value_or(default_seq);
+  const std::int32_t max_input_len = o.max_input_len.value_or(std::min(1024, max_seq_len));
+  RETURN_IF_ERROR(CheckRange("--max_input_len", max_input_len, 1, INT32_MAX));
+  if (max_seq_len < max_input_len) {
+    return InvalidArgument("--max_seq_len " + std::to_string(max_seq_len) +
+                           (o.max_seq_len ? "" : " (the default, min(max_position_embeddings, 2048))") +
+                           " must be >= --max_input_len " + std::to_string(max_input_len));
+  }
+  if (c.position_embedding == PositionEmbedding::kLearned && max_seq_len > c.max_position_embeddings) {
+    return InvalidArgument("--max_seq_len " + std::to_string(max_seq_len) + " exceeds the model's " +
+                           std::to_string(c.max_position_embeddings) + " learned positions");
+  }
+  c.build = {o.max_batch_size, max_input_len, max_seq_len, o.max_num_tokens, o.tokens_per_block};
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& progress) {
+  if (o.output_dir.empty()) return InvalidArgument("--output_dir is required");
+  ASSIGN_OR_RETURN(EngineConfig config, MakeEngineConfig(o));
+  std::error_code ec;
+  if (fs::exists(o.output_dir, ec) && fs::equivalent(o.output_dir, o.checkpoint_dir, ec)) {
+    return InvalidArgument("--output_dir " + o.output_dir +
+                           " is the checkpoint folder; the engine would overwrite its config.json");
+  }
+  ASSIGN_OR_RETURN(auto ckpt,
+                   Checkpoint::Open(o.checkpoint_dir, config.architecture == Architecture::kGpt2));
+
+  // Plan and check everything first: a bad checkpoint fails before any file is written.
+  std::vector<std::vector<EngineWeight>> plans;
+  BuildSummary summary;
+  for (std::int32_t rank = 0; rank < config.tp_size; ++rank) {
+    plans.push_back(PlanRankWeights(config, rank));
+    for (const EngineWeight& w : plans.back()) {
+      for (const WeightPiece& p : w.pieces) RETURN_IF_ERROR(CheckPiece(*ckpt, w, p));
+      summary.num_tensors += 1;
+      summary.num_bytes += WeightBytes(w, config.dtype);
+    }
+  }
+
+  fs::create_directories(o.output_dir, ec);
+  if (ec) return Internal("cannot create --output_dir " + o.output_dir + ": " + ec.message());
+  fs::remove(fs::path(o.output_dir) / "config.json", ec);  // an interrupted build leaves no engine
+
+  BuildProgress state;
+  state.tensors_total = summary.num_tensors;
+  state.bytes_total = summary.num_bytes;
+  const DType dtype = config.dtype;
+  for (std::int32_t rank = 0; rank < config.tp_size; ++rank) {
+    SafetensorsWriter writer;
+    for (const EngineWeight& w : plans[rank]) {
+      const Checkpoint* c = ckpt.get();
+      RETURN_IF_ERROR(writer.AddLazy(
+          w.name, dtype, w.shape, [c, &w, dtype](std::byte* dst, std::size_t) -> Status {
+            std::vector<float> scratch;
+            const std::size_t esize = DTypeSize(dtype);
+            for (const WeightPiece& p : w.pieces) {
+              GatherPiece(*c, p, dtype, dst, &scratch);
+              dst += static_cast<std::size_t>((p.row_end - p.row_begin) * (p.col_end - p.col_begin)) *
+                     esize;
+            }
+            for (const WeightPiece& p : w.pieces) {
+              if (!p.zeros) c->Release(c->Find(p.hf_name));
+            }
+            return Status::Ok();
+          }));
+    }
+    const std::string path = (fs::path(o.output_dir) / ("rank" + std::to_string(rank) + ".safetensors")).string();
+    state.rank = rank;
+    RETURN_IF_ERROR(writer.Write(path, [&](const std::string& name, std::size_t nbytes) {
+      state.tensor = name;
+      state.tensors_done += 1;
+      state.bytes_done += nbytes;
+      if (progress) progress(state);
+    }));
+    summary.output_files.push_back(path);
+  }
+  RETURN_IF_ERROR(SaveEngineConfig(config, o.output_dir));
+  summary.output_files.push_back((fs::path(o.output_dir) / "config.json").string());
+  summary.checkpoint_files = ckpt->paths();
+  summary.config = std::move(config);
+  LOG_DEBUG("built engine in {}: {} tensors, {} bytes", o.output_dir, summary.num_tensors,
+            summary.num_bytes);
+  return summary;
+}
+
+}  // namespace inflight::model

@@ -1,0 +1,60 @@
+// Hugging Face checkpoint (config.json + *.safetensors) → engine directory (docs/engine_format.md).
+//
+// Weights are converted one engine tensor at a time: each is gathered from the memory-mapped checkpoint
+// (fusing q/k/v and gate/up, transposing GPT-2's Conv1D, taking this rank's slice, converting the dtype)
+// into one buffer that is written out and freed, so memory stays at about the largest engine tensor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "inflight/status.h"
+#include "model/engine_config.h"
+
+namespace inflight::model {
+
+// The builder's flags (see inflight-build --help). Unset optionals take the defaults written beside them.
+struct BuildOptions {
+  std::string checkpoint_dir;                  // required: HF folder with config.json and safetensors
+  std::string output_dir;                      // required: created if missing; must differ from above
+  std::optional<DType> dtype;                  // default: the checkpoint's torch_dtype, else float16
+  std::int32_t tp_size = 1;                    // >= 1, must divide the heads
+  std::int32_t pp_size = 1;                    // only 1
+  std::int32_t max_batch_size = 256;           // >= 1
+  std::optional<std::int32_t> max_input_len;   // default: min(1024, max_seq_len)
+  std::optional<std::int32_t> max_seq_len;     // default: min(max_position_embeddings, 2048)
+  std::int32_t max_num_tokens = 8192;          // >= 1
+  std::int32_t tokens_per_block = 64;          // power of two in [1, 1024]
+};
+
+struct BuildProgress {
+  std::int32_t rank = 0;
+  std::string tensor;  // engine name of the tensor just written
+  std::int64_t tensors_done = 0;
+  std::int64_t tensors_total = 0;
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;
+};
+using BuildProgressFn = std::function<void(const BuildProgress&)>;
+
+struct BuildSummary {
+  EngineConfig config;
+  std::vector<std::string> checkpoint_files;  // the shards read
+  std::vector<std::string> output_files;      // rank files, then config.json
+  std::int64_t num_tensors = 0;               // over all ranks
+  std::uint64_t num_bytes = 0;                // of weights, over all ranks
+};
+
+// Reads <checkpoint_dir>/config.json and applies the options: the engine config that BuildEngine writes.
+Result<EngineConfig> MakeEngineConfig(const BuildOptions& options);
+
+// Checks the whole checkpoint (every needed tensor present, with the expected shape and a float dtype)
+// before writing anything, then writes rank<N>.safetensors for every rank and config.json last.
+Result<BuildSummary> BuildEngine(const BuildOptions& options,
+                                 const BuildProgressFn& progress = nullptr);
+
+}  // namespace inflight::model

@@ -1,0 +1,163 @@
+#include "model/cpu_model_runner.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/logging.h"
+
+namespace inflight::model {
+
+Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string& engine_dir,
+                                                               const RunnerOptions& options) {
+  std::unique_ptr<CpuModelRunner> r(new CpuModelRunner());
+  ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
+  const EngineConfig& c = r->config_;
+  const std::int64_t tpb = c.build.tokens_per_block;
+  if (tpb < 1) {
+    return InvalidArgument("engine build.tokens_per_block is " + std::to_string(tpb) +
+                           ", must be >= 1");
+  }
+  r->num_blocks_ = options.max_kv_tokens / tpb;
+  if (r->num_blocks_ < 1) {
+    return InvalidArgument("max_kv_tokens " + std::to_string(options.max_kv_tokens) +
+                           " holds no KV block of tokens_per_block " + std::to_string(tpb) +
+                           " tokens; it must be >= " + std::to_string(tpb));
+  }
+  const std::string path = (std::filesystem::path(engine_dir) / "rank0.safetensors").string();
+  ASSIGN_OR_RETURN(r->weights_file_, SafetensorsFile::Open(path));
+  ASSIGN_OR_RETURN(TransformerWeights weights, BindTransformerWeights(c, *r->weights_file_));
+  r->weight_bytes_ = weights.num_bytes;
+
+  r->pool_floats_ = r->num_blocks_ * c.num_kv_heads * tpb * c.head_dim;
+  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+    LayerKvPools p;
+    p.k =
+        static_cast<float*>(std::calloc(static_cast<std::size_t>(r->pool_floats_), sizeof(float)));
+    p.v =
+        static_cast<float*>(std::calloc(static_cast<std::size_t>(r->pool_floats_), sizeof(float)));
+    r->kv_.push_back(p);  // pushed before the check so the destructor frees a partial allocation
+    if (p.k == nullptr || p.v == nullptr) {
+      return Unavailable("cannot allocate the KV cache: " + std::to_string(c.num_layers) +
+                         " layers x 2 pools x " + std::to_string(r->pool_floats_ * 4) +
+                         " bytes (max_kv_tokens " + std::to_string(options.max_kv_tokens) + ")");
+    }
+  }
+  r->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.num_threads);
+  r->transformer_ = std::make_unique<Transformer>(c, std::move(weights), tpb, r->pool_.get());
+  LOG_INFO("cpu model runner: {} ({} layers, hidden {}), {} KV blocks of {} tokens, {} threads",
+           c.architecture_name, c.num_layers, c.hidden_size, r->num_blocks_, tpb,
+           r->pool_->num_threads());
+  return r;
+}
+
+CpuModelRunner::~CpuModelRunner() {
+  for (auto& p : kv_) {
+    std::free(p.k);
+    std::free(p.v);
+  }
+}
+
+std::int64_t CpuModelRunner::memory_bytes() const {
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  return weight_bytes_ + 2 * static_cast<std::int64_t>(kv_.size()) * pool_floats_ * 4 +
+         transformer_->workspace_bytes();
+}
+
+Status CpuModelRunner::ValidateStep(const StepInput& input) const {
+  const std::int64_t tpb = config_.build.tokens_per_block;
+  for (std::size_t i = 0; i < input.sequences.size(); ++i) {
+    const SequenceStep& s = input.sequences[i];
+    const std::string who =
+        "sequence " + std::to_string(i) + " (seq_id " + std::to_string(s.seq_id) + "): ";
+    if (s.tokens.empty())
+      return InvalidArgument(who + "tokens is empty; at least 1 token is needed");
+    if (s.num_cached < 0) {
+      return InvalidArgument(who + "num_cached is " + std::to_string(s.num_cached) +
+                             ", must be >= 0");
+    }
+    const std::int64_t end = static_cast<std::int64_t>(s.num_cached) + s.tokens.size();
+    if (end > INT32_MAX) return InvalidArgument(who + "positions exceed the 32-bit range");
+    if (config_.position_embedding == PositionEmbedding::kLearned &&
+        end > config_.max_position_embeddings) {
+      return InvalidArgument(who + "last position " + std::to_string(end - 1) +
+                             " is past the learned position table (max_position_embeddings " +
+                             std::to_string(config_.max_position_embeddings) + ")");
+    }
+    for (std::size_t t = 0; t < s.tokens.size(); ++t) {
+      if (s.tokens[t] < 0 || s.tokens[t] >= config_.vocab_size) {
+        return InvalidArgument(who + "token " + std::to_string(t) + " is id " +
+                               std::to_string(s.tokens[t]) + ", must be in [0, " +
+                               std::to_string(config_.vocab_size) + ")");
+      }
+    }
+    const std::int64_t blocks_needed = (end + tpb - 1) / tpb;
+    if (static_cast<std::int64_t>(s.block_table.size()) < blocks_needed) {
+      return InvalidArgument(who + "block_table has " + std::to_string(s.block_table.size()) +
+                             " blocks but positions [0, " + std::to_string(end) + ") need " +
+                             std::to_string(blocks_needed) + " (tokens_per_block " +
+                             std::to_string(tpb) + ")");
+    }
+    for (std::int64_t b = 0; b < blocks_needed; ++b) {
+      if (s.block_table[b] < 0 || s.block_table[b] >= num_blocks_) {
+        return InvalidArgument(who + "block_table[" + std::to_string(b) + "] is " +
+                               std::to_string(s.block_table[b]) + ", must be in [0, " +
+                               std::to_string(num_blocks_) + ")");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<StepOutput> CpuModelRunner::Step(const StepInput& input) {
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  RETURN_IF_ERROR(ValidateStep(input));
+  const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
+
+  // Flatten the step into the kernels' page-table format (kernels/cpu/paged_kv.h).
+  std::int32_t max_blocks = 1;
+  for (const auto& s : input.sequences)
+    max_blocks = std::max(max_blocks, static_cast<std::int32_t>(s.block_table.size()));
+  std::vector<std::int32_t> query_start{0}, num_cached, tables, token_ids, positions, logit_rows;
+  tables.assign(static_cast<std::size_t>(num_seqs) * max_blocks, 0);
+  StepOutput out;
+  out.vocab_size = config_.vocab_size;
+  for (std::int32_t i = 0; i < num_seqs; ++i) {
+    const SequenceStep& s = input.sequences[i];
+    const std::int32_t first_row = query_start.back();
+    const auto n = static_cast<std::int32_t>(s.tokens.size());
+    query_start.push_back(first_row + n);
+    num_cached.push_back(s.num_cached);
+    std::copy(s.block_table.begin(), s.block_table.end(), tables.begin() + i * max_blocks);
+    for (std::int32_t t = 0; t < n; ++t) {
+      token_ids.push_back(s.tokens[t]);
+      positions.push_back(s.num_cached + t);
+    }
+    out.row_begin.push_back(static_cast<std::int32_t>(logit_rows.size()));
+    if (s.logits == SequenceStep::Logits::kLast) {
+      logit_rows.push_back(first_row + n - 1);
+    } else if (s.logits == SequenceStep::Logits::kAll) {
+      for (std::int32_t t = 0; t < n; ++t) logit_rows.push_back(first_row + t);
+    }
+  }
+  ForwardBatch batch;
+  batch.paged.num_seqs = num_seqs;
+  batch.paged.query_start = query_start.data();
+  batch.paged.num_cached = num_cached.data();
+  batch.paged.block_tables = tables.data();
+  batch.paged.max_blocks_per_seq = max_blocks;
+  batch.token_ids = token_ids.data();
+  batch.positions = positions.data();
+  batch.logit_rows = logit_rows.data();
+  batch.num_logit_rows = static_cast<std::int32_t>(logit_rows.size());
+  out.logits.resize(logit_rows.size() * static_cast<std::size_t>(config_.vocab_size));
+  transformer_->Forward(batch, kv_, out.logits.data());
+  return out;
+}
+
+Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& engine_dir,
+                                                          const RunnerOptions& options) {
+  ASSIGN_OR_RETURN(auto runner, CpuModelRunner::Create(engine_dir, options));
+  return std::unique_ptr<ModelRunner>(std::move(runner));
+}
+
+}  // namespace inflight::model

@@ -1,0 +1,144 @@
+#include "model/transformer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/kv_cache_write.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+
+namespace inflight::model {
+
+namespace k = kernels::cpu;
+
+namespace {
+void Grow(std::vector<float>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+}
+}  // namespace
+
+Transformer::Transformer(const EngineConfig& config, TransformerWeights weights,
+                         std::int64_t tokens_per_block, k::ThreadPool* pool)
+    : config_(config),
+      weights_(std::move(weights)),
+      kv_shape_{config.num_kv_heads, tokens_per_block, config.head_dim},
+      pool_(pool) {
+  if (config_.position_embedding == PositionEmbedding::kRope) {
+    k::RopeParams p;
+    p.head_dim = config_.head_dim;
+    p.theta = config_.rope_theta;
+    if (config_.rope_scaling) {
+      p.llama3 = true;
+      p.factor = config_.rope_scaling->factor;
+      p.low_freq_factor = config_.rope_scaling->low_freq_factor;
+      p.high_freq_factor = config_.rope_scaling->high_freq_factor;
+      p.original_max_position_embeddings =
+          static_cast<double>(config_.rope_scaling->original_max_position_embeddings);
+    }
+    inv_freq_.resize(static_cast<std::size_t>(config_.head_dim / 2));
+    k::RopeInvFrequencies(p, inv_freq_.data());
+  }
+}
+
+void Transformer::Norm(float* out, const float* x, float* residual, WeightPtr weight,
+                       WeightPtr bias, std::int64_t num_tokens) const {
+  if (config_.norm == NormKind::kRmsNorm) {
+    k::RmsNorm(out, x, residual, weight, num_tokens, config_.hidden_size, config_.norm_eps);
+  } else {
+    k::LayerNorm(out, x, residual, weight, bias, num_tokens, config_.hidden_size, config_.norm_eps);
+  }
+}
+
+// Data flow of one step (T rows, hidden H). The residual stream is updated by the fused norms:
+//
+//   residual = embed(tokens) [+ pos_embed(positions)]
+//   per layer:  normed = attn_norm(hidden + residual)       (layer 0: attn_norm(residual))
+//               qkv = normed · Wqkvᵀ + b;  rope(q, k);  write k, v to the pools
+//               hidden = attention(q, cached k/v) · Woutᵀ + b
+//               normed = mlp_norm(hidden + residual)
+//               hidden = down(act(normed · W1ᵀ + b)) + b    act: swiglu on gate_up, or gelu_new on
+//               fc
+//   logits rows: final_norm(hidden + residual) · lm_headᵀ
+void Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKvPools>& kv,
+                          float* logits) {
+  const std::int64_t T = batch.paged.num_tokens();
+  const std::int64_t H = config_.hidden_size, hd = config_.head_dim;
+  const std::int64_t nq = config_.num_attention_heads, nkv = config_.num_kv_heads;
+  const std::int64_t q_dim = nq * hd, qkv_dim = config_.QkvRows(1);
+  const std::int64_t inter = config_.intermediate_size;
+  const bool swiglu = config_.activation == Activation::kSwiGlu;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  if (T == 0) return;
+
+  Grow(residual_, T * H);
+  Grow(normed_, T * H);
+  Grow(hidden_, T * H);
+  Grow(qkv_, T * qkv_dim);
+  Grow(attn_, T * q_dim);
+  Grow(mlp_, T * (swiglu ? 2 * inter : inter));
+  Grow(mlp_act_, T * inter);
+
+  k::EmbeddingGather(residual_.data(), batch.token_ids, T, weights_.embed, H, weights_.pos_embed,
+                     batch.positions);
+
+  for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
+    const LayerWeights& l = weights_.layers[i];
+    if (i == 0) {
+      Norm(normed_.data(), residual_.data(), nullptr, l.attn_norm, l.attn_norm_bias, T);
+    } else {
+      Norm(normed_.data(), hidden_.data(), residual_.data(), l.attn_norm, l.attn_norm_bias, T);
+    }
+    k::Linear(qkv_.data(), normed_.data(), H, l.qkv, l.qkv_bias, T, H, qkv_dim, pool_);
+    float* q = qkv_.data();
+    float* kk = q + q_dim;
+    float* v = kk + nkv * hd;
+    if (config_.position_embedding == PositionEmbedding::kRope) {
+      k::ApplyRope(q, T, nq, hd, qkv_dim, batch.positions, inv_freq_.data());
+      k::ApplyRope(kk, T, nkv, hd, qkv_dim, batch.positions, inv_freq_.data());
+    }
+    k::KvCacheWrite(kv[i].k, kv[i].v, kk, v, qkv_dim, batch.paged, kv_shape_);
+    k::PagedAttention(attn_.data(), q, qkv_dim, kv[i].k, kv[i].v, batch.paged, kv_shape_, nq, scale,
+                      pool_);
+    k::Linear(hidden_.data(), attn_.data(), q_dim, l.attn_out, l.attn_out_bias, T, q_dim, H, pool_);
+
+    Norm(normed_.data(), hidden_.data(), residual_.data(), l.mlp_norm, l.mlp_norm_bias, T);
+    if (swiglu) {
+      k::Linear(mlp_.data(), normed_.data(), H, l.gate_up, l.gate_up_bias, T, H, 2 * inter, pool_);
+      k::SwiGlu(mlp_act_.data(), mlp_.data(), T, inter);
+    } else {
+      k::Linear(mlp_.data(), normed_.data(), H, l.fc, l.fc_bias, T, H, inter, pool_);
+      k::GeluNew(mlp_act_.data(), mlp_.data(), T * inter);
+    }
+    k::Linear(hidden_.data(), mlp_act_.data(), inter, l.down, l.down_bias, T, inter, H, pool_);
+  }
+
+  // Only the rows whose logits are wanted go through the final norm and lm_head.
+  const std::int64_t R = batch.num_logit_rows;
+  if (R == 0) return;
+  Grow(logit_in_, 2 * R * H);
+  float* x = logit_in_.data();
+  float* res = x + R * H;
+  for (std::int64_t r = 0; r < R; ++r) {
+    const std::int64_t row = batch.logit_rows[r];
+    std::memcpy(x + r * H, hidden_.data() + row * H, static_cast<std::size_t>(H) * sizeof(float));
+    std::memcpy(res + r * H, residual_.data() + row * H,
+                static_cast<std::size_t>(H) * sizeof(float));
+  }
+  Norm(x, x, res, weights_.final_norm, weights_.final_norm_bias, R);
+  k::Linear(logits, x, H, weights_.lm_head, WeightPtr(), R, H, config_.vocab_size, pool_);
+}
+
+std::int64_t Transformer::workspace_bytes() const {
+  std::size_t n = 0;
+  for (const auto* v :
+       {&residual_, &normed_, &hidden_, &qkv_, &attn_, &mlp_, &mlp_act_, &logit_in_})
+    n += v->capacity();
+  return static_cast<std::int64_t>(n * sizeof(float) + inv_freq_.size() * sizeof(float));
+}
+
+}  // namespace inflight::model

@@ -1,0 +1,59 @@
+// The decoder-only transformer forward pass on CPU over the paged KV cache: one sequence of ops for
+// the Llama family (RMSNorm, RoPE, GQA, SwiGLU) and GPT-2 (learned positions, LayerNorm, gelu_new),
+// chosen by EngineConfig flags.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/paged_kv.h"
+#include "kernels/cpu/thread_pool.h"
+#include "model/engine_config.h"
+#include "model/transformer_weights.h"
+
+namespace inflight::model {
+
+// One layer's K and V pools, each [num_blocks, num_kv_heads, tokens_per_block, head_dim] fp32.
+struct LayerKvPools {
+  float* k = nullptr;
+  float* v = nullptr;
+};
+
+struct ForwardBatch {
+  kernels::cpu::PagedBatch paged;            // sequences, their new rows and block tables
+  const std::int32_t* token_ids = nullptr;   // [num_tokens]
+  const std::int32_t* positions = nullptr;   // [num_tokens], consistent with paged
+  const std::int32_t* logit_rows = nullptr;  // [num_logit_rows]: rows whose logits are wanted
+  std::int32_t num_logit_rows = 0;
+};
+
+class Transformer {
+ public:
+  // `weights` point into storage that must outlive the Transformer; `pool` may be nullptr.
+  Transformer(const EngineConfig& config, TransformerWeights weights, std::int64_t tokens_per_block,
+              kernels::cpu::ThreadPool* pool);
+
+  // Computes the batch's rows, writes their K/V into `kv` (one entry per layer) and fills
+  // logits [num_logit_rows, vocab]. Preconditions (the runner validates them): token ids in
+  // [0, vocab), positions < max_position_embeddings for learned positions, block tables covering
+  // every position with block ids inside the pools.
+  void Forward(const ForwardBatch& batch, const std::vector<LayerKvPools>& kv, float* logits);
+
+  // Bytes of the activation buffers currently held.
+  std::int64_t workspace_bytes() const;
+
+ private:
+  void Norm(float* out, const float* x, float* residual, WeightPtr weight, WeightPtr bias,
+            std::int64_t num_tokens) const;
+
+  EngineConfig config_;
+  TransformerWeights weights_;
+  kernels::cpu::PagedKvShape kv_shape_;
+  kernels::cpu::ThreadPool* pool_;
+  std::vector<float> inv_freq_;  // [head_dim / 2], rope only
+
+  // Activations, grown to the largest step seen.
+  std::vector<float> residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_in_;
+};
+
+}  // namespace inflight::model

@@ -1,0 +1,40 @@
+// The engine's weights as typed pointers for the CPU forward pass, checked against the config.
+#pragma once
+
+#include <vector>
+
+#include "inflight/status.h"
+#include "kernels/cpu/weight_ptr.h"
+#include "model/engine_config.h"
+#include "model/safetensors.h"
+
+namespace inflight::model {
+
+using kernels::cpu::WeightPtr;
+
+// Names and shapes as in docs/engine_format.md; an absent optional weight has null data.
+struct LayerWeights {
+  WeightPtr attn_norm, attn_norm_bias;
+  WeightPtr qkv, qkv_bias;            // [(nq + 2 nkv) hd, hidden], [(nq + 2 nkv) hd]
+  WeightPtr attn_out, attn_out_bias;  // [hidden, nq hd], [hidden]
+  WeightPtr mlp_norm, mlp_norm_bias;
+  WeightPtr gate_up, gate_up_bias;  // swiglu: [2 inter, hidden] (gate rows, then up rows)
+  WeightPtr fc, fc_bias;            // gelu_new: [inter, hidden]
+  WeightPtr down, down_bias;        // [hidden, inter]
+};
+
+struct TransformerWeights {
+  WeightPtr embed;      // [vocab, hidden]
+  WeightPtr pos_embed;  // [max_position_embeddings, hidden], learned positions only
+  WeightPtr final_norm, final_norm_bias;
+  WeightPtr lm_head;  // [vocab, hidden]; embed when tie_word_embeddings
+  std::vector<LayerWeights> layers;
+  std::int64_t num_bytes = 0;  // of the distinct tensors bound
+};
+
+// Binds every tensor the config calls for (tp_size 1 layout) from `file`, which must outlive the
+// result. Errors name the file, the tensor, and the expected vs. found shape or dtype.
+Result<TransformerWeights> BindTransformerWeights(const EngineConfig& config,
+                                                  const SafetensorsFile& file);
+
+}  // namespace inflight::model

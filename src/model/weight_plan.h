@@ -1,0 +1,35 @@
+// Which Hugging Face tensors make up each engine tensor of one tensor-parallel rank, and which part of
+// each (docs/engine_format.md, "Weight names and layouts"). Pure bookkeeping: no file access.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/engine_config.h"
+
+namespace inflight::model {
+
+// A block of one checkpoint tensor. The tensor is seen as a matrix [rows, cols]: a 2-D tensor as stored
+// (or transposed, for GPT-2's Conv1D [in, out]), a 1-D tensor as [n, 1]. The piece is rows
+// [row_begin, row_end) x cols [col_begin, col_end) of that view. A zero piece has no source tensor.
+struct WeightPiece {
+  std::string hf_name;                   // as in Llama-family checkpoints; GPT-2 names lack "transformer."
+  std::vector<std::int64_t> hf_shape;    // the shape the checkpoint must have
+  bool transpose = false;
+  bool zeros = false;
+  std::int64_t row_begin = 0, row_end = 0;
+  std::int64_t col_begin = 0, col_end = 1;
+};
+
+// An engine tensor: its pieces stacked along rows give the tensor, row-major.
+struct EngineWeight {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<WeightPiece> pieces;
+};
+
+// Every tensor of rank `rank` in file order. Precondition: config.Validate() is ok.
+std::vector<EngineWeight> PlanRankWeights(const EngineConfig& config, std::int32_t rank);
+
+}  // namespace inflight::model

@@ -1,0 +1,197 @@
+#include "server/http_infer_json.h"
+
+#include <set>
+#include <utility>
+
+#include "server/http_tensor_json.h"
+
+namespace inflight::server::http {
+namespace {
+
+using nlohmann::json;
+
+const char* JsonTypeName(const json& value) {
+  if (value.is_number_float()) return "number";
+  if (value.is_number()) return "integer";
+  return value.type_name();
+}
+
+Result<Tensor> ParseInput(const json& input, std::size_t index) {
+  const std::string where = "inputs[" + std::to_string(index) + "]";
+  if (!input.is_object()) {
+    return InvalidArgument(where + " must be an object, got " + std::string(JsonTypeName(input)));
+  }
+  Tensor tensor;
+  auto name = input.find("name");
+  if (name == input.end() || !name->is_string()) {
+    return InvalidArgument(where + ": 'name' must be a string");
+  }
+  tensor.name = name->get<std::string>();
+  const std::string what = "input \"" + tensor.name + "\"";
+
+  auto datatype = input.find("datatype");
+  if (datatype == input.end() || !datatype->is_string()) {
+    return InvalidArgument(what + ": 'datatype' must be a string such as \"INT32\" or \"BYTES\"");
+  }
+  auto parsed_type = ParseDataTypeName(datatype->get<std::string>());
+  if (!parsed_type) {
+    return InvalidArgument(what + ": datatype \"" + datatype->get<std::string>() +
+                           "\" is not one of: BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, "
+                           "FP16, FP32, FP64, BF16, BYTES");
+  }
+  tensor.datatype = *parsed_type;
+
+  auto shape = input.find("shape");
+  if (shape == input.end() || !shape->is_array()) {
+    return InvalidArgument(what + ": 'shape' must be an array of non-negative integers");
+  }
+  for (const json& dim : *shape) {
+    if (!dim.is_number_integer() || dim.get<std::int64_t>() < 0) {
+      return InvalidArgument(what + ": 'shape' must be an array of non-negative integers, got " + DumpJson(*shape));
+    }
+    tensor.shape.push_back(dim.get<std::int64_t>());
+  }
+
+  auto parameters = input.find("parameters");
+  if (parameters != input.end()) {
+    if (!parameters->is_object()) return InvalidArgument(what + ": 'parameters' must be an object");
+    if (parameters->contains("binary_data_size")) {
+      return Unsupported(what + ": the binary tensor data extension is not supported; send 'data' as JSON");
+    }
+    if (parameters->contains("shared_memory_region")) {
+      return Unsupported(what + ": shared memory inputs are not supported; send 'data' as JSON");
+    }
+  }
+
+  auto data = input.find("data");
+  if (data == input.end()) return InvalidArgument(what + ": 'data' is missing");
+  RETURN_IF_ERROR(AppendJsonElements(*data, tensor));
+  RETURN_IF_ERROR(CheckElementCount(tensor));
+  return tensor;
+}
+
+}  // namespace
+
+Result<nlohmann::json> ParseJsonBody(std::string_view body) {
+  // NOTE: nlohmann's parser is iterative, so deep nesting in hostile input cannot overflow the stack.
+  try {
+    return json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    return InvalidArgument(std::string("malformed JSON in request body: ") + e.what());
+  }
+}
+
+Status ParseParameters(const nlohmann::json& object, std::string_view where,
+                       std::map<std::string, ParameterValue>& parameters) {
+  if (!object.is_object()) {
+    return InvalidArgument(std::string(where) + " must be an object, got " + JsonTypeName(object));
+  }
+  for (const auto& [key, value] : object.items()) {
+    if (value.is_string()) {
+      parameters[key] = value.get<std::string>();
+    } else if (value.is_boolean()) {
+      parameters[key] = value.get<bool>();
+    } else if (value.is_number_unsigned()) {
+      if (value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        return InvalidArgument(std::string(where) + ": parameter \"" + key + "\" = " + DumpJson(value) +
+                               " does not fit in int64");
+      }
+      parameters[key] = value.get<std::int64_t>();
+    } else if (value.is_number_integer()) {
+      parameters[key] = value.get<std::int64_t>();
+    } else if (value.is_number_float()) {
+      parameters[key] = value.get<double>();
+    } else {
+      return InvalidArgument(std::string(where) + ": parameter \"" + key + "\" is " + JsonTypeName(value) +
+                             "; a parameter must be a string, integer, boolean or number");
+    }
+  }
+  return Status::Ok();
+}
+
+nlohmann::json ParametersToJson(const std::map<std::string, ParameterValue>& parameters) {
+  json out = json::object();
+  for (const auto& [key, value] : parameters) {
+    std::visit([&out, &key](const auto& v) { out[key] = v; }, value);
+  }
+  return out;
+}
+
+Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::string& model_name,
+                                       std::int64_t model_version) {
+  if (!body.is_object()) {
+    return InvalidArgument("inference request body must be a JSON object, got " + std::string(JsonTypeName(body)));
+  }
+  InferRequest request;
+  request.model_name = model_name;
+  request.model_version = model_version;
+
+  if (auto id = body.find("id"); id != body.end()) {
+    if (!id->is_string()) return InvalidArgument("'id' must be a string, got " + std::string(JsonTypeName(*id)));
+    request.id = id->get<std::string>();
+  }
+  if (auto parameters = body.find("parameters"); parameters != body.end()) {
+    RETURN_IF_ERROR(ParseParameters(*parameters, "'parameters'", request.parameters));
+  }
+
+  auto inputs = body.find("inputs");
+  if (inputs == body.end() || !inputs->is_array()) {
+    return InvalidArgument("'inputs' must be an array of input tensors");
+  }
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < inputs->size(); ++i) {
+    ASSIGN_OR_RETURN(Tensor tensor, ParseInput((*inputs)[i], i));
+    if (!seen.insert(tensor.name).second) {
+      return InvalidArgument("input \"" + tensor.name + "\" is given more than once");
+    }
+    request.inputs.push_back(std::move(tensor));
+  }
+
+  if (auto outputs = body.find("outputs"); outputs != body.end()) {
+    if (!outputs->is_array()) return InvalidArgument("'outputs' must be an array of {\"name\": ...} objects");
+    for (std::size_t i = 0; i < outputs->size(); ++i) {
+      const json& output = (*outputs)[i];
+      auto name = output.is_object() ? output.find("name") : output.end();
+      if (!output.is_object() || name == output.end() || !name->is_string()) {
+        return InvalidArgument("outputs[" + std::to_string(i) + "] must be an object with a string 'name'");
+      }
+      request.requested_outputs.push_back(name->get<std::string>());
+    }
+  }
+  return request;
+}
+
+Result<nlohmann::json> InferResponseToJson(const InferResponse& response) {
+  json out = json::object();
+  out["model_name"] = response.model_name;
+  out["model_version"] = std::to_string(response.model_version);
+  if (!response.id.empty()) out["id"] = response.id;
+  if (!response.parameters.empty()) out["parameters"] = ParametersToJson(response.parameters);
+  json outputs = json::array();
+  for (const Tensor& tensor : response.outputs) {
+    ASSIGN_OR_RETURN(json data, TensorElementsToJson(tensor));
+    outputs.push_back({{"name", tensor.name},
+                       {"datatype", DataTypeName(tensor.datatype)},
+                       {"shape", tensor.shape},
+                       {"data", std::move(data)}});
+  }
+  out["outputs"] = std::move(outputs);
+  return out;
+}
+
+nlohmann::json ModelMetadataToJson(const ModelMetadata& metadata) {
+  auto tensors = [](const std::vector<TensorMetadata>& list) {
+    json out = json::array();
+    for (const TensorMetadata& t : list) {
+      out.push_back({{"name", t.name}, {"datatype", DataTypeName(t.datatype)}, {"shape", t.shape}});
+    }
+    return out;
+  };
+  return {{"name", metadata.name},
+          {"versions", metadata.versions},
+          {"platform", metadata.platform},
+          {"inputs", tensors(metadata.inputs)},
+          {"outputs", tensors(metadata.outputs)}};
+}
+
+}  // namespace inflight::server::http

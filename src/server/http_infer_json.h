@@ -1,0 +1,36 @@
+// The KServe v2 inference request and response as JSON (POST /v2/models/<m>/infer), and the pieces the
+// generate extension shares with it (request parameters, model metadata).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "server/server_api.h"
+
+namespace inflight::server::http {
+
+// Parses a request body into JSON; malformed text is kInvalidArgument with the parser's position.
+Result<nlohmann::json> ParseJsonBody(std::string_view body);
+
+// {"k": string | integer | boolean | number} → parameters; any other value type is kInvalidArgument
+// naming the key.
+Status ParseParameters(const nlohmann::json& object, std::string_view where,
+                       std::map<std::string, ParameterValue>& parameters);
+nlohmann::json ParametersToJson(const std::map<std::string, ParameterValue>& parameters);
+
+// {"id", "parameters", "inputs": [{"name", "shape", "datatype", "data", "parameters"}], "outputs": [{"name"}]}
+// The binary tensor extension is not supported: an input with "binary_data_size" is refused.
+Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::string& model_name,
+                                       std::int64_t model_version);
+
+// {"model_name", "model_version", "id", "parameters", "outputs": [{"name", "datatype", "shape", "data"}]}
+Result<nlohmann::json> InferResponseToJson(const InferResponse& response);
+
+// {"name", "versions", "platform", "inputs": [{"name", "datatype", "shape"}], "outputs": [...]}
+nlohmann::json ModelMetadataToJson(const ModelMetadata& metadata);
+
+}  // namespace inflight::server::http

@@ -1,0 +1,28 @@
+#include "tokenizer/json_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace inflight::tokenizer {
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open " + path + ": " + std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Internal("cannot read " + path + ": " + std::strerror(errno));
+  return buffer.str();
+}
+
+Result<nlohmann::json> ReadJsonFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return InvalidArgument(path + ": not valid JSON: " + e.what());
+  }
+}
+
+}  // namespace inflight::tokenizer

@@ -1,0 +1,75 @@
+// SwiGLU, gelu_new and the embedding gather against the CPU references.
+#include <string>
+
+#include "gpu_test_util.h"
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cuda/activations.h"
+#include "kernels/cuda/embedding.h"
+
+namespace inflight::gpu_test {
+namespace {
+
+GPU_TEST(SwiGluMatchesCpu) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int tokens : {1, 3, 19, 99, 989})
+      for (int inter : {111, 1025}) {
+        const std::size_t n = static_cast<std::size_t>(tokens) * static_cast<std::size_t>(inter);
+        const auto gate_up = RoundTo(dtype, RandomVector(2 * n, -6.0f, 6.0f));
+        DeviceArray<std::uint16_t> d_in(ToBits(dtype, gate_up)), d_out(n);
+        CUDA_OK(kernels::cuda::SwiGlu(d_out.get(), d_in.get(), dtype, tokens, inter, nullptr));
+        std::vector<float> ref(n);
+        kernels::cpu::SwiGlu(ref.data(), gate_up.data(), tokens, inter);
+        ExpectClose("swiglu " + Describe(dtype) + " tokens=" + std::to_string(tokens) +
+                        " inter=" + std::to_string(inter),
+                    FromBits(dtype, d_out.Download()), ref, 1e-6f, Epsilon(dtype));
+      }
+}
+
+GPU_TEST(GeluNewMatchesCpu) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int n : {1, 3, 19, 99 * 111, 989 * 1025}) {
+      const auto x = RoundTo(dtype, RandomVector(static_cast<std::size_t>(n), -8.0f, 8.0f));
+      DeviceArray<std::uint16_t> d_x(ToBits(dtype, x)), d_out(static_cast<std::size_t>(n));
+      CUDA_OK(kernels::cuda::GeluNew(d_out.get(), d_x.get(), dtype, n, nullptr));
+      std::vector<float> ref(static_cast<std::size_t>(n));
+      kernels::cpu::GeluNew(ref.data(), x.data(), n);
+      ExpectClose("gelu_new " + Describe(dtype) + " n=" + std::to_string(n),
+                  FromBits(dtype, d_out.Download()), ref, 1e-6f, Epsilon(dtype));
+    }
+}
+
+GPU_TEST(EmbeddingGatherMatchesCpu) {
+  const int vocab = 1000, max_pos = 2048;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int tokens : {1, 3, 19, 99, 989})
+      for (int hidden : {111, 1025})
+        for (bool learned_positions : {false, true}) {
+          const auto table = RoundTo(dtype, RandomVector(static_cast<std::size_t>(vocab * hidden), -1, 1));
+          const auto pos_table =
+              RoundTo(dtype, RandomVector(static_cast<std::size_t>(max_pos * hidden), -1, 1));
+          std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens)), positions(ids.size());
+          std::uniform_int_distribution<int> id_dist(0, vocab - 1), pos_dist(0, max_pos - 1);
+          for (auto& id : ids) id = id_dist(Rng());
+          for (auto& p : positions) p = pos_dist(Rng());
+          DeviceArray<std::uint16_t> d_table(ToBits(dtype, table)), d_pos(ToBits(dtype, pos_table)),
+              d_out(static_cast<std::size_t>(tokens * hidden));
+          DeviceArray<std::int32_t> d_ids(ids), d_positions(positions);
+          CUDA_OK(kernels::cuda::EmbeddingGather(
+              d_out.get(), d_ids.get(), tokens, d_table.get(), hidden,
+              learned_positions ? d_pos.get() : nullptr, d_positions.get(), dtype, nullptr));
+          std::vector<float> ref(static_cast<std::size_t>(tokens * hidden));
+          kernels::cpu::EmbeddingGather(
+              ref.data(), ids.data(), tokens, kernels::cpu::WeightPtr(table.data()), hidden,
+              learned_positions ? kernels::cpu::WeightPtr(pos_table.data()) : kernels::cpu::WeightPtr(),
+              positions.data());
+          ExpectClose("embedding " + Describe(dtype) + " tokens=" + std::to_string(tokens) +
+                          " hidden=" + std::to_string(hidden) +
+                          (learned_positions ? " +positions" : ""),
+                      FromBits(dtype, d_out.Download()), ref, 0.0f,
+                      learned_positions ? Epsilon(dtype) : 0.0f);
+        }
+}
+
+}  // namespace
+}  // namespace inflight::gpu_test

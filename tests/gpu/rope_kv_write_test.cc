@@ -1,0 +1,86 @@
+// RoPE + K/V cache write against cpu::ApplyRope (on q and k) followed by cpu::KvCacheWrite, on a
+// random non-monotonic block table with every untouched pool slot holding NaN.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gpu_test_util.h"
+#include "kernels/cpu/kv_cache_write.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cuda/rope_kv_write.h"
+
+namespace inflight::gpu_test {
+namespace {
+
+struct RopeCase {
+  DType dtype;
+  std::vector<int> query_lens, cached;
+  int num_heads, num_kv_heads, head_dim, tokens_per_block;
+  bool rope;
+  bool llama3;
+};
+
+void CheckRopeKvWrite(const RopeCase& c) {
+  const std::string name = "rope_kv_write " + Describe(c.dtype) + " seqs=" +
+                           std::to_string(c.query_lens.size()) + " hd=" + std::to_string(c.head_dim) +
+                           " heads=" + std::to_string(c.num_heads) + "/" +
+                           std::to_string(c.num_kv_heads) + (c.rope ? " rope" : " no-rope") +
+                           (c.llama3 ? " llama3" : "");
+  const HostPagedBatch hb = MakePagedBatch(c.query_lens, c.cached, c.tokens_per_block);
+  const int tokens = hb.num_tokens(), D = c.head_dim;
+  const int stride = (c.num_heads + 2 * c.num_kv_heads) * D;
+  auto qkv = RoundTo(c.dtype, RandomVector(static_cast<std::size_t>(tokens) * stride, -1, 1));
+  kernels::cpu::PagedKvShape shape{c.num_kv_heads, c.tokens_per_block, D};
+  const std::size_t pool_n = static_cast<std::size_t>(hb.num_blocks * shape.BlockFloats());
+
+  kernels::cpu::RopeParams params;
+  params.head_dim = D;
+  params.theta = 500000.0;
+  params.llama3 = c.llama3;
+  std::vector<float> inv_freq(static_cast<std::size_t>(D / 2));
+  kernels::cpu::RopeInvFrequencies(params, inv_freq.data());
+
+  DeviceArray<std::uint16_t> d_qkv(ToBits(c.dtype, qkv));
+  DeviceArray<std::uint16_t> d_k_pool(std::vector<std::uint16_t>(pool_n, NanBits(c.dtype)));
+  DeviceArray<std::uint16_t> d_v_pool(std::vector<std::uint16_t>(pool_n, NanBits(c.dtype)));
+  DeviceArray<float> d_inv_freq(inv_freq);
+  DevicePagedBatch db(hb);
+  std::uint16_t* base = d_qkv.get();
+  CUDA_OK(kernels::cuda::RopeKvWrite(base, base + c.num_heads * D,
+                                     base + (c.num_heads + c.num_kv_heads) * D, stride, c.num_heads,
+                                     d_k_pool.get(), d_v_pool.get(), db.batch, shape,
+                                     c.rope ? d_inv_freq.get() : nullptr, c.dtype, nullptr));
+
+  std::vector<std::int32_t> positions;
+  for (int s = 0; s < hb.num_seqs(); ++s)
+    for (int j = 0; j < c.query_lens[static_cast<std::size_t>(s)]; ++j) positions.push_back(hb.num_cached[s] + j);
+  if (c.rope) {
+    kernels::cpu::ApplyRope(qkv.data(), tokens, c.num_heads, D, stride, positions.data(), inv_freq.data());
+    kernels::cpu::ApplyRope(qkv.data() + c.num_heads * D, tokens, c.num_kv_heads, D, stride,
+                            positions.data(), inv_freq.data());
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> k_pool(pool_n, nan), v_pool(pool_n, nan);
+  kernels::cpu::PagedBatch cb{hb.num_seqs(), hb.query_start.data(), hb.num_cached.data(),
+                              hb.block_tables.data(), hb.max_blocks_per_seq};
+  kernels::cpu::KvCacheWrite(k_pool.data(), v_pool.data(), qkv.data() + c.num_heads * D,
+                             qkv.data() + (c.num_heads + c.num_kv_heads) * D, stride, cb, shape);
+  const float e = Epsilon(c.dtype);
+  ExpectClose(name + " qkv", FromBits(c.dtype, d_qkv.Download()), qkv, e, e);
+  ExpectClose(name + " k_pool", FromBits(c.dtype, d_k_pool.Download()), k_pool, e, e);
+  ExpectClose(name + " v_pool", FromBits(c.dtype, d_v_pool.Download()), v_pool, 0.0f, 0.0f);
+}
+
+GPU_TEST(RopeKvWriteMatchesCpu) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (int D : {64, 80, 96, 128}) {
+      CheckRopeKvWrite({dtype, {1}, {0}, 4, 2, D, 16, true, false});
+      CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, D, 16, true, true});
+    }
+    CheckRopeKvWrite({dtype, {99, 1, 3}, {1000, 9000, 3}, 6, 1, 128, 64, true, true});
+    CheckRopeKvWrite({dtype, {989}, {17}, 4, 4, 64, 32, false, false});
+  }
+}
+
+}  // namespace
+}  // namespace inflight::gpu_test

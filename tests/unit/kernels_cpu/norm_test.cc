@@ -1,0 +1,115 @@
+// RMSNorm and LayerNorm against the textbook formulas in double, with and without the fused
+// residual.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "unit/kernels_cpu/check_close.h"
+
+namespace inflight::kernels::cpu {
+namespace {
+
+using testing::CheckClose;
+using testing::MakeTypedWeights;
+using testing::RandomFloats;
+
+struct NormCase {
+  std::int64_t tokens, hidden;
+  DType dtype;
+  bool residual;
+};
+
+std::vector<NormCase> AllCases() {
+  std::vector<NormCase> cases;
+  for (std::int64_t tokens : {1, 3, 19, 99})
+    for (std::int64_t hidden : {111, 1025})
+      for (DType dtype : testing::kWeightDTypes)
+        for (bool residual : {false, true}) cases.push_back({tokens, hidden, dtype, residual});
+  return cases;
+}
+
+// Expected normalised rows in double; `rms` picks RMSNorm, else LayerNorm (bias may be empty).
+std::vector<double> ExpectedNorm(bool rms, const std::vector<double>& input, std::int64_t tokens,
+                                 std::int64_t hidden, const std::vector<double>& w,
+                                 const std::vector<double>& b, double eps) {
+  std::vector<double> out(input.size());
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const double* x = input.data() + t * hidden;
+    double mean = 0.0, var = 0.0;
+    if (!rms) {
+      for (std::int64_t i = 0; i < hidden; ++i) mean += x[i] / hidden;
+    }
+    for (std::int64_t i = 0; i < hidden; ++i) var += (x[i] - mean) * (x[i] - mean) / hidden;
+    for (std::int64_t i = 0; i < hidden; ++i) {
+      double y = (x[i] - mean) / std::sqrt(var + eps) * w[i];
+      if (!b.empty()) y += b[i];
+      out[t * hidden + i] = y;
+    }
+  }
+  return out;
+}
+
+void RunNormCase(bool rms, const NormCase& c, bool with_bias, std::uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << (rms ? "rmsnorm" : "layernorm") << " tokens " << c.tokens
+                                    << " hidden " << c.hidden << " dtype " << DTypeName(c.dtype)
+                                    << " residual " << c.residual << " bias " << with_bias);
+  std::mt19937_64 rng(seed);
+  const std::size_t n = static_cast<std::size_t>(c.tokens * c.hidden);
+  // An offset in x makes LayerNorm's mean matter.
+  std::vector<float> x = RandomFloats(rng, n, -2.0f, 3.0f);
+  std::vector<float> residual = RandomFloats(rng, n, -1.0f, 1.0f);
+  auto w =
+      MakeTypedWeights(RandomFloats(rng, static_cast<std::size_t>(c.hidden), 0.5f, 1.5f), c.dtype);
+  auto b = MakeTypedWeights(RandomFloats(rng, static_cast<std::size_t>(c.hidden)), c.dtype);
+  const float eps = 1e-5f;
+
+  std::vector<double> input(n);
+  for (std::size_t i = 0; i < n; ++i) input[i] = c.residual ? double(x[i]) + residual[i] : x[i];
+  const auto expected = ExpectedNorm(rms, input, c.tokens, c.hidden, w.exact,
+                                     with_bias ? b.exact : std::vector<double>{}, eps);
+
+  // Guard values after the output catch writes past the end.
+  std::vector<float> out(n + 16, 12345.0f);
+  std::vector<float> res = residual;
+  float* res_ptr = c.residual ? res.data() : nullptr;
+  if (rms) {
+    RmsNorm(out.data(), x.data(), res_ptr, w.ptr(), c.tokens, c.hidden, eps);
+  } else {
+    LayerNorm(out.data(), x.data(), res_ptr, w.ptr(), with_bias ? b.ptr() : WeightPtr(), c.tokens,
+              c.hidden, eps);
+  }
+  for (std::size_t i = n; i < out.size(); ++i) ASSERT_EQ(out[i], 12345.0f) << "guard " << i;
+  out.resize(n);
+  EXPECT_TRUE(CheckClose(out, expected, 2e-6, seed));
+  if (c.residual) {
+    // The residual stream becomes x + residual exactly (one fp32 add).
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(res[i], x[i] + residual[i]) << "residual " << i;
+  }
+}
+
+TEST(NormTest, RmsNormMatchesFormula) {
+  std::uint64_t seed = 100;
+  for (const auto& c : AllCases()) RunNormCase(true, c, false, seed++);
+}
+
+TEST(NormTest, LayerNormMatchesFormula) {
+  std::uint64_t seed = 200;
+  for (const auto& c : AllCases())
+    for (bool bias : {false, true}) RunNormCase(false, c, bias, seed++);
+}
+
+TEST(NormTest, InPlaceOutputAliasesInput) {
+  std::mt19937_64 rng(7);
+  const std::int64_t tokens = 3, hidden = 111;
+  auto x = RandomFloats(rng, tokens * hidden);
+  auto w = MakeTypedWeights(RandomFloats(rng, hidden), DType::kFloat32);
+  std::vector<float> separate(x.size());
+  RmsNorm(separate.data(), x.data(), nullptr, w.ptr(), tokens, hidden, 1e-6f);
+  RmsNorm(x.data(), x.data(), nullptr, w.ptr(), tokens, hidden, 1e-6f);
+  EXPECT_EQ(x, separate);
+}
+
+}  // namespace
+}  // namespace inflight::kernels::cpu
