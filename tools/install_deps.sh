@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git python3 npm
+  build-essential cmake pkg-config git python3 npm curl
   libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libspdlog-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -203,7 +203,16 @@ void Executor::Impl::Loop() {
       if (shutdown_) return;
     }
     AdmitAndCancel();
-    if (scheduler_.HasWork()) RunStep();
+    if (scheduler_.HasWork()) {
+      RunStep();
+      busy_ = true;
+    }
+    if (busy_ && !scheduler_.HasWork()) {
+      // Going idle: one more stats record, so gauges read from the latest iteration (active requests,
+      // KV blocks) show the idle state instead of the last step's.
+      RecordIteration(executor::ScheduleResult{}, 0.0);
+      busy_ = false;
+    }
   }
 }
 
@@ -332,13 +341,13 @@ void Executor::Impl::RecordIteration(const executor::ScheduleResult& step, doubl
   st.iter = iteration_++;
   st.iter_latency_ms = latency_ms;
   const executor::ScheduleStats& ss = step.stats;
-  st.num_active_requests = ss.num_running + ss.num_paused;
-  max_active_ = std::max(max_active_, st.num_active_requests);
+  // After the step: requests that finished in it no longer count as active.
+  st.num_active_requests = scheduler_.num_running() + scheduler_.num_paused();
   st.max_num_active_requests = limits_.max_batch_size;
   st.num_scheduled_requests = ss.num_scheduled;
   st.num_context_requests = ss.num_context;
   st.num_gen_requests = ss.num_generation;
-  st.num_paused_requests = ss.num_paused;
+  st.num_paused_requests = scheduler_.num_paused();
   st.total_context_tokens = ss.num_context_tokens;
   if (std::string_view(runner_->device_name()) == "cpu") {
     st.cpu_mem_usage = runner_->memory_bytes();

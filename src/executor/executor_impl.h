@@ -60,7 +60,7 @@ class Executor::Impl {
   executor::Scheduler scheduler_;
   std::unordered_map<IdType, std::unique_ptr<executor::RequestState>> states_;  // loop thread only
   std::uint64_t iteration_ = 0;
-  std::int64_t max_active_ = 0;
+  bool busy_ = false;  // the last loop turn ran a step
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;       // the loop waits here for requests / cancels / shutdown

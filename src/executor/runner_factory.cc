@@ -3,16 +3,31 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#ifdef INFLIGHT_HAVE_CUDA_RUNNER
+#include "model/cuda_model_runner.h"
+#endif
 
 namespace inflight::executor {
 
 Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string& engine_dir,
                                                               const model::EngineConfig& engine,
                                                               const ExecutorConfig& config) {
-  if (config.device == DeviceKind::kCuda) {
-    return Unsupported("device \"cuda\" was requested, but this build has no CUDA model runner yet; "
-                       "accepted: auto, cpu");
+#ifdef INFLIGHT_HAVE_CUDA_RUNNER
+  if (config.device == DeviceKind::kCuda ||
+      (config.device == DeviceKind::kAuto && model::CudaDeviceAvailable())) {
+    model::CudaRunnerOptions o;
+    o.kv_cache_free_gpu_mem_fraction = config.kv_cache_config.free_gpu_memory_fraction.value_or(0.9f);
+    if (config.kv_cache_config.max_tokens) o.max_kv_tokens = *config.kv_cache_config.max_tokens;
+    if (config.gpu_device_ids && !config.gpu_device_ids->empty()) o.device = config.gpu_device_ids->front();
+    LOG_INFO("executor: CUDA runner on device {}", o.device);
+    return model::CreateCudaModelRunner(engine_dir, o);
   }
+#else
+  if (config.device == DeviceKind::kCuda) {
+    return Unsupported("device \"cuda\" was requested, but this build has no CUDA runtime "
+                       "(built with INFLIGHT_CUDA=OFF or without a CUDA toolkit); accepted here: auto, cpu");
+  }
+#endif
   // fp32 K and V for every layer.
   const std::int64_t bytes_per_token = 2 * engine.num_layers * engine.num_kv_heads * engine.head_dim * 4;
   const std::int64_t full = static_cast<std::int64_t>(engine.build.max_batch_size) * engine.build.max_seq_len;

@@ -1,48 +1,45 @@
 // The scheduler: which sequences run this step, and how many of their tokens.
 //
-// Driven from the executor's loop, one thread (not thread-safe):
+// Driven from the executor's loop, on one thread (not thread-safe):
 //
-//   scheduler.Enqueue(seq);                          // after CheckFits(...) said ok; seq outlives
-//   its Finish while (scheduler.HasWork()) {
-//     ScheduleResult step = scheduler.Schedule();    // may pause running sequences (step.paused)
+//   // at enqueue: CheckFits(prompt_len, max_new_tokens) ok, then Enqueue(seq)
+//   while (scheduler.HasWork()) {
+//     ScheduleResult step = scheduler.Schedule();  // may pause sequences (step.paused)
 //     if (step.empty()) { wait for new requests; continue; }
 //     model::StepInput in = scheduler.BuildStepInput(step);
 //     Result<model::StepOutput> out = runner.Step(in);
-//     scheduler.OnStepComputed(step);                // num_computed_tokens advance; full blocks
-//     become reusable for (const ScheduledItem& item : step.items)   // rows of out: item i starts
-//     at out.row_begin[i]
+//     scheduler.OnStepComputed(step);  // num_computed_tokens advance; full blocks reusable
+//     for (i, item) in step.items:     // item i's logits rows start at out.row_begin[i]
 //       if (item.needs_sampling) {
-//         item.seq->AppendToken(sample(last row of item i));
-//         if (done(item.seq)) scheduler.Finish(item.seq);   // blocks freed at once
+//         item.seq->AppendToken(sample(the last row of item i));
+//         if (done(item.seq)) scheduler.Finish(item.seq);  // blocks freed at once
 //       }
 //     // a cancelled request: scheduler.Cancel(seq), in any state
 //   }
 //
 // Each step fills a budget of max_batch_size sequences and max_num_tokens tokens, in this order:
-//   1. running sequences, oldest first: decodes (1 token), then prompts being computed in chunks;
+//   1. running sequences, oldest first: decodes (1 token), then prompts computed in chunks;
 //   2. paused sequences (max_utilization), oldest first, recomputing prompt + generated;
 //   3. new sequences from the FIFO queue.
 // A sequence that does not fit (budget, blocks) stops steps 2 and 3: no one overtakes an older
 // request.
 //
-// Chunking: with enable_chunked_context a sequence's computation that exceeds the remaining token
-// budget is split; a chunk ends on a block boundary (so its blocks become full and reusable) unless
-// the remaining budget is smaller than one block, in which case it is taken whole. Without it such
-// a sequence waits for a later step. NOTE: a recompute after a pause longer than max_num_tokens is
-// chunked even without enable_chunked_context; it could never run otherwise.
+// Chunking: with enable_chunked_context a computation longer than the remaining token budget is
+// split; a chunk ends on a block boundary (so its blocks become full and reusable) unless the
+// remaining budget is under one block, which is then taken whole. Without it, such a sequence
+// waits for a later step.
+// NOTE: a recompute after a pause that is longer than max_num_tokens is chunked even without
+// enable_chunked_context; it could never run otherwise.
 //
 // Capacity policies:
-//   guaranteed_no_evict  a sequence is admitted only when the free blocks cover the blocks every
-//   admitted
-//                        sequence may still need up to prompt + max_new_tokens; nothing is ever
-//                        paused.
-//   max_utilization      a sequence is admitted when its prompt's blocks fit now. When a scheduled
-//   sequence
-//                        cannot get a block, the most recently admitted running sequence is paused
-//                        (its blocks freed; computed full blocks stay in the prefix cache;
-//                        num_computed_tokens = 0).
-// Static batching (kStatic): new sequences are admitted only when nothing is running or paused, and
-// that batch runs to completion.
+//   guaranteed_no_evict  admits a sequence only when the free blocks cover what every admitted
+//                        sequence may still need to reach prompt + max_new_tokens; never pauses.
+//   max_utilization      admits a sequence when its prompt's blocks fit now. When a scheduled
+//                        sequence cannot get a block, the most recently admitted running sequence
+//                        is paused: its blocks are freed (computed full blocks stay in the prefix
+//                        cache) and num_computed_tokens = 0.
+// Static batching (kStatic): new sequences are admitted only when nothing is running or paused;
+// that batch then runs to completion.
 #pragma once
 
 #include <cstdint>
@@ -70,8 +67,8 @@ struct SchedulerLimits {
 // One sequence's share of a step.
 struct ScheduledItem {
   Sequence* seq = nullptr;
-  SizeType num_cached =
-      0;  // seq->num_computed_tokens when scheduled: position of the first computed token
+  // seq->num_computed_tokens when scheduled: the position of the first token computed.
+  SizeType num_cached = 0;
   SizeType num_tokens = 0;  // computed this step: seq->tokens[num_cached, num_cached + num_tokens)
   bool is_context = false;  // a prompt (chunk) or a recompute, not a one-token decode
   // The step reaches the sequence's last known token: the last logits row gives the next token.

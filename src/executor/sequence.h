@@ -1,20 +1,20 @@
 // Per-request state shared by the scheduler and the executor.
 //
 // The one rule (vLLM v1 style, style.md rule 4): a sequence knows num_tokens() tokens (prompt +
-// generated) and has num_computed_tokens of them in the KV cache; every step computes some of the
-// rest.
+// generated) and has num_computed_tokens of them in the KV cache; every step computes some of
+// the rest.
 //
-//   tokens:  [p0 p1 ... p(prompt_len-1) g0 g1 ... ]
-//            [0 ........ num_computed_tokens) [num_computed_tokens .......... num_tokens())
-//             K/V in the cache                  still to compute (NumTokensToCompute)
+//   tokens:  [p0 p1 ... p(prompt_len-1) g0 g1 ...]
+//            [0 ..... num_computed_tokens) [num_computed_tokens ..... num_tokens())
+//             K/V in the cache               still to compute (NumTokensToCompute)
 //
-//   prefill          num_computed = 0 (or the reused prefix), all of the prompt to compute
+//   prefill          num_computed = 0 (or the reused prefix): the whole prompt to compute
 //   chunked prefill  a part of the rest this step, more in later steps
 //   decode           exactly the one newest token to compute
-//   resume (pause)   num_computed was reset to 0: prompt + generated recomputed (cached prefix
-//   reused)
+//   resume           num_computed was reset to 0 by a pause: prompt + generated recomputed
+//                    (the cached prefix reused)
 //
-// A step that computes up to the last known token yields logits, and the executor samples a token.
+// A step that computes up to the last known token yields logits; the executor samples a token.
 #pragma once
 
 #include <cstdint>

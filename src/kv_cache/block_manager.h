@@ -5,10 +5,9 @@
 //
 // Every block is in exactly one of three states:
 //
-//   free      ref 0, no key          handed out first (front of a FIFO)
-//   in use    ref >= 1               in the tables of `ref` sequences (ref > 1 only for shared
-//   prefix blocks) cached    ref 0, keyed           evictable, in an LRU; a later prompt with the
-//   same prefix takes it back
+//   free     ref 0, no key   handed out first (front of a FIFO)
+//   in use   ref >= 1        in `ref` sequences' tables (ref > 1 only for shared prefix blocks)
+//   cached   ref 0, keyed    evictable, in an LRU; a later prompt with that prefix takes it back
 //
 // Prefix reuse (enable_reuse): a block that is FULL and whose tokens are all COMPUTED gets a key:
 // the hash chain of (parent block's key, the block's tokens). A prompt walks its full blocks from
@@ -17,11 +16,11 @@
 // the wrong K/V. Partial (last, not full) blocks are never keyed, so never shared, so a sequence
 // only ever writes to blocks it owns alone.
 //
-//   prompt:  [a b c d][e f g h][i j]        tokens_per_block = 4
-//   cached:  [a b c d][e f g h]              keys k1 = H(root, abcd), k2 = H(k1, efgh)
+//   prompt:  [a b c d][e f g h][i j]   tokens_per_block = 4
+//   cached:  [a b c d][e f g h]         keys k1 = H(root, abcd), k2 = H(k1, efgh)
 //   reuse:   2 blocks, 8 tokens; positions 8..9 are computed.
-//   prompt [a b c d][e f g h] (exactly 8) reuses only block 0: one token must be computed for
-//   logits.
+//   A prompt of exactly [a b c d][e f g h] reuses only block 0: one token must be computed so
+//   that the step yields logits.
 //
 // Out of blocks is a return value (nullopt / false), never an exception, and leaves the state
 // unchanged. Not thread-safe: the executor's loop thread owns it.
@@ -91,8 +90,8 @@ class BlockManager {
   // reuse.
   void CommitTokens(SeqId seq, std::span<const TokenIdType> all_tokens, std::int32_t num_computed);
 
-  // Releases every block of seq (keyed blocks go to the LRU, newest-computed first in eviction
-  // order, so a chain is evicted from its tail) and forgets seq. Unknown seq: no-op.
+  // Releases every block of seq and forgets it. Keyed blocks join the LRU deepest first, so a chain
+  // is evicted from its tail (its head serves more prompts). Unknown seq: no-op.
   void Free(SeqId seq);
 
   bool HasSequence(SeqId seq) const { return seqs_.count(seq) != 0; }

@@ -120,8 +120,8 @@ Status CheckPiece(const Checkpoint& ckpt, const EngineWeight& w, const WeightPie
   if (p.zeros) return Status::Ok();
   const TensorInfo* t = ckpt.Find(p.hf_name);
   if (t == nullptr) {
-    return NotFound("checkpoint tensor \"" + p.hf_name + "\" (needed for engine tensor \"" + w.name +
-                    "\") is missing; searched " + ckpt.Describe());
+    return NotFound("checkpoint tensor \"" + p.hf_name + "\" (needed for engine tensor \"" +
+                    w.name + "\") is missing; searched " + ckpt.Describe());
   }
   if (t->shape != p.hf_shape) {
     return InvalidArgument("checkpoint tensor \"" + t->name + "\" in " + ckpt.FileOf(t) +
@@ -129,8 +129,9 @@ Status CheckPiece(const Checkpoint& ckpt, const EngineWeight& w, const WeightPie
                            ShapeToString(p.hf_shape) + " from config.json");
   }
   if (!IsFloat(t->dtype)) {
-    return Unsupported("checkpoint tensor \"" + t->name + "\" in " + ckpt.FileOf(t) + " has dtype " +
-                       DTypeName(t->dtype) + "; supported: float32, float16, bfloat16");
+    return Unsupported("checkpoint tensor \"" + t->name + "\" in " + ckpt.FileOf(t) +
+                       " has dtype " + DTypeName(t->dtype) +
+                       "; supported: float32, float16, bfloat16");
   }
   return Status::Ok();
 }
@@ -151,12 +152,14 @@ void GatherPiece(const Checkpoint& ckpt, const WeightPiece& p, DType to, std::by
     // View [rows, cols] of the tensor as stored: rows are contiguous.
     const std::size_t stride = p.hf_shape.size() == 1 ? 1 : static_cast<std::size_t>(p.hf_shape[1]);
     if (p.col_begin == 0 && cols == stride) {
-      ConvertRun(t->dtype, t->data + p.row_begin * stride * src_esize, to, dst, rows * cols, scratch);
+      ConvertRun(t->dtype, t->data + p.row_begin * stride * src_esize, to, dst, rows * cols,
+                 scratch);
       return;
     }
     for (std::size_t r = 0; r < rows; ++r) {
       const std::size_t src_off = (p.row_begin + r) * stride + p.col_begin;
-      ConvertRun(t->dtype, t->data + src_off * src_esize, to, dst + r * cols * esize, cols, scratch);
+      ConvertRun(t->dtype, t->data + src_off * src_esize, to, dst + r * cols * esize, cols,
+                 scratch);
     }
     return;
   }
@@ -165,7 +168,8 @@ void GatherPiece(const Checkpoint& ckpt, const WeightPiece& p, DType to, std::by
   scratch->resize(cols);
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t c = 0; c < cols; ++c) {
-      (*scratch)[c] = LoadFloat(t->dtype, t->data, (p.col_begin + c) * out_features + p.row_begin + r);
+      (*scratch)[c] =
+          LoadFloat(t->dtype, t->data, (p.col_begin + c) * out_features + p.row_begin + r);
     }
     ConvertFromFloat(to, scratch->data(), dst + r * cols * esize, cols);
   }
@@ -219,11 +223,14 @@ Result<EngineConfig> MakeEngineConfig(const BuildOptions& o) {
   c.tp_size = o.tp_size;
   c.pp_size = o.pp_size;
   if (c.num_attention_heads % o.tp_size != 0 ||
-      (c.num_kv_heads >= o.tp_size ? c.num_kv_heads % o.tp_size : o.tp_size % c.num_kv_heads) != 0) {
+      (c.num_kv_heads >= o.tp_size ? c.num_kv_heads % o.tp_size : o.tp_size % c.num_kv_heads) !=
+          0) {
     return InvalidArgument("--tp_size " + std::to_string(o.tp_size) +
                            " must divide num_attention_heads " +
-                           std::to_string(c.num_attention_heads) + " and divide (or be a multiple of) "
-                           "num_kv_heads " + std::to_string(c.num_kv_heads));
+                           std::to_string(c.num_attention_heads) +
+                           " and divide (or be a multiple of) "
+                           "num_kv_heads " +
+                           std::to_string(c.num_kv_heads));
   }
   RETURN_IF_ERROR(CheckRange("--max_batch_size", o.max_batch_size, 1, 1 << 20));
   RETURN_IF_ERROR(CheckRange("--max_num_tokens", o.max_num_tokens, 1, INT32_MAX));
@@ -232,19 +239,22 @@ Result<EngineConfig> MakeEngineConfig(const BuildOptions& o) {
     return InvalidArgument("--tokens_per_block " + std::to_string(o.tokens_per_block) +
                            " is not a power of two (accepted: 1, 2, 4, ..., 1024)");
   }
-  const auto default_seq = static_cast<std::int32_t>(
-      std::min<std::int64_t>(c.max_position_embeddings, 2048));
+  const auto default_seq =
+      static_cast<std::int32_t>(std::min<std::int64_t>(c.max_position_embeddings, 2048));
   const std::int32_t max_seq_len = o.max_seq_len.value_or(default_seq);
   const std::int32_t max_input_len = o.max_input_len.value_or(std::min(1024, max_seq_len));
   RETURN_IF_ERROR(CheckRange("--max_input_len", max_input_len, 1, INT32_MAX));
   if (max_seq_len < max_input_len) {
-    return InvalidArgument("--max_seq_len " + std::to_string(max_seq_len) +
-                           (o.max_seq_len ? "" : " (the default, min(max_position_embeddings, 2048))") +
-                           " must be >= --max_input_len " + std::to_string(max_input_len));
+    return InvalidArgument(
+        "--max_seq_len " + std::to_string(max_seq_len) +
+        (o.max_seq_len ? "" : " (the default, min(max_position_embeddings, 2048))") +
+        " must be >= --max_input_len " + std::to_string(max_input_len));
   }
-  if (c.position_embedding == PositionEmbedding::kLearned && max_seq_len > c.max_position_embeddings) {
-    return InvalidArgument("--max_seq_len " + std::to_string(max_seq_len) + " exceeds the model's " +
-                           std::to_string(c.max_position_embeddings) + " learned positions");
+  if (c.position_embedding == PositionEmbedding::kLearned &&
+      max_seq_len > c.max_position_embeddings) {
+    return InvalidArgument("--max_seq_len " + std::to_string(max_seq_len) +
+                           " exceeds the model's " + std::to_string(c.max_position_embeddings) +
+                           " learned positions");
   }
   c.build = {o.max_batch_size, max_input_len, max_seq_len, o.max_num_tokens, o.tokens_per_block};
   RETURN_IF_ERROR(c.Validate());
@@ -277,6 +287,11 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
   fs::create_directories(o.output_dir, ec);
   if (ec) return Internal("cannot create --output_dir " + o.output_dir + ": " + ec.message());
   fs::remove(fs::path(o.output_dir) / "config.json", ec);  // an interrupted build leaves no engine
+  // Rank files beyond this tp_size are left from an earlier build of the same directory.
+  for (std::int32_t r = config.tp_size;; ++r) {
+    if (!fs::remove(fs::path(o.output_dir) / ("rank" + std::to_string(r) + ".safetensors"), ec))
+      break;
+  }
 
   BuildProgress state;
   state.tensors_total = summary.num_tensors;
@@ -292,8 +307,9 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
             const std::size_t esize = DTypeSize(dtype);
             for (const WeightPiece& p : w.pieces) {
               GatherPiece(*c, p, dtype, dst, &scratch);
-              dst += static_cast<std::size_t>((p.row_end - p.row_begin) * (p.col_end - p.col_begin)) *
-                     esize;
+              dst +=
+                  static_cast<std::size_t>((p.row_end - p.row_begin) * (p.col_end - p.col_begin)) *
+                  esize;
             }
             for (const WeightPiece& p : w.pieces) {
               if (!p.zeros) c->Release(c->Find(p.hf_name));
@@ -301,7 +317,8 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
             return Status::Ok();
           }));
     }
-    const std::string path = (fs::path(o.output_dir) / ("rank" + std::to_string(rank) + ".safetensors")).string();
+    const std::string path =
+        (fs::path(o.output_dir) / ("rank" + std::to_string(rank) + ".safetensors")).string();
     state.rank = rank;
     RETURN_IF_ERROR(writer.Write(path, [&](const std::string& name, std::size_t nbytes) {
       state.tensor = name;

@@ -1,8 +1,9 @@
 // Hugging Face checkpoint (config.json + *.safetensors) → engine directory (docs/engine_format.md).
 //
-// Weights are converted one engine tensor at a time: each is gathered from the memory-mapped checkpoint
-// (fusing q/k/v and gate/up, transposing GPT-2's Conv1D, taking this rank's slice, converting the dtype)
-// into one buffer that is written out and freed, so memory stays at about the largest engine tensor.
+// Weights are converted one engine tensor at a time: each is gathered from the memory-mapped
+// checkpoint (fusing q/k/v and gate/up, transposing GPT-2's Conv1D, taking this rank's slice,
+// converting the dtype) into one buffer that is written out and freed, so memory stays at about the
+// largest engine tensor.
 #pragma once
 
 #include <cstdint>
@@ -17,18 +18,19 @@
 
 namespace inflight::model {
 
-// The builder's flags (see inflight-build --help). Unset optionals take the defaults written beside them.
+// The builder's flags (see inflight-build --help). Unset optionals take the defaults written beside
+// them.
 struct BuildOptions {
-  std::string checkpoint_dir;                  // required: HF folder with config.json and safetensors
-  std::string output_dir;                      // required: created if missing; must differ from above
-  std::optional<DType> dtype;                  // default: the checkpoint's torch_dtype, else float16
-  std::int32_t tp_size = 1;                    // >= 1, must divide the heads
-  std::int32_t pp_size = 1;                    // only 1
-  std::int32_t max_batch_size = 256;           // >= 1
-  std::optional<std::int32_t> max_input_len;   // default: min(1024, max_seq_len)
-  std::optional<std::int32_t> max_seq_len;     // default: min(max_position_embeddings, 2048)
-  std::int32_t max_num_tokens = 8192;          // >= 1
-  std::int32_t tokens_per_block = 64;          // power of two in [1, 1024]
+  std::string checkpoint_dir;         // required: HF folder with config.json and safetensors
+  std::string output_dir;             // required: created if missing; must differ from above
+  std::optional<DType> dtype;         // default: the checkpoint's torch_dtype, else float16
+  std::int32_t tp_size = 1;           // >= 1, must divide the heads
+  std::int32_t pp_size = 1;           // only 1
+  std::int32_t max_batch_size = 256;  // >= 1
+  std::optional<std::int32_t> max_input_len;  // default: min(1024, max_seq_len)
+  std::optional<std::int32_t> max_seq_len;    // default: min(max_position_embeddings, 2048)
+  std::int32_t max_num_tokens = 8192;         // >= 1
+  std::int32_t tokens_per_block = 64;         // power of two in [1, 1024]
 };
 
 struct BuildProgress {
@@ -49,11 +51,13 @@ struct BuildSummary {
   std::uint64_t num_bytes = 0;                // of weights, over all ranks
 };
 
-// Reads <checkpoint_dir>/config.json and applies the options: the engine config that BuildEngine writes.
+// Reads <checkpoint_dir>/config.json and applies the options: the engine config that BuildEngine
+// writes.
 Result<EngineConfig> MakeEngineConfig(const BuildOptions& options);
 
-// Checks the whole checkpoint (every needed tensor present, with the expected shape and a float dtype)
-// before writing anything, then writes rank<N>.safetensors for every rank and config.json last.
+// Checks the whole checkpoint (every needed tensor present, with the expected shape and a float
+// dtype) before writing anything, then writes rank<N>.safetensors for every rank and config.json
+// last.
 Result<BuildSummary> BuildEngine(const BuildOptions& options,
                                  const BuildProgressFn& progress = nullptr);
 

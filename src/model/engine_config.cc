@@ -29,8 +29,12 @@ std::optional<Architecture> ParseArchitecture(std::string_view name) {
   return std::nullopt;
 }
 
-const char* NormName(NormKind n) { return n == NormKind::kRmsNorm ? "rmsnorm" : "layernorm"; }
-const char* ActivationName(Activation a) { return a == Activation::kSwiGlu ? "swiglu" : "gelu_new"; }
+const char* NormName(NormKind n) {
+  return n == NormKind::kRmsNorm ? "rmsnorm" : "layernorm";
+}
+const char* ActivationName(Activation a) {
+  return a == Activation::kSwiGlu ? "swiglu" : "gelu_new";
+}
 const char* PositionName(PositionEmbedding p) {
   return p == PositionEmbedding::kRope ? "rope" : "learned";
 }
@@ -55,7 +59,9 @@ class Fields {
   Status Error(const char* key, const std::string& what) const {
     return InvalidArgument(where_ + ": \"" + key + "\" " + what);
   }
-  std::string Dump(const char* key) const { return obj_.contains(key) ? obj_[key].dump() : "absent"; }
+  std::string Dump(const char* key) const {
+    return obj_.contains(key) ? obj_[key].dump() : "absent";
+  }
 
   Status Int(const char* key, std::int64_t* out, bool required = true) const {
     const json* v = Get(key);
@@ -94,7 +100,8 @@ class Fields {
     *out = v->get<std::string>();
     return Status::Ok();
   }
-  // Token ids: an integer, null, or (HF, e.g. Llama 3.1 Instruct) a list whose first element is taken.
+  // Token ids: an integer, null, or (HF, e.g. Llama 3.1 Instruct) a list whose first element is
+  // taken.
   Status TokenId(const char* key, std::optional<std::int32_t>* out) const {
     const json* v = Get(key);
     if (v == nullptr) return Status::Ok();
@@ -130,13 +137,15 @@ Status ParseLlama3Scaling(const Fields& f, const std::string& origin, RopeScalin
       f.Int("original_max_position_embeddings", &out->original_max_position_embeddings, false));
   if (!(out->factor > 0) || !(out->high_freq_factor > out->low_freq_factor) ||
       out->original_max_position_embeddings <= 0) {
-    return InvalidArgument(origin + ": rope_scaling llama3 needs factor > 0, high_freq_factor > "
+    return InvalidArgument(origin +
+                           ": rope_scaling llama3 needs factor > 0, high_freq_factor > "
                            "low_freq_factor and original_max_position_embeddings > 0");
   }
   return Status::Ok();
 }
 
-// HF's rope_scaling: null, or {"rope_type" (or the older "type"): "llama3", ...}. Only llama3 is built.
+// HF's rope_scaling: null, or {"rope_type" (or the older "type"): "llama3", ...}. Only llama3 is
+// built.
 Status ParseHfRopeScaling(const json& hf, const std::string& origin,
                           std::optional<RopeScaling>* out) {
   if (!hf.contains("rope_scaling") || hf["rope_scaling"].is_null()) return Status::Ok();
@@ -170,8 +179,9 @@ Status CheckSlidingWindow(const json& hf, const Fields& f, const std::string& or
   RETURN_IF_ERROR(f.Int("sliding_window", &window, false));
   if (window == 0) return Status::Ok();
   if (window >= c.max_position_embeddings) {
-    LOG_INFO("{}: sliding_window {} >= max_position_embeddings {}: attention is full, window ignored",
-             origin, window, c.max_position_embeddings);
+    LOG_INFO(
+        "{}: sliding_window {} >= max_position_embeddings {}: attention is full, window ignored",
+        origin, window, c.max_position_embeddings);
     return Status::Ok();
   }
   return Unsupported(origin + ": sliding_window " + std::to_string(window) +
@@ -288,7 +298,8 @@ Status EngineConfig::Validate() const {
   if (position_embedding == PositionEmbedding::kRope && head_dim % 2 != 0) {
     return InvalidArgument("head_dim " + std::to_string(head_dim) + " must be even for rope");
   }
-  if (!(norm_eps > 0)) return InvalidArgument("norm_eps must be > 0, got " + std::to_string(norm_eps));
+  if (!(norm_eps > 0))
+    return InvalidArgument("norm_eps must be > 0, got " + std::to_string(norm_eps));
   if (!(rope_theta > 0)) {
     return InvalidArgument("rope_theta must be > 0, got " + std::to_string(rope_theta));
   }
@@ -329,10 +340,9 @@ Status EngineConfig::Validate() const {
   }
   if (position_embedding == PositionEmbedding::kLearned &&
       b.max_seq_len > max_position_embeddings) {
-    return InvalidArgument("max_seq_len " + std::to_string(b.max_seq_len) +
-                           " exceeds max_position_embeddings " +
-                           std::to_string(max_position_embeddings) +
-                           " of a model with learned positions");
+    return InvalidArgument(
+        "max_seq_len " + std::to_string(b.max_seq_len) + " exceeds max_position_embeddings " +
+        std::to_string(max_position_embeddings) + " of a model with learned positions");
   }
   return Status::Ok();
 }
@@ -357,12 +367,12 @@ std::string EngineConfigToJson(const EngineConfig& c) {
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rope_theta"] = FloatForJson(c.rope_theta);
   if (c.rope_scaling) {
-    j["rope_scaling"] = {{"type", "llama3"},
-                         {"factor", FloatForJson(c.rope_scaling->factor)},
-                         {"low_freq_factor", FloatForJson(c.rope_scaling->low_freq_factor)},
-                         {"high_freq_factor", FloatForJson(c.rope_scaling->high_freq_factor)},
-                         {"original_max_position_embeddings",
-                          c.rope_scaling->original_max_position_embeddings}};
+    j["rope_scaling"] = {
+        {"type", "llama3"},
+        {"factor", FloatForJson(c.rope_scaling->factor)},
+        {"low_freq_factor", FloatForJson(c.rope_scaling->low_freq_factor)},
+        {"high_freq_factor", FloatForJson(c.rope_scaling->high_freq_factor)},
+        {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
   } else {
     j["rope_scaling"] = nullptr;
   }
@@ -410,8 +420,8 @@ Result<EngineConfig> EngineConfigFromJson(const std::string& json_text, const st
   std::string s;
   RETURN_IF_ERROR(f.String("dtype", &s));
   const auto dtype = ParseDType(s);
-  if (!dtype || (*dtype != DType::kFloat32 && *dtype != DType::kFloat16 &&
-                 *dtype != DType::kBFloat16)) {
+  if (!dtype ||
+      (*dtype != DType::kFloat32 && *dtype != DType::kFloat16 && *dtype != DType::kBFloat16)) {
     return f.Error("dtype", "is \"" + s + "\", expected one of: float32, float16, bfloat16");
   }
   c.dtype = *dtype;
@@ -441,7 +451,8 @@ Result<EngineConfig> EngineConfigFromJson(const std::string& json_text, const st
   RETURN_IF_ERROR(f.Int("max_position_embeddings", &c.max_position_embeddings));
   RETURN_IF_ERROR(f.Float("rope_theta", &c.rope_theta));
   if (const json* rs = f.Get("rope_scaling")) {
-    if (!rs->is_object()) return f.Error("rope_scaling", "is " + rs->dump() + ", expected null or an object");
+    if (!rs->is_object())
+      return f.Error("rope_scaling", "is " + rs->dump() + ", expected null or an object");
     const Fields rf(*rs, origin + " rope_scaling");
     RETURN_IF_ERROR(rf.String("type", &s));
     if (s != "llama3") return rf.Error("type", "is \"" + s + "\", expected \"llama3\"");
@@ -500,7 +511,8 @@ Status SaveEngineConfig(const EngineConfig& config, const std::string& engine_di
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) return Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
+  if (ec)
+    return Internal("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
   return Status::Ok();
 }
 

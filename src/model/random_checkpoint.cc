@@ -19,7 +19,9 @@ using json = nlohmann::json;
 constexpr const char* kTokenizerFiles[] = {"vocab.json", "merges.txt", "tokenizer.json",
                                            "tokenizer_config.json", "special_tokens_map.json"};
 
-bool IsGpt2(const RandomCheckpointOptions& o) { return o.arch == "gpt2"; }
+bool IsGpt2(const RandomCheckpointOptions& o) {
+  return o.arch == "gpt2";
+}
 
 std::int64_t HeadDim(const RandomCheckpointOptions& o) {
   return o.head_dim.value_or(o.num_heads > 0 ? o.hidden_size / o.num_heads : 0);
@@ -53,7 +55,8 @@ std::optional<std::string> SpecialTokenText(const json& cfg, const char* key) {
 Status CopyFile(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-  if (ec) return Internal("cannot copy " + from.string() + " to " + to.string() + ": " + ec.message());
+  if (ec)
+    return Internal("cannot copy " + from.string() + " to " + to.string() + ": " + ec.message());
   return Status::Ok();
 }
 
@@ -108,7 +111,8 @@ Status ValidateCheckpointOptions(const RandomCheckpointOptions& o) {
     return InvalidArgument("--arch \"" + o.arch + "\" is not one of: llama, mistral, qwen2, gpt2");
   }
   auto positive = [](const char* flag, std::int64_t v) -> Status {
-    if (v <= 0) return InvalidArgument(std::string(flag) + " " + std::to_string(v) + " must be > 0");
+    if (v <= 0)
+      return InvalidArgument(std::string(flag) + " " + std::to_string(v) + " must be > 0");
     return Status::Ok();
   };
   RETURN_IF_ERROR(positive("--hidden_size", o.hidden_size));
@@ -120,7 +124,8 @@ Status ValidateCheckpointOptions(const RandomCheckpointOptions& o) {
   if (o.vocab_size) RETURN_IF_ERROR(positive("--vocab_size", *o.vocab_size));
   if (o.num_heads % o.num_kv_heads != 0) {
     return InvalidArgument("--num_heads " + std::to_string(o.num_heads) +
-                           " is not a multiple of --num_kv_heads " + std::to_string(o.num_kv_heads));
+                           " is not a multiple of --num_kv_heads " +
+                           std::to_string(o.num_kv_heads));
   }
   if (!o.head_dim && o.hidden_size % o.num_heads != 0) {
     return InvalidArgument("--hidden_size " + std::to_string(o.hidden_size) +
@@ -129,8 +134,9 @@ Status ValidateCheckpointOptions(const RandomCheckpointOptions& o) {
   if (o.head_dim) RETURN_IF_ERROR(positive("--head_dim", *o.head_dim));
   if (IsGpt2(o)) {
     if (o.num_kv_heads != o.num_heads || o.head_dim || o.rope_scaling) {
-      return InvalidArgument("--arch gpt2 has num_kv_heads == num_heads, no head_dim and no "
-                             "rope_scaling");
+      return InvalidArgument(
+          "--arch gpt2 has num_kv_heads == num_heads, no head_dim and no "
+          "rope_scaling");
     }
     if (!Tied(o)) return InvalidArgument("--arch gpt2 always ties word embeddings");
   }
@@ -208,7 +214,8 @@ Result<TokenizerInfo> ReadTokenizerInfo(const std::string& dir) {
   auto lookup = [&](const char* key) -> std::optional<std::int32_t> {
     std::optional<std::string> text = SpecialTokenText(cfg, key);
     if (!text) text = SpecialTokenText(special, key);
-    if (!text) text = "<|endoftext|>";  // GPT-2's tokenizer_config.json names none; this is its bos/eos
+    if (!text)
+      text = "<|endoftext|>";  // GPT-2's tokenizer_config.json names none; this is its bos/eos
     const auto it = ids.find(*text);
     if (it == ids.end()) return std::nullopt;
     return static_cast<std::int32_t>(it->second);
@@ -226,7 +233,8 @@ std::vector<HfTensorSpec> CheckpointTensors(const RandomCheckpointOptions& o) {
     t.push_back({std::move(name), std::move(shape), init});
   };
   if (IsGpt2(o)) {
-    // GPT2LMHeadModel.save_pretrained: "transformer." names, Conv1D weights [in, out], lm_head tied.
+    // GPT2LMHeadModel.save_pretrained: "transformer." names, Conv1D weights [in, out], lm_head
+    // tied.
     add("transformer.wte.weight", {v, h}, InitKind::kWeight);
     add("transformer.wpe.weight", {o.max_position_embeddings, h}, InitKind::kWeight);
     for (std::int64_t i = 0; i < o.num_layers; ++i) {
@@ -293,7 +301,8 @@ std::string CheckpointConfigJson(const RandomCheckpointOptions& o) {
     j["n_embd"] = o.hidden_size;
     j["n_head"] = o.num_heads;
     j["n_layer"] = o.num_layers;
-    j["n_inner"] = o.intermediate_size == 4 * o.hidden_size ? json(nullptr) : json(o.intermediate_size);
+    j["n_inner"] =
+        o.intermediate_size == 4 * o.hidden_size ? json(nullptr) : json(o.intermediate_size);
     j["scale_attn_weights"] = true;
     j["summary_activation"] = nullptr;
     j["summary_first_dropout"] = 0.1;
@@ -363,8 +372,9 @@ Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions o,
   RETURN_IF_ERROR(ValidateCheckpointOptions(o));
   for (auto* id : {&o.bos_token_id, &o.eos_token_id}) {
     if (*id && (**id < 0 || **id >= *o.vocab_size)) {
-      return InvalidArgument("special token id " + std::to_string(**id) + " is outside the vocabulary [0, " +
-                             std::to_string(*o.vocab_size) + ")");
+      return InvalidArgument("special token id " + std::to_string(**id) +
+                             " is outside the vocabulary [0, " + std::to_string(*o.vocab_size) +
+                             ")");
     }
   }
   std::error_code ec;
@@ -382,7 +392,8 @@ Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions o,
     sizes.push_back(n);
     total += n;
   }
-  // Consecutive tensors fill a shard until it holds about total / shards bytes; every shard gets one.
+  // Consecutive tensors fill a shard until it holds about total / shards bytes; every shard gets
+  // one.
   const int num_shards = static_cast<int>(std::min<std::size_t>(o.shards, specs.size()));
   std::vector<int> shard_of(specs.size());
   {
@@ -433,7 +444,8 @@ Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions o,
     RETURN_IF_ERROR(WriteTextFile(path, index.dump(2) + "\n"));
     summary.files.push_back(path.string());
   } else {
-    fs::remove(fs::path(output_dir) / "model.safetensors.index.json", ec);  // stale from a sharded run
+    fs::remove(fs::path(output_dir) / "model.safetensors.index.json",
+               ec);  // stale from a sharded run
   }
   const fs::path config_path = fs::path(output_dir) / "config.json";
   RETURN_IF_ERROR(WriteTextFile(config_path, CheckpointConfigJson(o)));

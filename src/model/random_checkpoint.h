@@ -1,5 +1,5 @@
-// Random-weight Hugging Face checkpoints (config.json + safetensors + tokenizer files) for tests and
-// benchmarks: the same bytes for the same options and seed on every machine.
+// Random-weight Hugging Face checkpoints (config.json + safetensors + tokenizer files) for tests
+// and benchmarks: the same bytes for the same options and seed on every machine.
 #pragma once
 
 #include <cstdint>
@@ -16,34 +16,35 @@
 namespace inflight::model {
 
 struct RandomCheckpointOptions {
-  std::string arch = "llama";                      // llama | mistral | qwen2 | gpt2
+  std::string arch = "llama";  // llama | mistral | qwen2 | gpt2
   std::int64_t hidden_size = 64;
   std::int64_t num_layers = 2;
   std::int64_t num_heads = 4;
-  std::int64_t num_kv_heads = 2;                   // gpt2: must equal num_heads
-  std::optional<std::int64_t> head_dim;            // default hidden_size / num_heads
+  std::int64_t num_kv_heads = 2;         // gpt2: must equal num_heads
+  std::optional<std::int64_t> head_dim;  // default hidden_size / num_heads
   std::int64_t intermediate_size = 128;
-  std::optional<std::int64_t> vocab_size;          // default: the tokenizer's, else 1000
+  std::optional<std::int64_t> vocab_size;  // default: the tokenizer's, else 1000
   std::int64_t max_position_embeddings = 2048;
   double rope_theta = 10000.0;
-  std::optional<RopeScaling> rope_scaling;         // llama3 scaling
-  std::optional<bool> tie_word_embeddings;         // default: gpt2 true, qwen2 true, others false
-  DType dtype = DType::kFloat32;                   // float32 | float16 | bfloat16
+  std::optional<RopeScaling> rope_scaling;  // llama3 scaling
+  std::optional<bool> tie_word_embeddings;  // default: gpt2 true, qwen2 true, others false
+  DType dtype = DType::kFloat32;            // float32 | float16 | bfloat16
   std::uint64_t seed = 0;
   double init_std = 0.02;
-  std::int32_t shards = 1;                         // > 1 writes model-0000K-of-0000N + index.json
-  std::string tokenizer_dir;                       // optional: tokenizer files copied from here
-  std::optional<std::int32_t> bos_token_id;        // default: from the tokenizer, else per arch
+  std::int32_t shards = 1;                   // > 1 writes model-0000K-of-0000N + index.json
+  std::string tokenizer_dir;                 // optional: tokenizer files copied from here
+  std::optional<std::int32_t> bos_token_id;  // default: from the tokenizer, else per arch
   std::optional<std::int32_t> eos_token_id;
 };
 
-// "tiny" (hidden 64, 2 layers, 4/2 heads, intermediate 128) or "llama-3.1-8b" (its shapes, llama3 rope
-// scaling, bfloat16). Sets the preset's fields only; later flags may override them.
+// "tiny" (hidden 64, 2 layers, 4/2 heads, intermediate 128) or "llama-3.1-8b" (its shapes, llama3
+// rope scaling, bfloat16). Sets the preset's fields only; later flags may override them.
 Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* options);
 Status ValidateCheckpointOptions(const RandomCheckpointOptions& options);
 
-// What a tokenizer folder offers: files to copy, the vocabulary size (largest id + 1) and bos/eos ids
-// (from tokenizer_config.json's bos_token/eos_token, else "<|endoftext|>" when the vocabulary has it).
+// What a tokenizer folder offers: files to copy, the vocabulary size (largest id + 1) and bos/eos
+// ids (from tokenizer_config.json's bos_token/eos_token, else "<|endoftext|>" when the vocabulary
+// has it).
 struct TokenizerInfo {
   std::vector<std::string> files;  // full paths of the tokenizer files present
   std::optional<std::int64_t> vocab_size;
@@ -64,7 +65,8 @@ std::vector<HfTensorSpec> CheckpointTensors(const RandomCheckpointOptions& optio
 std::string CheckpointConfigJson(const RandomCheckpointOptions& options);
 
 // Fills `n` elements of `dtype` for tensor `name`; deterministic in (seed, name, init, std) and
-// independent of thread count. Uses up to `num_threads` threads (0: hardware concurrency, capped at 16).
+// independent of thread count. Uses up to `num_threads` threads (0: hardware concurrency, capped at
+// 16).
 void FillRandomTensor(std::uint64_t seed, std::string_view name, InitKind init, double init_std,
                       DType dtype, std::byte* dst, std::size_t n, unsigned num_threads = 0);
 
@@ -75,9 +77,9 @@ struct CheckpointSummary {
   std::int64_t vocab_size = 0;
 };
 // Called after each tensor is written.
-using CheckpointProgressFn =
-    std::function<void(const std::string& tensor, std::int64_t tensors_done, std::int64_t tensors_total,
-                       std::uint64_t bytes_done, std::uint64_t bytes_total)>;
+using CheckpointProgressFn = std::function<void(
+    const std::string& tensor, std::int64_t tensors_done, std::int64_t tensors_total,
+    std::uint64_t bytes_done, std::uint64_t bytes_total)>;
 
 // Writes the checkpoint into `output_dir` (created if missing), streaming tensor by tensor.
 Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions options,

@@ -1,10 +1,10 @@
 // Deterministic random weights: the same bytes on every machine, thread count and shard layout.
 //
-// Each tensor's stream is seeded from (seed, tensor name) and cut into fixed chunks, each with its own
-// generator, so threads can fill chunks in any order. NOTE: samples are a sum of four uniforms (Irwin-Hall),
-// scaled to unit variance, rather than Box-Muller: Box-Muller needs log/cos, whose last bit differs between
-// libm builds, while integer sums and one correctly-rounded multiply give identical bytes everywhere.
-// The shape (bell, bounded at ±3.46 sigma) is all random weights need.
+// Each tensor's stream is seeded from (seed, tensor name) and cut into fixed chunks, each with its
+// own generator, so threads can fill chunks in any order. NOTE: samples are a sum of four uniforms
+// (Irwin-Hall), scaled to unit variance, rather than Box-Muller: Box-Muller needs log/cos, whose
+// last bit differs between libm builds, while integer sums and one correctly-rounded multiply give
+// identical bytes everywhere. The shape (bell, bounded at ±3.46 sigma) is all random weights need.
 #include <algorithm>
 #include <atomic>
 #include <cmath>

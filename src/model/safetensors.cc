@@ -22,12 +22,16 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-// The format's own limit on the header (safetensors rejects larger ones as a denial-of-service guard).
+// The format's own limit on the header (safetensors rejects larger ones as a denial-of-service
+// guard).
 constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;
 
-std::string ErrnoText() { return std::strerror(errno); }
+std::string ErrnoText() {
+  return std::strerror(errno);
+}
 
-// Only the names the safetensors format uses, not the builder's aliases that ParseDType also accepts.
+// Only the names the safetensors format uses, not the builder's aliases that ParseDType also
+// accepts.
 std::optional<DType> SafetensorsDType(std::string_view name) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kInt64,
                   DType::kUInt8, DType::kInt8, DType::kBool}) {
@@ -77,7 +81,8 @@ Status ParseTensorEntry(const std::string& path, const std::string& name, const 
   const auto off_it = entry.find("data_offsets");
   if (off_it == entry.end() || !off_it->is_array() || off_it->size() != 2 ||
       !(*off_it)[0].is_number_unsigned() || !(*off_it)[1].is_number_unsigned()) {
-    return InvalidArgument(where + ": \"data_offsets\" must be [begin, end] of non-negative integers");
+    return InvalidArgument(where +
+                           ": \"data_offsets\" must be [begin, end] of non-negative integers");
   }
   const auto begin = (*off_it)[0].get<std::uint64_t>();
   const auto end = (*off_it)[1].get<std::uint64_t>();
@@ -122,7 +127,7 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string
   file->path_ = path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NotFound("cannot open safetensors file " + path + ": " + ErrnoText());
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const std::string err = ErrnoText();
     ::close(fd);
@@ -200,7 +205,8 @@ const TensorInfo* SafetensorsFile::Find(std::string_view name) const {
 void SafetensorsFile::Release(const TensorInfo& tensor) const {
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<std::uintptr_t>(tensor.data);
-  const std::uintptr_t first = (begin + page - 1) / page * page;  // whole pages inside the tensor only
+  const std::uintptr_t first =
+      (begin + page - 1) / page * page;  // whole pages inside the tensor only
   const std::uintptr_t last = (begin + tensor.nbytes) / page * page;
   if (last > first) {
     ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
@@ -218,7 +224,8 @@ Status SafetensorsWriter::Declare(const std::string& name, const std::vector<std
     if (e.name == name) return AlreadyExists("tensor \"" + name + "\" was added twice");
   }
   const std::optional<std::size_t> n = ByteSize(shape, DTypeSize(dtype));
-  if (!n) return InvalidArgument("tensor \"" + name + "\" has invalid shape " + ShapeToString(shape));
+  if (!n)
+    return InvalidArgument("tensor \"" + name + "\" has invalid shape " + ShapeToString(shape));
   *nbytes = *n;
   return Status::Ok();
 }
@@ -263,7 +270,9 @@ Status SafetensorsWriter::Write(const std::string& path, const ProgressFn& progr
                       {"data_offsets", {offset, offset + e.nbytes}}};
     offset += e.nbytes;
   }
-  std::string header_text = header.dump();
+  // NOTE: replace, not throw, on a name that is not UTF-8; such a name is the caller's bug, not a
+  // crash.
+  std::string header_text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
 
@@ -277,7 +286,8 @@ Status SafetensorsWriter::Write(const std::string& path, const ProgressFn& progr
     return Internal(what + " " + tmp_path + ": " + err);
   };
   unsigned char len_bytes[8];
-  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(header_text.size() >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len_bytes[i] = static_cast<unsigned char>(header_text.size() >> (8 * i));
   if (std::fwrite(len_bytes, 1, 8, f) != 8 ||
       std::fwrite(header_text.data(), 1, header_text.size(), f) != header_text.size()) {
     return fail("cannot write header of");
@@ -287,7 +297,8 @@ Status SafetensorsWriter::Write(const std::string& path, const ProgressFn& progr
     const std::byte* src = e.bytes.data();
     if (e.fill) {
       buffer.clear();
-      buffer.shrink_to_fit();  // NOTE: sizes vary a lot; don't keep the largest tensor's buffer around
+      buffer.shrink_to_fit();  // NOTE: sizes vary a lot; don't keep the largest tensor's buffer
+                               // around
       buffer.resize(e.nbytes);
       Status st = e.fill(buffer.data(), e.nbytes);
       if (!st.ok()) {
@@ -348,9 +359,9 @@ Result<std::vector<std::string>> ListCheckpointShards(const std::string& dir) {
       out.push_back(p.string());
     }
   } else {
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.is_regular_file() && entry.path().extension() == ".safetensors") {
-        out.push_back(entry.path().string());
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->is_regular_file(ec) && it->path().extension() == ".safetensors") {
+        out.push_back(it->path().string());
       }
     }
     std::sort(out.begin(), out.end());

@@ -5,8 +5,8 @@
 //             "__metadata__": {"format": "pt"}}
 //   offsets are relative to the start of the data section.
 //
-// The reader maps the file and hands out pointers into the mapping; the writer streams tensors to disk one
-// at a time, so a multi-GB file never sits in memory.
+// The reader maps the file and hands out pointers into the mapping; the writer streams tensors to
+// disk one at a time, so a multi-GB file never sits in memory.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +28,8 @@ struct TensorInfo {
   std::string name;
   DType dtype = DType::kFloat32;
   std::vector<std::int64_t> shape;
-  const std::byte* data = nullptr;  // into the file's mapping; valid while the SafetensorsFile lives
+  const std::byte* data =
+      nullptr;  // into the file's mapping; valid while the SafetensorsFile lives
   std::size_t nbytes = 0;
 
   std::int64_t numel() const;
@@ -39,9 +40,9 @@ std::string ShapeToString(const std::vector<std::int64_t>& shape);
 
 class SafetensorsFile {
  public:
-  // Maps `path` read-only and validates the header: its length against the file size, every dtype, shape and
-  // data_offsets (inside the data section and equal to numel * dtype size). Tensors may overlap or come in
-  // any order. Errors name the file and the tensor.
+  // Maps `path` read-only and validates the header: its length against the file size, every dtype,
+  // shape and data_offsets (inside the data section and equal to numel * dtype size). Tensors may
+  // overlap or come in any order. Errors name the file and the tensor.
   static Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
 
   ~SafetensorsFile();
@@ -51,8 +52,8 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
   std::vector<std::string> names() const;  // in order of data offset
   const TensorInfo* Find(std::string_view name) const;
-  // Hints that `tensor`'s bytes are not needed soon: drops its pages from this process's resident set
-  // (the data stays readable and is paged in again on access). Keeps a converter's memory flat.
+  // Hints that `tensor`'s bytes are not needed soon: drops its pages from this process's resident
+  // set (the data stays readable and is paged in again on access). Keeps a converter's memory flat.
   void Release(const TensorInfo& tensor) const;
   std::size_t num_tensors() const { return tensors_.size(); }
   // The "__metadata__" entries (string to string, as the format requires); empty when absent.
@@ -69,10 +70,10 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// Collects tensor declarations, then writes the file in one pass. Tensor bytes come either owned (AddBytes)
-// or from a fill function called during Write() with a buffer of exactly the tensor's size, so at most one
-// tensor's bytes are held at a time. Write() goes to "<path>.tmp" and renames, so a reader never sees a
-// partial file.
+// Collects tensor declarations, then writes the file in one pass. Tensor bytes come either owned
+// (AddBytes) or from a fill function called during Write() with a buffer of exactly the tensor's
+// size, so at most one tensor's bytes are held at a time. Write() goes to "<path>.tmp" and renames,
+// so a reader never sees a partial file.
 class SafetensorsWriter {
  public:
   using FillFn = std::function<Status(std::byte* dst, std::size_t nbytes)>;
@@ -106,8 +107,9 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
-// The safetensors files of a Hugging Face checkpoint folder: those named by model.safetensors.index.json's
-// weight_map when the index exists, else every *.safetensors in the folder. Sorted full paths.
+// The safetensors files of a Hugging Face checkpoint folder: those named by
+// model.safetensors.index.json's weight_map when the index exists, else every *.safetensors in the
+// folder. Sorted full paths.
 Result<std::vector<std::string>> ListCheckpointShards(const std::string& dir);
 
 }  // namespace inflight::model

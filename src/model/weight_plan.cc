@@ -6,12 +6,12 @@ namespace {
 using Shape = std::vector<std::int64_t>;
 
 // Rows [r0, r1) of a tensor whose [rows, cols] view has `cols` columns.
-WeightPiece RowSlice(std::string name, Shape shape, bool transpose, std::int64_t r0, std::int64_t r1) {
+WeightPiece RowSlice(std::string name, Shape shape, bool transpose, std::int64_t r0,
+                     std::int64_t r1) {
   WeightPiece p;
   p.hf_name = std::move(name);
   p.transpose = transpose;
-  const std::int64_t cols =
-      shape.size() == 1 ? 1 : (transpose ? shape[0] : shape[1]);
+  const std::int64_t cols = shape.size() == 1 ? 1 : (transpose ? shape[0] : shape[1]);
   p.hf_shape = std::move(shape);
   p.row_begin = r0;
   p.row_end = r1;
@@ -26,7 +26,8 @@ WeightPiece Whole(std::string name, Shape shape, bool transpose = false) {
 }
 
 // Columns [c0, c1) of a 2-D tensor, all rows.
-WeightPiece ColSlice(std::string name, Shape shape, bool transpose, std::int64_t c0, std::int64_t c1) {
+WeightPiece ColSlice(std::string name, Shape shape, bool transpose, std::int64_t c0,
+                     std::int64_t c1) {
   WeightPiece p = Whole(std::move(name), std::move(shape), transpose);
   p.col_begin = c0;
   p.col_end = c1;
@@ -72,7 +73,8 @@ std::vector<EngineWeight> PlanRankWeights(const EngineConfig& c, std::int32_t ra
     add(engine + ".weight", {h}, {Whole(hf_prefix + ".weight", {h})});
     if (c.norm_bias) add(engine + ".bias", {h}, {Whole(hf_prefix + ".bias", {h})});
   };
-  // A bias that belongs after a column-split linear: summed once, so rank 0 holds it and the others zeros.
+  // A bias that belongs after a column-split linear: summed once, so rank 0 holds it and the others
+  // zeros.
   auto col_split_bias = [&](const std::string& hf_name) {
     return r == 0 ? Whole(hf_name, {h}) : Zeros(h);
   };
@@ -132,7 +134,8 @@ std::vector<EngineWeight> PlanRankWeights(const EngineConfig& c, std::int32_t ra
     } else {
       const std::string n = H + "mlp.";
       add(L + "fc.weight", {local_i, h}, {RowSlice(n + "c_fc.weight", {h, inter}, true, i0, i1)});
-      if (c.mlp_bias) add(L + "fc.bias", {local_i}, {RowSlice(n + "c_fc.bias", {inter}, false, i0, i1)});
+      if (c.mlp_bias)
+        add(L + "fc.bias", {local_i}, {RowSlice(n + "c_fc.bias", {inter}, false, i0, i1)});
       add(L + "down.weight", {h, local_i},
           {ColSlice(n + "c_proj.weight", {inter, h}, true, i0, i1)});
       if (c.mlp_bias) add(L + "down.bias", {h}, {col_split_bias(n + "c_proj.bias")});

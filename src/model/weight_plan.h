@@ -1,5 +1,5 @@
-// Which Hugging Face tensors make up each engine tensor of one tensor-parallel rank, and which part of
-// each (docs/engine_format.md, "Weight names and layouts"). Pure bookkeeping: no file access.
+// Which Hugging Face tensors make up each engine tensor of one tensor-parallel rank, and which part
+// of each (docs/engine_format.md, "Weight names and layouts"). Pure bookkeeping: no file access.
 #pragma once
 
 #include <cstdint>
@@ -10,12 +10,12 @@
 
 namespace inflight::model {
 
-// A block of one checkpoint tensor. The tensor is seen as a matrix [rows, cols]: a 2-D tensor as stored
-// (or transposed, for GPT-2's Conv1D [in, out]), a 1-D tensor as [n, 1]. The piece is rows
+// A block of one checkpoint tensor. The tensor is seen as a matrix [rows, cols]: a 2-D tensor as
+// stored (or transposed, for GPT-2's Conv1D [in, out]), a 1-D tensor as [n, 1]. The piece is rows
 // [row_begin, row_end) x cols [col_begin, col_end) of that view. A zero piece has no source tensor.
 struct WeightPiece {
-  std::string hf_name;                   // as in Llama-family checkpoints; GPT-2 names lack "transformer."
-  std::vector<std::int64_t> hf_shape;    // the shape the checkpoint must have
+  std::string hf_name;  // as in Llama-family checkpoints; GPT-2 names lack "transformer."
+  std::vector<std::int64_t> hf_shape;  // the shape the checkpoint must have
   bool transpose = false;
   bool zeros = false;
   std::int64_t row_begin = 0, row_end = 0;

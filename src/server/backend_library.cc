@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace inflight::server {
@@ -20,7 +21,8 @@ Result<std::unique_ptr<BackendLibrary>> BackendLibrary::Open(const std::string& 
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    return NotFound("unable to load backend library '" + path + "': " + (why ? why : "unknown error"));
+    return NotFound("unable to load backend library '" + path +
+                    "': " + (why ? why : "unknown error"));
   }
   std::unique_ptr<BackendLibrary> lib(new BackendLibrary(path, handle));
   lib->initialize = Lookup<BackendFn>(handle, "TRITONBACKEND_Initialize");
@@ -53,9 +55,14 @@ Result<std::string> FindBackendLibrary(const std::string& backend, const std::st
     if (fs::exists(file)) return file;
     return NotFound("backend library '" + file + "' for backend '" + backend + "' does not exist");
   }
-  const std::vector<fs::path> dirs = {fs::path(model_dir) / std::to_string(version),
-                                      fs::path(model_dir),
-                                      fs::path(backend_directory) / backend};
+  std::vector<fs::path> dirs = {fs::path(model_dir) / std::to_string(version), fs::path(model_dir)};
+  // backend_directory may be a ':'-separated search list (inflight-server's default when no
+  // --backend-directory is given); each entry is searched in order.
+  for (std::size_t begin = 0; begin <= backend_directory.size();) {
+    const std::size_t end = std::min(backend_directory.find(':', begin), backend_directory.size());
+    if (end > begin) dirs.push_back(fs::path(backend_directory.substr(begin, end - begin)) / backend);
+    begin = end + 1;
+  }
   std::string tried;
   for (const auto& dir : dirs) {
     fs::path candidate = dir / file;

@@ -17,7 +17,8 @@ class BackendLibrary {
   using InstanceFn = TRITONSERVER_Error* (*)(TRITONBACKEND_ModelInstance*);
   using ExecuteFn = TRITONSERVER_Error* (*)(TRITONBACKEND_ModelInstance*, TRITONBACKEND_Request**,
                                             const uint32_t);
-  using AttributeFn = TRITONSERVER_Error* (*)(TRITONBACKEND_Backend*, TRITONBACKEND_BackendAttribute*);
+  using AttributeFn = TRITONSERVER_Error* (*)(TRITONBACKEND_Backend*,
+                                              TRITONBACKEND_BackendAttribute*);
 
   // dlopen(RTLD_NOW | RTLD_LOCAL) and look up the entry points; a library without
   // TRITONBACKEND_ModelInstanceExecute is refused.
@@ -46,7 +47,8 @@ class BackendLibrary {
 };
 
 // Triton's search order for libtriton_<backend>.so when the model's runtime is empty:
-// <model_dir>/<version>/, <model_dir>/, <backend_directory>/<backend>/. Returns the first that
+// <model_dir>/<version>/, <model_dir>/, <backend_directory>/<backend>/ (backend_directory may list
+// several folders separated by ':', searched in order). Returns the first that
 // exists; otherwise NotFound listing every path tried. A non-empty runtime names the library file
 // (looked up in the same folders) instead of libtriton_<backend>.so.
 Result<std::string> FindBackendLibrary(const std::string& backend, const std::string& runtime,

@@ -1,4 +1,5 @@
-// TRITONSERVER_* basics: versions, errors, messages, logging, data types, parameters, buffer attributes.
+// TRITONSERVER_* basics: versions, errors, messages, logging, data types, parameters, buffer
+// attributes.
 #include <cstring>
 #include <string>
 
@@ -12,28 +13,44 @@ namespace inflight::server {
 TRITONSERVER_Error_Code ToTritonCode(StatusCode code) {
   switch (code) {
     case StatusCode::kOk:
-    case StatusCode::kUnknown: return TRITONSERVER_ERROR_UNKNOWN;
-    case StatusCode::kInternal: return TRITONSERVER_ERROR_INTERNAL;
-    case StatusCode::kNotFound: return TRITONSERVER_ERROR_NOT_FOUND;
-    case StatusCode::kInvalidArgument: return TRITONSERVER_ERROR_INVALID_ARG;
-    case StatusCode::kUnavailable: return TRITONSERVER_ERROR_UNAVAILABLE;
-    case StatusCode::kUnsupported: return TRITONSERVER_ERROR_UNSUPPORTED;
-    case StatusCode::kAlreadyExists: return TRITONSERVER_ERROR_ALREADY_EXISTS;
-    case StatusCode::kCancelled: return TRITONSERVER_ERROR_CANCELLED;
+    case StatusCode::kUnknown:
+      return TRITONSERVER_ERROR_UNKNOWN;
+    case StatusCode::kInternal:
+      return TRITONSERVER_ERROR_INTERNAL;
+    case StatusCode::kNotFound:
+      return TRITONSERVER_ERROR_NOT_FOUND;
+    case StatusCode::kInvalidArgument:
+      return TRITONSERVER_ERROR_INVALID_ARG;
+    case StatusCode::kUnavailable:
+      return TRITONSERVER_ERROR_UNAVAILABLE;
+    case StatusCode::kUnsupported:
+      return TRITONSERVER_ERROR_UNSUPPORTED;
+    case StatusCode::kAlreadyExists:
+      return TRITONSERVER_ERROR_ALREADY_EXISTS;
+    case StatusCode::kCancelled:
+      return TRITONSERVER_ERROR_CANCELLED;
   }
   return TRITONSERVER_ERROR_UNKNOWN;
 }
 
 StatusCode FromTritonCode(TRITONSERVER_Error_Code code) {
   switch (code) {
-    case TRITONSERVER_ERROR_UNKNOWN: return StatusCode::kUnknown;
-    case TRITONSERVER_ERROR_INTERNAL: return StatusCode::kInternal;
-    case TRITONSERVER_ERROR_NOT_FOUND: return StatusCode::kNotFound;
-    case TRITONSERVER_ERROR_INVALID_ARG: return StatusCode::kInvalidArgument;
-    case TRITONSERVER_ERROR_UNAVAILABLE: return StatusCode::kUnavailable;
-    case TRITONSERVER_ERROR_UNSUPPORTED: return StatusCode::kUnsupported;
-    case TRITONSERVER_ERROR_ALREADY_EXISTS: return StatusCode::kAlreadyExists;
-    case TRITONSERVER_ERROR_CANCELLED: return StatusCode::kCancelled;
+    case TRITONSERVER_ERROR_UNKNOWN:
+      return StatusCode::kUnknown;
+    case TRITONSERVER_ERROR_INTERNAL:
+      return StatusCode::kInternal;
+    case TRITONSERVER_ERROR_NOT_FOUND:
+      return StatusCode::kNotFound;
+    case TRITONSERVER_ERROR_INVALID_ARG:
+      return StatusCode::kInvalidArgument;
+    case TRITONSERVER_ERROR_UNAVAILABLE:
+      return StatusCode::kUnavailable;
+    case TRITONSERVER_ERROR_UNSUPPORTED:
+      return StatusCode::kUnsupported;
+    case TRITONSERVER_ERROR_ALREADY_EXISTS:
+      return StatusCode::kAlreadyExists;
+    case TRITONSERVER_ERROR_CANCELLED:
+      return StatusCode::kCancelled;
   }
   return StatusCode::kUnknown;
 }
@@ -101,30 +118,42 @@ uint32_t TRITONSERVER_DataTypeByteSize(TRITONSERVER_DataType datatype) {
 
 const char* TRITONSERVER_MemoryTypeString(TRITONSERVER_MemoryType memtype) {
   switch (memtype) {
-    case TRITONSERVER_MEMORY_CPU: return "CPU";
-    case TRITONSERVER_MEMORY_CPU_PINNED: return "CPU_PINNED";
-    case TRITONSERVER_MEMORY_GPU: return "GPU";
+    case TRITONSERVER_MEMORY_CPU:
+      return "CPU";
+    case TRITONSERVER_MEMORY_CPU_PINNED:
+      return "CPU_PINNED";
+    case TRITONSERVER_MEMORY_GPU:
+      return "GPU";
   }
   return "<invalid>";
 }
 
 const char* TRITONSERVER_ParameterTypeString(TRITONSERVER_ParameterType paramtype) {
   switch (paramtype) {
-    case TRITONSERVER_PARAMETER_STRING: return "STRING";
-    case TRITONSERVER_PARAMETER_INT: return "INT";
-    case TRITONSERVER_PARAMETER_BOOL: return "BOOL";
-    case TRITONSERVER_PARAMETER_DOUBLE: return "DOUBLE";
-    case TRITONSERVER_PARAMETER_BYTES: return "BYTES";
+    case TRITONSERVER_PARAMETER_STRING:
+      return "STRING";
+    case TRITONSERVER_PARAMETER_INT:
+      return "INT";
+    case TRITONSERVER_PARAMETER_BOOL:
+      return "BOOL";
+    case TRITONSERVER_PARAMETER_DOUBLE:
+      return "DOUBLE";
+    case TRITONSERVER_PARAMETER_BYTES:
+      return "BYTES";
   }
   return "<invalid>";
 }
 
 const char* TRITONSERVER_InstanceGroupKindString(TRITONSERVER_InstanceGroupKind kind) {
   switch (kind) {
-    case TRITONSERVER_INSTANCEGROUPKIND_AUTO: return "AUTO";
-    case TRITONSERVER_INSTANCEGROUPKIND_CPU: return "CPU";
-    case TRITONSERVER_INSTANCEGROUPKIND_GPU: return "GPU";
-    case TRITONSERVER_INSTANCEGROUPKIND_MODEL: return "MODEL";
+    case TRITONSERVER_INSTANCEGROUPKIND_AUTO:
+      return "AUTO";
+    case TRITONSERVER_INSTANCEGROUPKIND_CPU:
+      return "CPU";
+    case TRITONSERVER_INSTANCEGROUPKIND_GPU:
+      return "GPU";
+    case TRITONSERVER_INSTANCEGROUPKIND_MODEL:
+      return "MODEL";
   }
   return "<invalid>";
 }
@@ -137,12 +166,21 @@ TRITONSERVER_Parameter* TRITONSERVER_ParameterNew(const char* name,
   p->name = name;
   p->type = type;
   switch (type) {
-    case TRITONSERVER_PARAMETER_STRING: p->string_value = static_cast<const char*>(value); break;
-    case TRITONSERVER_PARAMETER_INT: p->int_value = *static_cast<const int64_t*>(value); break;
-    case TRITONSERVER_PARAMETER_BOOL: p->bool_value = *static_cast<const bool*>(value); break;
-    case TRITONSERVER_PARAMETER_DOUBLE: p->double_value = *static_cast<const double*>(value); break;
+    case TRITONSERVER_PARAMETER_STRING:
+      p->string_value = static_cast<const char*>(value);
+      break;
+    case TRITONSERVER_PARAMETER_INT:
+      p->int_value = *static_cast<const int64_t*>(value);
+      break;
+    case TRITONSERVER_PARAMETER_BOOL:
+      p->bool_value = *static_cast<const bool*>(value);
+      break;
+    case TRITONSERVER_PARAMETER_DOUBLE:
+      p->double_value = *static_cast<const double*>(value);
+      break;
     case TRITONSERVER_PARAMETER_BYTES:
-      // Bytes need a size: TRITONSERVER_ParameterBytesNew is the constructor for them (as in Triton).
+      // Bytes need a size: TRITONSERVER_ParameterBytesNew is the constructor for them (as in
+      // Triton).
       delete p;
       return nullptr;
   }
@@ -159,14 +197,20 @@ TRITONSERVER_Parameter* TRITONSERVER_ParameterBytesNew(const char* name, const v
   return p;
 }
 
-void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter* parameter) { delete parameter; }
+void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter* parameter) {
+  delete parameter;
+}
 
 bool TRITONSERVER_LogIsEnabled(TRITONSERVER_LogLevel level) {
   switch (level) {
-    case TRITONSERVER_LOG_INFO: return spdlog::should_log(spdlog::level::info);
-    case TRITONSERVER_LOG_WARN: return spdlog::should_log(spdlog::level::warn);
-    case TRITONSERVER_LOG_ERROR: return spdlog::should_log(spdlog::level::err);
-    case TRITONSERVER_LOG_VERBOSE: return spdlog::should_log(spdlog::level::debug);
+    case TRITONSERVER_LOG_INFO:
+      return spdlog::should_log(spdlog::level::info);
+    case TRITONSERVER_LOG_WARN:
+      return spdlog::should_log(spdlog::level::warn);
+    case TRITONSERVER_LOG_ERROR:
+      return spdlog::should_log(spdlog::level::err);
+    case TRITONSERVER_LOG_VERBOSE:
+      return spdlog::should_log(spdlog::level::debug);
   }
   return false;
 }
@@ -175,11 +219,20 @@ TRITONSERVER_Error* TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const c
                                             const int line, const char* msg) {
   spdlog::level::level_enum spd = spdlog::level::info;
   switch (level) {
-    case TRITONSERVER_LOG_INFO: spd = spdlog::level::info; break;
-    case TRITONSERVER_LOG_WARN: spd = spdlog::level::warn; break;
-    case TRITONSERVER_LOG_ERROR: spd = spdlog::level::err; break;
-    case TRITONSERVER_LOG_VERBOSE: spd = spdlog::level::debug; break;
-    default: return Invalid("TRITONSERVER_LogMessage: unknown log level " + std::to_string(level));
+    case TRITONSERVER_LOG_INFO:
+      spd = spdlog::level::info;
+      break;
+    case TRITONSERVER_LOG_WARN:
+      spd = spdlog::level::warn;
+      break;
+    case TRITONSERVER_LOG_ERROR:
+      spd = spdlog::level::err;
+      break;
+    case TRITONSERVER_LOG_VERBOSE:
+      spd = spdlog::level::debug;
+      break;
+    default:
+      return Invalid("TRITONSERVER_LogMessage: unknown log level " + std::to_string(level));
   }
   const char* base = filename == nullptr ? "" : filename;
   if (const char* slash = std::strrchr(base, '/')) base = slash + 1;
@@ -191,7 +244,9 @@ TRITONSERVER_Error* TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const ch
   return new TRITONSERVER_Error{code, msg == nullptr ? "" : msg};
 }
 
-void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error) { delete error; }
+void TRITONSERVER_ErrorDelete(TRITONSERVER_Error* error) {
+  delete error;
+}
 
 TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error* error) {
   return error == nullptr ? TRITONSERVER_ERROR_UNKNOWN : error->code;
@@ -201,14 +256,22 @@ const char* TRITONSERVER_ErrorCodeString(TRITONSERVER_Error* error) {
   if (error == nullptr) return "<invalid code>";
   // The strings of Triton's Status::CodeString.
   switch (error->code) {
-    case TRITONSERVER_ERROR_UNKNOWN: return "Unknown";
-    case TRITONSERVER_ERROR_INTERNAL: return "Internal";
-    case TRITONSERVER_ERROR_NOT_FOUND: return "Not found";
-    case TRITONSERVER_ERROR_INVALID_ARG: return "Invalid argument";
-    case TRITONSERVER_ERROR_UNAVAILABLE: return "Unavailable";
-    case TRITONSERVER_ERROR_UNSUPPORTED: return "Unsupported";
-    case TRITONSERVER_ERROR_ALREADY_EXISTS: return "Already exists";
-    case TRITONSERVER_ERROR_CANCELLED: return "Cancelled";
+    case TRITONSERVER_ERROR_UNKNOWN:
+      return "Unknown";
+    case TRITONSERVER_ERROR_INTERNAL:
+      return "Internal";
+    case TRITONSERVER_ERROR_NOT_FOUND:
+      return "Not found";
+    case TRITONSERVER_ERROR_INVALID_ARG:
+      return "Invalid argument";
+    case TRITONSERVER_ERROR_UNAVAILABLE:
+      return "Unavailable";
+    case TRITONSERVER_ERROR_UNSUPPORTED:
+      return "Unsupported";
+    case TRITONSERVER_ERROR_ALREADY_EXISTS:
+      return "Already exists";
+    case TRITONSERVER_ERROR_CANCELLED:
+      return "Cancelled";
   }
   return "<invalid code>";
 }
@@ -217,13 +280,15 @@ const char* TRITONSERVER_ErrorMessage(TRITONSERVER_Error* error) {
   return error == nullptr ? "" : error->message.c_str();
 }
 
-TRITONSERVER_Error* TRITONSERVER_BufferAttributesNew(TRITONSERVER_BufferAttributes** buffer_attributes) {
+TRITONSERVER_Error* TRITONSERVER_BufferAttributesNew(
+    TRITONSERVER_BufferAttributes** buffer_attributes) {
   INFLIGHT_API_REQUIRE(buffer_attributes);
   *buffer_attributes = new TRITONSERVER_BufferAttributes{};
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_BufferAttributesDelete(TRITONSERVER_BufferAttributes* buffer_attributes) {
+TRITONSERVER_Error* TRITONSERVER_BufferAttributesDelete(
+    TRITONSERVER_BufferAttributes* buffer_attributes) {
   delete buffer_attributes;
   return nullptr;
 }
@@ -291,7 +356,8 @@ TRITONSERVER_Error* TRITONSERVER_BufferAttributesByteSize(
 TRITONSERVER_Error* TRITONSERVER_MessageNewFromSerializedJson(TRITONSERVER_Message** message,
                                                               const char* base, size_t byte_size) {
   INFLIGHT_API_REQUIRE(message);
-  if (base == nullptr && byte_size > 0) return Invalid("TRITONSERVER_MessageNewFromSerializedJson: null base");
+  if (base == nullptr && byte_size > 0)
+    return Invalid("TRITONSERVER_MessageNewFromSerializedJson: null base");
   std::string json(base == nullptr ? "" : base, byte_size);
   if (!nlohmann::json::accept(json)) {
     return Invalid("TRITONSERVER_MessageNewFromSerializedJson: the " + std::to_string(byte_size) +

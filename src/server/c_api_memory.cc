@@ -80,7 +80,9 @@ TRITONSERVER_Error* TRITONBACKEND_MemoryManagerFree(TRITONBACKEND_MemoryManager*
   (void)memory_type_id;
   switch (memory_type) {
     case TRITONSERVER_MEMORY_CPU:
-    case TRITONSERVER_MEMORY_CPU_PINNED: std::free(buffer); return nullptr;
+    case TRITONSERVER_MEMORY_CPU_PINNED:
+      std::free(buffer);
+      return nullptr;
     case TRITONSERVER_MEMORY_GPU:
 #ifdef INFLIGHT_SERVER_CUDA
       if (cudaFree(buffer) != cudaSuccess) {

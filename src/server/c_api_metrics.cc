@@ -28,11 +28,10 @@ TRITONSERVER_Error* NewMetric(TRITONSERVER_Metric** metric, TRITONSERVER_MetricF
   for (uint64_t i = 0; i < label_count; ++i) {
     const TRITONSERVER_Parameter* p = labels[i];
     if (p == nullptr || p->type != TRITONSERVER_PARAMETER_STRING) {
-      return TRITONSERVER_ErrorNew(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          ("TRITONSERVER_MetricNew: label " + std::to_string(i) +
-           " must be a TRITONSERVER_PARAMETER_STRING parameter")
-              .c_str());
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                   ("TRITONSERVER_MetricNew: label " + std::to_string(i) +
+                                    " must be a TRITONSERVER_PARAMETER_STRING parameter")
+                                       .c_str());
     }
     parsed.emplace_back(p->name, p->string_value);
   }
@@ -43,7 +42,9 @@ TRITONSERVER_Error* NewMetric(TRITONSERVER_Metric** metric, TRITONSERVER_MetricF
   return nullptr;
 }
 
-MetricHandle* M(TRITONSERVER_Metric* m) { return FromHandle<MetricHandle>(m); }
+MetricHandle* M(TRITONSERVER_Metric* m) {
+  return FromHandle<MetricHandle>(m);
+}
 
 }  // namespace
 

@@ -20,9 +20,15 @@ TRITONBACKEND_MemoryManager* GlobalMemoryManager();
 
 namespace {
 
-Backend* B(TRITONBACKEND_Backend* b) { return FromHandle<Backend>(b); }
-Model* Mdl(TRITONBACKEND_Model* m) { return FromHandle<Model>(m); }
-ModelInstance* Inst(TRITONBACKEND_ModelInstance* i) { return FromHandle<ModelInstance>(i); }
+Backend* B(TRITONBACKEND_Backend* b) {
+  return FromHandle<Backend>(b);
+}
+Model* Mdl(TRITONBACKEND_Model* m) {
+  return FromHandle<Model>(m);
+}
+ModelInstance* Inst(TRITONBACKEND_ModelInstance* i) {
+  return FromHandle<ModelInstance>(i);
+}
 
 TRITONSERVER_Error* Err(TRITONSERVER_Error_Code code, const std::string& msg) {
   return TRITONSERVER_ErrorNew(code, msg.c_str());
@@ -30,9 +36,9 @@ TRITONSERVER_Error* Err(TRITONSERVER_Error_Code code, const std::string& msg) {
 
 TRITONSERVER_Error* CheckConfigVersion(uint32_t config_version) {
   if (config_version != 1) {
-    return Err(TRITONSERVER_ERROR_UNSUPPORTED,
-               "model configuration version " + std::to_string(config_version) +
-                   " is not supported; only version 1 is");
+    return Err(TRITONSERVER_ERROR_UNSUPPORTED, "model configuration version " +
+                                                   std::to_string(config_version) +
+                                                   " is not supported; only version 1 is");
   }
   return nullptr;
 }
@@ -189,9 +195,10 @@ TRITONSERVER_Error* TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model* model,
   if (!parsed.ok()) return ToTritonError(parsed.status());
   Model* m = Mdl(model);
   if (!parsed->name().empty() && parsed->name() != m->name) {
-    return Err(TRITONSERVER_ERROR_INVALID_ARG, "TRITONBACKEND_ModelSetConfig: the new config names "
-                                               "model '" + parsed->name() + "', expected '" +
-                                                   m->name + "'");
+    return Err(TRITONSERVER_ERROR_INVALID_ARG,
+               "TRITONBACKEND_ModelSetConfig: the new config names "
+               "model '" +
+                   parsed->name() + "', expected '" + m->name + "'");
   }
   m->config = std::move(parsed).value();
   m->config.set_name(m->name);
@@ -307,10 +314,9 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReportStatistics(
     const uint64_t exec_end_ns) {
   INFLIGHT_API_REQUIRE(instance);
   INFLIGHT_API_REQUIRE(request);
-  Inst(instance)->model->stats->ReportRequest(success,
-                                              FromHandle<InferenceRequest>(request)->queue_start_ns,
-                                              exec_start_ns, compute_start_ns, compute_end_ns,
-                                              exec_end_ns);
+  Inst(instance)->model->stats->ReportRequest(
+      success, FromHandle<InferenceRequest>(request)->queue_start_ns, exec_start_ns,
+      compute_start_ns, compute_end_ns, exec_end_ns);
   return nullptr;
 }
 

@@ -68,9 +68,10 @@ Handle* ToHandle(Core* core) {
 }  // namespace inflight::server
 
 // For the C API bodies: argument checks that return an INVALID_ARG error naming the argument.
-#define INFLIGHT_API_REQUIRE(ptr)                                                     \
-  do {                                                                                \
-    if ((ptr) == nullptr)                                                             \
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,                    \
-                                   (std::string(__func__) + ": argument '" #ptr "' is null").c_str()); \
+#define INFLIGHT_API_REQUIRE(ptr)                                             \
+  do {                                                                        \
+    if ((ptr) == nullptr)                                                     \
+      return TRITONSERVER_ErrorNew(                                           \
+          TRITONSERVER_ERROR_INVALID_ARG,                                     \
+          (std::string(__func__) + ": argument '" #ptr "' is null").c_str()); \
   } while (0)

@@ -12,8 +12,12 @@ using inflight::server::ToHandle;
 
 namespace {
 
-InferenceRequest* Req(TRITONBACKEND_Request* r) { return FromHandle<InferenceRequest>(r); }
-RequestInput* In(TRITONBACKEND_Input* i) { return FromHandle<RequestInput>(i); }
+InferenceRequest* Req(TRITONBACKEND_Request* r) {
+  return FromHandle<InferenceRequest>(r);
+}
+RequestInput* In(TRITONBACKEND_Input* i) {
+  return FromHandle<RequestInput>(i);
+}
 
 TRITONSERVER_Error* Err(TRITONSERVER_Error_Code code, const std::string& msg) {
   return TRITONSERVER_ErrorNew(code, msg.c_str());
@@ -44,7 +48,8 @@ TRITONSERVER_Error* TRITONBACKEND_RequestIsCancelled(TRITONBACKEND_Request* requ
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONBACKEND_RequestCorrelationId(TRITONBACKEND_Request* request, uint64_t* id) {
+TRITONSERVER_Error* TRITONBACKEND_RequestCorrelationId(TRITONBACKEND_Request* request,
+                                                       uint64_t* id) {
   INFLIGHT_API_REQUIRE(request);
   INFLIGHT_API_REQUIRE(id);
   if (!Req(request)->correlation_id_string.empty()) {
@@ -76,8 +81,8 @@ TRITONSERVER_Error* TRITONBACKEND_RequestFlags(TRITONBACKEND_Request* request, u
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONBACKEND_InferenceRequestTimeoutMicroseconds(TRITONBACKEND_Request* request,
-                                                                      uint64_t* timeout) {
+TRITONSERVER_Error* TRITONBACKEND_InferenceRequestTimeoutMicroseconds(
+    TRITONBACKEND_Request* request, uint64_t* timeout) {
   INFLIGHT_API_REQUIRE(request);
   INFLIGHT_API_REQUIRE(timeout);
   *timeout = Req(request)->timeout_us;
@@ -108,7 +113,8 @@ TRITONSERVER_Error* TRITONBACKEND_RequestParameter(TRITONBACKEND_Request* reques
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONBACKEND_RequestInputCount(TRITONBACKEND_Request* request, uint32_t* count) {
+TRITONSERVER_Error* TRITONBACKEND_RequestInputCount(TRITONBACKEND_Request* request,
+                                                    uint32_t* count) {
   INFLIGHT_API_REQUIRE(request);
   INFLIGHT_API_REQUIRE(count);
   *count = static_cast<uint32_t>(Req(request)->inputs.size());
@@ -160,7 +166,8 @@ TRITONSERVER_Error* TRITONBACKEND_RequestOutputCount(TRITONBACKEND_Request* requ
 }
 
 TRITONSERVER_Error* TRITONBACKEND_RequestOutputName(TRITONBACKEND_Request* request,
-                                                    const uint32_t index, const char** output_name) {
+                                                    const uint32_t index,
+                                                    const char** output_name) {
   INFLIGHT_API_REQUIRE(request);
   INFLIGHT_API_REQUIRE(output_name);
   const auto& outputs = Req(request)->requested_outputs;
@@ -169,10 +176,9 @@ TRITONSERVER_Error* TRITONBACKEND_RequestOutputName(TRITONBACKEND_Request* reque
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Request* request,
-                                                                const char* name, size_t* byte_size,
-                                                                TRITONSERVER_MemoryType* memory_type,
-                                                                int64_t* memory_type_id) {
+TRITONSERVER_Error* TRITONBACKEND_RequestOutputBufferProperties(
+    TRITONBACKEND_Request* request, const char* name, size_t* byte_size,
+    TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id) {
   INFLIGHT_API_REQUIRE(request);
   INFLIGHT_API_REQUIRE(name);
   (void)byte_size;  // in/out hint in Triton; every output lands in CPU memory here
@@ -239,20 +245,18 @@ TRITONSERVER_Error* TRITONBACKEND_InputBuffer(TRITONBACKEND_Input* input, const 
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONBACKEND_InputBufferForHostPolicy(TRITONBACKEND_Input* input,
-                                                           const char* host_policy_name,
-                                                           const uint32_t index, const void** buffer,
-                                                           uint64_t* buffer_byte_size,
-                                                           TRITONSERVER_MemoryType* memory_type,
-                                                           int64_t* memory_type_id) {
+TRITONSERVER_Error* TRITONBACKEND_InputBufferForHostPolicy(
+    TRITONBACKEND_Input* input, const char* host_policy_name, const uint32_t index,
+    const void** buffer, uint64_t* buffer_byte_size, TRITONSERVER_MemoryType* memory_type,
+    int64_t* memory_type_id) {
   (void)host_policy_name;
   return TRITONBACKEND_InputBuffer(input, index, buffer, buffer_byte_size, memory_type,
                                    memory_type_id);
 }
 
-TRITONSERVER_Error* TRITONBACKEND_InputBufferAttributes(TRITONBACKEND_Input* input,
-                                                        const uint32_t index, const void** buffer,
-                                                        TRITONSERVER_BufferAttributes** buffer_attributes) {
+TRITONSERVER_Error* TRITONBACKEND_InputBufferAttributes(
+    TRITONBACKEND_Input* input, const uint32_t index, const void** buffer,
+    TRITONSERVER_BufferAttributes** buffer_attributes) {
   INFLIGHT_API_REQUIRE(input);
   INFLIGHT_API_REQUIRE(buffer);
   INFLIGHT_API_REQUIRE(buffer_attributes);

@@ -16,7 +16,9 @@ using inflight::server::ToTritonError;
 
 namespace {
 
-BackendResponse* Resp(TRITONBACKEND_Response* r) { return FromHandle<BackendResponse>(r); }
+BackendResponse* Resp(TRITONBACKEND_Response* r) {
+  return FromHandle<BackendResponse>(r);
+}
 
 TRITONSERVER_Error* Err(TRITONSERVER_Error_Code code, const std::string& msg) {
   return TRITONSERVER_ErrorNew(code, msg.c_str());
@@ -160,8 +162,8 @@ TRITONSERVER_Error* TRITONBACKEND_OutputBuffer(TRITONBACKEND_Output* output, voi
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONBACKEND_OutputBufferAttributes(TRITONBACKEND_Output* output,
-                                                         TRITONSERVER_BufferAttributes** buffer_attributes) {
+TRITONSERVER_Error* TRITONBACKEND_OutputBufferAttributes(
+    TRITONBACKEND_Output* output, TRITONSERVER_BufferAttributes** buffer_attributes) {
   INFLIGHT_API_REQUIRE(output);
   INFLIGHT_API_REQUIRE(buffer_attributes);
   *buffer_attributes = &FromHandle<ResponseOutput>(output)->attributes;
@@ -169,7 +171,8 @@ TRITONSERVER_Error* TRITONBACKEND_OutputBufferAttributes(TRITONBACKEND_Output* o
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ResponseSend(TRITONBACKEND_Response* response,
-                                               const uint32_t send_flags, TRITONSERVER_Error* error) {
+                                               const uint32_t send_flags,
+                                               TRITONSERVER_Error* error) {
   INFLIGHT_API_REQUIRE(response);
   // The response is ours from here on, whatever happens; `error` stays the caller's.
   std::unique_ptr<BackendResponse> r(Resp(response));
@@ -188,8 +191,8 @@ TRITONSERVER_Error* TRITONBACKEND_ResponseSend(TRITONBACKEND_Response* response,
       outputs.push_back(std::move(t));
     }
   }
-  return ToTritonError(
-      r->channel->Send(std::move(outputs), std::move(r->parameters), send_flags, std::move(status)));
+  return ToTritonError(r->channel->Send(std::move(outputs), std::move(r->parameters), send_flags,
+                                        std::move(status)));
 }
 
 }  // extern "C"

@@ -28,6 +28,8 @@ bool DeclaresOutput(const inference::ModelConfig& c, const std::string& name) {
 struct Flow {
   std::map<std::string, std::shared_ptr<const Tensor>> tensors;
   std::set<size_t> launched;
+  // Steps whose answer for this flow is complete: a tensor they did not produce will not come.
+  std::set<size_t> finished;
   int running = 0;
   bool emitted = false;
 };
@@ -92,7 +94,11 @@ class EnsembleContext : public InflightRequest,
     const auto& step = sched_->steps()[s];
     for (const auto& [step_input, tensor] : step.spec.input_map()) {
       if (!DeclaresInput(step.model_config, step_input)) continue;
-      if (flow.tensors.count(tensor) == 0 && sched_->produced().count(tensor) != 0) return false;
+      if (flow.tensors.count(tensor) != 0) continue;
+      // Missing: wait for its producer, unless the producer finished without it (an optional output
+      // such as preprocessing's OUT_PROMPT_TABLE_EXTRA_IDS); the step then runs without the input.
+      auto producer = sched_->produced().find(tensor);
+      if (producer != sched_->produced().end() && flow.finished.count(producer->second) == 0) return false;
     }
     return true;
   }
@@ -117,7 +123,8 @@ class EnsembleContext : public InflightRequest,
         r.inputs.push_back(std::move(t));
       }
       for (const auto& [step_output, tensor] : step.spec.output_map()) {
-        if (DeclaresOutput(step.model_config, step_output)) r.requested_outputs.push_back(step_output);
+        if (DeclaresOutput(step.model_config, step_output))
+          r.requested_outputs.push_back(step_output);
       }
       flow->launched.insert(s);
       ++flow->running;
@@ -139,9 +146,9 @@ class EnsembleContext : public InflightRequest,
         OnStepResponse(flow, step, std::move(cancelled));
         continue;
       }
-      auto handle = sched_->launcher()(
-          std::move(l.request),
-          [self, flow, step](InferResponse r) { self->OnStepResponse(flow, step, std::move(r)); });
+      auto handle = sched_->launcher()(std::move(l.request), [self, flow, step](InferResponse r) {
+        self->OnStepResponse(flow, step, std::move(r));
+      });
       if (!handle.ok()) {
         InferResponse failed;
         failed.error = handle.status();
@@ -164,8 +171,8 @@ class EnsembleContext : public InflightRequest,
       const auto& step = sched_->steps()[s];
       if (r.error) {
         FailLocked(Status(r.error->code(), "in ensemble '" + sched_->model()->name + "', step '" +
-                                               step.spec.model_name() + "': " +
-                                               r.error->message()));
+                                               step.spec.model_name() +
+                                               "': " + r.error->message()));
       } else if (!failed_ && !r.outputs.empty()) {
         std::map<std::string, std::shared_ptr<const Tensor>> produced;
         for (auto& t : r.outputs) {
@@ -178,6 +185,8 @@ class EnsembleContext : public InflightRequest,
           auto child = std::make_shared<Flow>();
           child->tensors = flow->tensors;
           child->launched = flow->launched;
+          child->finished = flow->finished;
+          child->finished.insert(s);  // this response is all the child flow gets from step s
           for (auto& [name, t] : produced) child->tensors[name] = t;
           auto more = CollectReadyLocked(child);
           if (more.empty()) MaybeEmitLocked(*child);
@@ -187,6 +196,9 @@ class EnsembleContext : public InflightRequest,
         }
       }
       if (r.is_final || r.error) {
+        // A decoupled step's tensors only ever reach child flows; in this flow its consumers keep
+        // waiting (and never run) rather than running without them.
+        if (!step.decoupled) flow->finished.insert(s);
         --flow->running;
         --outstanding_;
         auto more = CollectReadyLocked(flow);
@@ -203,7 +215,8 @@ class EnsembleContext : public InflightRequest,
     std::vector<Tensor> outputs;
     for (const auto& name : wanted_) {
       auto it = flow.tensors.find(name);
-      if (it != flow.tensors.end() && sched_->produced().count(name)) outputs.push_back(*it->second);
+      if (it != flow.tensors.end() && sched_->produced().count(name))
+        outputs.push_back(*it->second);
     }
     if (outputs.empty()) return;
     flow.emitted = true;
@@ -262,8 +275,8 @@ class EnsembleContext : public InflightRequest,
 EnsembleScheduler::EnsembleScheduler(Model* ensemble, std::vector<EnsembleStep> steps,
                                      StepLauncher launcher)
     : model_(ensemble), steps_(std::move(steps)), launcher_(std::move(launcher)) {
-  for (const auto& step : steps_) {
-    for (const auto& [step_output, tensor] : step.spec.output_map()) produced_.insert(tensor);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (const auto& [step_output, tensor] : steps_[s].spec.output_map()) produced_[tensor] = s;
   }
 }
 
@@ -288,8 +301,8 @@ Status ValidateEnsemble(const inference::ModelConfig& ensemble,
     for (const auto& [step_input, tensor] : step.spec.input_map()) {
       if (!DeclaresInput(step.model_config, step_input)) {
         return InvalidArgument("ensemble '" + ensemble.name() + "' step '" + name +
-                               "': input_map key '" + step_input +
-                               "' is not an input of model '" + name + "'");
+                               "': input_map key '" + step_input + "' is not an input of model '" +
+                               name + "'");
       }
     }
     for (const auto& in : step.model_config.input()) {

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,19 +42,21 @@ class EnsembleScheduler {
 
   const std::vector<EnsembleStep>& steps() const { return steps_; }
   // Ensemble tensors some step produces (the others can only come from the request).
-  const std::set<std::string>& produced() const { return produced_; }
+  // Ensemble tensor → index of the step whose output_map produces it.
+  const std::map<std::string, size_t>& produced() const { return produced_; }
   Model* model() const { return model_; }
   const StepLauncher& launcher() const { return launcher_; }
 
  private:
   Model* model_;
   std::vector<EnsembleStep> steps_;
-  std::set<std::string> produced_;
+  std::map<std::string, size_t> produced_;
   StepLauncher launcher_;
 };
 
 // Load-time checks: every input_map/output_map key is declared by the step's model, every required
 // step input is mapped, every ensemble output is produced by a step.
-Status ValidateEnsemble(const inference::ModelConfig& ensemble, const std::vector<EnsembleStep>& steps);
+Status ValidateEnsemble(const inference::ModelConfig& ensemble,
+                        const std::vector<EnsembleStep>& steps);
 
 }  // namespace inflight::server

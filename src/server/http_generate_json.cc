@@ -10,8 +10,8 @@ namespace {
 
 using nlohmann::json;
 
-// Shape of a (possibly nested) JSON list, read along the first element of each level; rectangularity is
-// checked afterwards by comparing the element count.
+// Shape of a (possibly nested) JSON list, read along the first element of each level;
+// rectangularity is checked afterwards by comparing the element count.
 std::vector<std::int64_t> NestedShape(const json& value) {
   std::vector<std::int64_t> shape;
   const json* node = &value;
@@ -23,22 +23,29 @@ std::vector<std::int64_t> NestedShape(const json& value) {
   return shape;
 }
 
-Result<Tensor> ValueToTensor(const std::string& name, const json& value, const TensorMetadata& input,
-                             bool batching) {
+Result<Tensor> ValueToTensor(const std::string& name, const json& value,
+                             const TensorMetadata& input, bool batching) {
   Tensor tensor;
   tensor.name = name;
   tensor.datatype = input.datatype;
   tensor.shape = NestedShape(value);
   const std::size_t rank = input.shape.size() - ((batching && !input.shape.empty()) ? 1 : 0);
-  while (tensor.shape.size() < rank) tensor.shape.insert(tensor.shape.begin(), 1);
-  if (tensor.shape.empty()) tensor.shape.push_back(1);
-  if (batching) tensor.shape.insert(tensor.shape.begin(), 1);
+  // A value one level deeper than the model's dims already carries the batch dimension (a batch of
+  // several rows, e.g. input_ids [[...], [...]]); anything else is one row.
+  const bool has_batch_dim = batching && tensor.shape.size() == rank + 1;
+  if (!has_batch_dim) {
+    while (tensor.shape.size() < rank) tensor.shape.insert(tensor.shape.begin(), 1);
+    if (tensor.shape.empty()) tensor.shape.push_back(1);
+    if (batching) tensor.shape.insert(tensor.shape.begin(), 1);
+  }
   RETURN_IF_ERROR(AppendJsonElements(value, tensor));
   ASSIGN_OR_RETURN(std::int64_t expected, ElementCount(tensor.shape, "input \"" + name + "\""));
   ASSIGN_OR_RETURN(std::int64_t found, EncodedElementCount(tensor));
   if (expected != found) {
-    return InvalidArgument("input \"" + name + "\": nested lists must be rectangular (every inner list the "
-                           "same length); got " + std::to_string(found) + " elements for a shape needing " +
+    return InvalidArgument("input \"" + name +
+                           "\": nested lists must be rectangular (every inner list the "
+                           "same length); got " +
+                           std::to_string(found) + " elements for a shape needing " +
                            std::to_string(expected));
   }
   return tensor;
@@ -49,8 +56,9 @@ Result<Tensor> ValueToTensor(const std::string& name, const json& value, const T
 Result<InferRequest> ParseGenerateRequest(const nlohmann::json& body, const ModelMetadata& metadata,
                                           bool batching, std::int64_t model_version) {
   if (!body.is_object()) {
-    return InvalidArgument("generate request body must be a JSON object of input name to value, got " +
-                           std::string(body.type_name()));
+    return InvalidArgument(
+        "generate request body must be a JSON object of input name to value, got " +
+        std::string(body.type_name()));
   }
   InferRequest request;
   request.model_name = metadata.name;
@@ -69,7 +77,8 @@ Result<InferRequest> ParseGenerateRequest(const nlohmann::json& body, const Mode
       request.id = value.get<std::string>();
     } else {
       // Triton's generate extension passes a key that names no input as a request parameter.
-      RETURN_IF_ERROR(ParseParameters(json{{key, value}}, "generate request field \"" + key +
+      RETURN_IF_ERROR(ParseParameters(json{{key, value}},
+                                      "generate request field \"" + key +
                                           "\" (not an input of model \"" + metadata.name + "\")",
                                       request.parameters));
     }

@@ -1,6 +1,6 @@
-// The request handlers behind HttpService: each converts one endpoint's wire format to the Server API
-// and back. Health, metadata and repository endpoints live in http_handlers.cc, inference ones in
-// http_inference_handlers.cc.
+// The request handlers behind HttpService: each converts one endpoint's wire format to the Server
+// API and back. Health, metadata and repository endpoints live in http_handlers.cc, inference ones
+// in http_inference_handlers.cc.
 #pragma once
 
 #include <atomic>
@@ -35,8 +35,9 @@ class HttpHandlers {
   void HandleGenerate(const httplib::Request& req, httplib::Response& res);
   void HandleGenerateStream(const httplib::Request& req, httplib::Response& res);
 
-  // Sends the request and waits for its last response. More than `max_responses` responses that carry
-  // something (a flag-only FINAL does not count) cancels the request and fails with `too_many_message`.
+  // Sends the request and waits for its last response. More than `max_responses` responses that
+  // carry something (a flag-only FINAL does not count) cancels the request and fails with
+  // `too_many_message`.
   Result<std::vector<InferResponse>> RunToEnd(InferRequest request, std::size_t max_responses,
                                               const std::string& too_many_message);
   Result<InferRequest> ParseGenerateBody(const httplib::Request& req);

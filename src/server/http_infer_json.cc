@@ -35,9 +35,10 @@ Result<Tensor> ParseInput(const json& input, std::size_t index) {
   }
   auto parsed_type = ParseDataTypeName(datatype->get<std::string>());
   if (!parsed_type) {
-    return InvalidArgument(what + ": datatype \"" + datatype->get<std::string>() +
-                           "\" is not one of: BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, "
-                           "FP16, FP32, FP64, BF16, BYTES");
+    return InvalidArgument(
+        what + ": datatype \"" + datatype->get<std::string>() +
+        "\" is not one of: BOOL, UINT8, UINT16, UINT32, UINT64, INT8, INT16, INT32, INT64, "
+        "FP16, FP32, FP64, BF16, BYTES");
   }
   tensor.datatype = *parsed_type;
 
@@ -47,7 +48,8 @@ Result<Tensor> ParseInput(const json& input, std::size_t index) {
   }
   for (const json& dim : *shape) {
     if (!dim.is_number_integer() || dim.get<std::int64_t>() < 0) {
-      return InvalidArgument(what + ": 'shape' must be an array of non-negative integers, got " + DumpJson(*shape));
+      return InvalidArgument(what + ": 'shape' must be an array of non-negative integers, got " +
+                             DumpJson(*shape));
     }
     tensor.shape.push_back(dim.get<std::int64_t>());
   }
@@ -56,7 +58,8 @@ Result<Tensor> ParseInput(const json& input, std::size_t index) {
   if (parameters != input.end()) {
     if (!parameters->is_object()) return InvalidArgument(what + ": 'parameters' must be an object");
     if (parameters->contains("binary_data_size")) {
-      return Unsupported(what + ": the binary tensor data extension is not supported; send 'data' as JSON");
+      return Unsupported(
+          what + ": the binary tensor data extension is not supported; send 'data' as JSON");
     }
     if (parameters->contains("shared_memory_region")) {
       return Unsupported(what + ": shared memory inputs are not supported; send 'data' as JSON");
@@ -73,7 +76,8 @@ Result<Tensor> ParseInput(const json& input, std::size_t index) {
 }  // namespace
 
 Result<nlohmann::json> ParseJsonBody(std::string_view body) {
-  // NOTE: nlohmann's parser is iterative, so deep nesting in hostile input cannot overflow the stack.
+  // NOTE: nlohmann's parser is iterative, so deep nesting in hostile input cannot overflow the
+  // stack.
   try {
     return json::parse(body.begin(), body.end());
   } catch (const json::parse_error& e) {
@@ -92,9 +96,10 @@ Status ParseParameters(const nlohmann::json& object, std::string_view where,
     } else if (value.is_boolean()) {
       parameters[key] = value.get<bool>();
     } else if (value.is_number_unsigned()) {
-      if (value.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        return InvalidArgument(std::string(where) + ": parameter \"" + key + "\" = " + DumpJson(value) +
-                               " does not fit in int64");
+      if (value.get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        return InvalidArgument(std::string(where) + ": parameter \"" + key +
+                               "\" = " + DumpJson(value) + " does not fit in int64");
       }
       parameters[key] = value.get<std::int64_t>();
     } else if (value.is_number_integer()) {
@@ -102,7 +107,8 @@ Status ParseParameters(const nlohmann::json& object, std::string_view where,
     } else if (value.is_number_float()) {
       parameters[key] = value.get<double>();
     } else {
-      return InvalidArgument(std::string(where) + ": parameter \"" + key + "\" is " + JsonTypeName(value) +
+      return InvalidArgument(std::string(where) + ": parameter \"" + key + "\" is " +
+                             JsonTypeName(value) +
                              "; a parameter must be a string, integer, boolean or number");
     }
   }
@@ -120,14 +126,16 @@ nlohmann::json ParametersToJson(const std::map<std::string, ParameterValue>& par
 Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::string& model_name,
                                        std::int64_t model_version) {
   if (!body.is_object()) {
-    return InvalidArgument("inference request body must be a JSON object, got " + std::string(JsonTypeName(body)));
+    return InvalidArgument("inference request body must be a JSON object, got " +
+                           std::string(JsonTypeName(body)));
   }
   InferRequest request;
   request.model_name = model_name;
   request.model_version = model_version;
 
   if (auto id = body.find("id"); id != body.end()) {
-    if (!id->is_string()) return InvalidArgument("'id' must be a string, got " + std::string(JsonTypeName(*id)));
+    if (!id->is_string())
+      return InvalidArgument("'id' must be a string, got " + std::string(JsonTypeName(*id)));
     request.id = id->get<std::string>();
   }
   if (auto parameters = body.find("parameters"); parameters != body.end()) {
@@ -148,12 +156,14 @@ Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::st
   }
 
   if (auto outputs = body.find("outputs"); outputs != body.end()) {
-    if (!outputs->is_array()) return InvalidArgument("'outputs' must be an array of {\"name\": ...} objects");
+    if (!outputs->is_array())
+      return InvalidArgument("'outputs' must be an array of {\"name\": ...} objects");
     for (std::size_t i = 0; i < outputs->size(); ++i) {
       const json& output = (*outputs)[i];
       auto name = output.is_object() ? output.find("name") : output.end();
       if (!output.is_object() || name == output.end() || !name->is_string()) {
-        return InvalidArgument("outputs[" + std::to_string(i) + "] must be an object with a string 'name'");
+        return InvalidArgument("outputs[" + std::to_string(i) +
+                               "] must be an object with a string 'name'");
       }
       request.requested_outputs.push_back(name->get<std::string>());
     }

@@ -1,5 +1,5 @@
-// The KServe v2 inference request and response as JSON (POST /v2/models/<m>/infer), and the pieces the
-// generate extension shares with it (request parameters, model metadata).
+// The KServe v2 inference request and response as JSON (POST /v2/models/<m>/infer), and the pieces
+// the generate extension shares with it (request parameters, model metadata).
 #pragma once
 
 #include <cstdint>
@@ -22,12 +22,14 @@ Status ParseParameters(const nlohmann::json& object, std::string_view where,
                        std::map<std::string, ParameterValue>& parameters);
 nlohmann::json ParametersToJson(const std::map<std::string, ParameterValue>& parameters);
 
-// {"id", "parameters", "inputs": [{"name", "shape", "datatype", "data", "parameters"}], "outputs": [{"name"}]}
-// The binary tensor extension is not supported: an input with "binary_data_size" is refused.
+// {"id", "parameters", "inputs": [{"name", "shape", "datatype", "data", "parameters"}], "outputs":
+// [{"name"}]} The binary tensor extension is not supported: an input with "binary_data_size" is
+// refused.
 Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::string& model_name,
                                        std::int64_t model_version);
 
-// {"model_name", "model_version", "id", "parameters", "outputs": [{"name", "datatype", "shape", "data"}]}
+// {"model_name", "model_version", "id", "parameters", "outputs": [{"name", "datatype", "shape",
+// "data"}]}
 Result<nlohmann::json> InferResponseToJson(const InferResponse& response);
 
 // {"name", "versions", "platform", "inputs": [{"name", "datatype", "shape"}], "outputs": [...]}

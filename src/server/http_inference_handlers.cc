@@ -22,10 +22,12 @@ constexpr std::chrono::milliseconds kPollInterval{100};
 constexpr const char* kDecoupledInferMessage =
     "HTTP end point doesn't support models with decoupled transaction policy";
 constexpr const char* kGenerateOneResponseMessage =
-    "generate expects model to produce exactly 1 response, use generate stream for model that generates "
+    "generate expects model to produce exactly 1 response, use generate stream for model that "
+    "generates "
     "various number of responses";
 
-// Whether the model batches, from its Triton JSON config (max_batch_size > 0): /generate adds the batch dim.
+// Whether the model batches, from its Triton JSON config (max_batch_size > 0): /generate adds the
+// batch dim.
 Result<bool> ModelBatches(const Server& server, const std::string& name, std::int64_t version) {
   ASSIGN_OR_RETURN(std::string config_text, server.GetModelConfigJson(name, version));
   json config = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
@@ -33,17 +35,22 @@ Result<bool> ModelBatches(const Server& server, const std::string& name, std::in
     return Internal("configuration of model \"" + name + "\" is not valid JSON");
   }
   auto max_batch_size = config.find("max_batch_size");
-  return max_batch_size != config.end() && max_batch_size->is_number() && max_batch_size->get<double>() > 0;
+  return max_batch_size != config.end() && max_batch_size->is_number() &&
+         max_batch_size->get<double>() > 0;
 }
 
-std::string SseEvent(const json& payload) { return "data: " + DumpJson(payload) + "\n\n"; }
+std::string SseEvent(const json& payload) {
+  return "data: " + DumpJson(payload) + "\n\n";
+}
 
 }  // namespace
 
-Result<std::vector<InferResponse>> HttpHandlers::RunToEnd(InferRequest request, std::size_t max_responses,
+Result<std::vector<InferResponse>> HttpHandlers::RunToEnd(InferRequest request,
+                                                          std::size_t max_responses,
                                                           const std::string& too_many_message) {
   auto channel = std::make_shared<ResponseChannel>();
-  ASSIGN_OR_RETURN(std::shared_ptr<InflightRequest> handle, server_.Infer(std::move(request), FeedChannel(channel)));
+  ASSIGN_OR_RETURN(std::shared_ptr<InflightRequest> handle,
+                   server_.Infer(std::move(request), FeedChannel(channel)));
   std::vector<InferResponse> responses;
   while (true) {
     if (stopping_) {
@@ -75,9 +82,11 @@ void HttpHandlers::HandleInfer(const httplib::Request& req, httplib::Response& r
   auto request = ParseInferRequest(*body, model, *version);
   if (!request.ok()) return SendError(res, request.status());
 
-  auto responses = RunToEnd(std::move(*request), 1, "model \"" + model + "\" sent more than one response");
+  auto responses =
+      RunToEnd(std::move(*request), 1, "model \"" + model + "\" sent more than one response");
   if (!responses.ok()) return SendError(res, responses.status());
-  if (responses->empty()) return SendError(res, Internal("model \"" + model + "\" sent no response"));
+  if (responses->empty())
+    return SendError(res, Internal("model \"" + model + "\" sent no response"));
   const InferResponse& response = responses->back();
   if (response.error) return SendError(res, *response.error);
   auto out = InferResponseToJson(response);
@@ -98,7 +107,8 @@ void HttpHandlers::HandleGenerate(const httplib::Request& req, httplib::Response
   auto request = ParseGenerateBody(req);
   if (!request.ok()) return SendError(res, request.status());
   const std::string model = request->model_name;
-  // Like tritonserver: a decoupled model is fine here as long as it answers with exactly one response.
+  // Like tritonserver: a decoupled model is fine here as long as it answers with exactly one
+  // response.
   auto responses = RunToEnd(std::move(*request), 1, kGenerateOneResponseMessage);
   if (!responses.ok()) return SendError(res, responses.status());
   if (responses->empty()) return SendError(res, InvalidArgument(kGenerateOneResponseMessage));
@@ -112,8 +122,8 @@ void HttpHandlers::HandleGenerate(const httplib::Request& req, httplib::Response
 void HttpHandlers::HandleGenerateStream(const httplib::Request& req, httplib::Response& res) {
   auto request = ParseGenerateBody(req);
   if (!request.ok()) return SendError(res, request.status());
-  // Errors found before inference starts are a plain JSON error with its HTTP status (Triton's generate
-  // extension); errors after that are an SSE event, since the 200 is already on the wire.
+  // Errors found before inference starts are a plain JSON error with its HTTP status (Triton's
+  // generate extension); errors after that are an SSE event, since the 200 is already on the wire.
   auto channel = std::make_shared<ResponseChannel>();
   auto started = server_.Infer(std::move(*request), FeedChannel(channel));
   if (!started.ok()) return SendError(res, started.status());
@@ -151,8 +161,8 @@ void HttpHandlers::HandleGenerateStream(const httplib::Request& req, httplib::Re
         }
       },
       [handle, finished](bool success) {
-        // Runs when the response is over, whatever ended it: a client that disconnected, a server that
-        // stops, a conversion error. The backend must learn that nobody reads the rest.
+        // Runs when the response is over, whatever ended it: a client that disconnected, a server
+        // that stops, a conversion error. The backend must learn that nobody reads the rest.
         if (!success || !*finished) {
           LOG_DEBUG("generate_stream ended before the request did; cancelling it");
           handle->Cancel();

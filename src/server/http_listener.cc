@@ -16,7 +16,9 @@ HttpListener::HttpListener(int thread_count) {
   server_.set_tcp_nodelay(true);
 }
 
-HttpListener::~HttpListener() { Stop(); }
+HttpListener::~HttpListener() {
+  Stop();
+}
 
 Status HttpListener::Start(const std::string& address, int port) {
   if (port < 0 || port > 65535) {
@@ -32,17 +34,19 @@ Status HttpListener::Start(const std::string& address, int port) {
     }
     port_ = port;
   }
-  // NOTE: cpp-httplib 0.11 listens with a backlog of 5; a burst of clients (64 streams opening at once) then
-  // overflows the accept queue and some connections stall or fail. listen() again only resizes the queue.
+  // NOTE: cpp-httplib 0.11 listens with a backlog of 5; a burst of clients (64 streams opening at
+  // once) then overflows the accept queue and some connections stall or fail. listen() again only
+  // resizes the queue.
   ::listen(server_.listening_socket(), kAcceptBacklog);
   thread_ = std::thread([this] { server_.listen_after_bind(); });
-  // stop() is a no-op until listen_after_bind() has marked the server running; wait for it so that an
-  // early Stop() cannot leave the thread serving forever.
+  // stop() is a no-op until listen_after_bind() has marked the server running; wait for it so that
+  // an early Stop() cannot leave the thread serving forever.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (!server_.is_running() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (!server_.is_running()) return Internal("HTTP server on port " + std::to_string(port_) + " did not start");
+  if (!server_.is_running())
+    return Internal("HTTP server on port " + std::to_string(port_) + " did not start");
   return Status::Ok();
 }
 

@@ -18,8 +18,8 @@ class ListeningServer : public httplib::Server {
 
 class HttpListener {
  public:
-  // `thread_count` workers serve connections; each open connection (a keep-alive one or an SSE stream)
-  // holds one worker while it lasts.
+  // `thread_count` workers serve connections; each open connection (a keep-alive one or an SSE
+  // stream) holds one worker while it lasts.
   explicit HttpListener(int thread_count);
   ~HttpListener();
   HttpListener(const HttpListener&) = delete;

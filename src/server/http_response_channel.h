@@ -1,5 +1,6 @@
-// Hands a request's responses from the core's threads to the HTTP worker that waits for them. Shared by
-// the core callback and the handler, so a response that arrives after the client left lands harmlessly.
+// Hands a request's responses from the core's threads to the HTTP worker that waits for them.
+// Shared by the core callback and the handler, so a response that arrives after the client left
+// lands harmlessly.
 #pragma once
 
 #include <chrono>
@@ -38,16 +39,21 @@ class ResponseChannel {
   std::deque<InferResponse> queue_;
 };
 
-// A response that only carries the FINAL flag (a decoupled model's closing TRITONBACKEND_ResponseFactorySendFlags):
-// it ends the request but is not a response the client sees.
+// A response that only carries the FINAL flag (a decoupled model's closing
+// TRITONBACKEND_ResponseFactorySendFlags): it ends the request but is not a response the client
+// sees.
 inline bool IsFlagOnly(const InferResponse& response) {
   return response.is_final && !response.error && response.outputs.empty();
 }
 
 inline ResponseCallback FeedChannel(std::shared_ptr<ResponseChannel> channel) {
-  return [channel = std::move(channel)](InferResponse response) { channel->Push(std::move(response)); };
+  return [channel = std::move(channel)](InferResponse response) {
+    channel->Push(std::move(response));
+  };
 }
 
-inline bool IsLast(const InferResponse& response) { return response.is_final || response.error.has_value(); }
+inline bool IsLast(const InferResponse& response) {
+  return response.is_final || response.error.has_value();
+}
 
 }  // namespace inflight::server::http

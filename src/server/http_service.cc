@@ -9,15 +9,21 @@ namespace inflight::server::http {
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
+    case StatusCode::kOk:
+      return 200;
     case StatusCode::kInvalidArgument:
     case StatusCode::kUnsupported:
-    case StatusCode::kCancelled: return 400;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kAlreadyExists: return 409;
-    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kCancelled:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+      return 409;
+    case StatusCode::kUnavailable:
+      return 503;
     case StatusCode::kInternal:
-    case StatusCode::kUnknown: return 500;
+    case StatusCode::kUnknown:
+      return 500;
   }
   return 500;
 }
@@ -29,11 +35,17 @@ HttpService::HttpService(Server& server, HttpServiceOptions options)
   handlers_->Register(listener_->server(), options_.max_input_bytes);
 }
 
-HttpService::~HttpService() { Stop(); }
+HttpService::~HttpService() {
+  Stop();
+}
 
-Status HttpService::Start() { return listener_->Start(options_.address, options_.port); }
+Status HttpService::Start() {
+  return listener_->Start(options_.address, options_.port);
+}
 
-int HttpService::port() const { return listener_->port(); }
+int HttpService::port() const {
+  return listener_->port();
+}
 
 void HttpService::Stop() {
   handlers_->BeginStop();
@@ -41,18 +53,29 @@ void HttpService::Stop() {
 }
 
 MetricsService::MetricsService(const Server& server, std::string address, int port)
-    : server_(server), address_(std::move(address)), port_(port), listener_(std::make_unique<HttpListener>(4)) {
+    : server_(server),
+      address_(std::move(address)),
+      port_(port),
+      listener_(std::make_unique<HttpListener>(4)) {
   listener_->server().Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(server_.MetricsText(), "text/plain; version=0.0.4; charset=utf-8");
   });
 }
 
-MetricsService::~MetricsService() { Stop(); }
+MetricsService::~MetricsService() {
+  Stop();
+}
 
-Status MetricsService::Start() { return listener_->Start(address_, port_); }
+Status MetricsService::Start() {
+  return listener_->Start(address_, port_);
+}
 
-int MetricsService::port() const { return listener_->port(); }
+int MetricsService::port() const {
+  return listener_->port();
+}
 
-void MetricsService::Stop() { listener_->Stop(); }
+void MetricsService::Stop() {
+  listener_->Stop();
+}
 
 }  // namespace inflight::server::http

@@ -1,6 +1,6 @@
-// The KServe v2 HTTP/REST frontend of inflight-server (health, metadata, config, stats, repository index,
-// infer) plus Triton's generate extension (/generate, /generate_stream as Server-Sent Events), and the
-// Prometheus /metrics endpoint on its own port.
+// The KServe v2 HTTP/REST frontend of inflight-server (health, metadata, config, stats, repository
+// index, infer) plus Triton's generate extension (/generate, /generate_stream as Server-Sent
+// Events), and the Prometheus /metrics endpoint on its own port.
 #pragma once
 
 #include <cstddef>
@@ -17,15 +17,15 @@ class HttpHandlers;
 
 struct HttpServiceOptions {
   std::string address = "0.0.0.0";  // --http-address
-  int port = 8000;                   // --http-port; 0 binds any free port (see HttpService::port())
-  // --http-thread-count. Every open connection holds a worker, an SSE stream for its whole life, so this
-  // bounds the number of concurrent streaming clients.
+  int port = 8000;                  // --http-port; 0 binds any free port (see HttpService::port())
+  // --http-thread-count. Every open connection holds a worker, an SSE stream for its whole life, so
+  // this bounds the number of concurrent streaming clients.
   int thread_count = 128;
   std::size_t max_input_bytes = 64u << 20;  // --http-max-input-size; larger bodies get 413
 };
 
-// HTTP status for a Status code: kInvalidArgument and kUnsupported 400, kNotFound 404, kUnavailable 503,
-// kAlreadyExists 409, everything else 500.
+// HTTP status for a Status code: kInvalidArgument and kUnsupported 400, kNotFound 404, kUnavailable
+// 503, kAlreadyExists 409, everything else 500.
 int HttpStatusFor(StatusCode code);
 
 class HttpService {

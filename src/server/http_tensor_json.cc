@@ -86,10 +86,12 @@ class ElementEncoder {
 
   template <typename T>
   Status EncodeInteger(const json& value) {
-    const char* accepted = std::is_signed_v<T> ? "an integer in its range" : "a non-negative integer in its range";
+    const char* accepted =
+        std::is_signed_v<T> ? "an integer in its range" : "a non-negative integer in its range";
     if (value.is_number_unsigned()) {
       auto v = value.get<std::uint64_t>();
-      if (v > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return Refuse(value, accepted);
+      if (v > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+        return Refuse(value, accepted);
       AppendRaw(tensor_.data, static_cast<T>(v));
       return Status::Ok();
     }
@@ -101,7 +103,8 @@ class ElementEncoder {
           return Refuse(value, accepted);
         }
       } else {
-        if (v < 0 || static_cast<std::uint64_t>(v) > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
+        if (v < 0 || static_cast<std::uint64_t>(v) >
+                         static_cast<std::uint64_t>(std::numeric_limits<T>::max())) {
           return Refuse(value, accepted);
         }
       }
@@ -117,14 +120,22 @@ class ElementEncoder {
         if (!value.is_boolean()) return Refuse(value, "true or false");
         AppendRaw<std::uint8_t>(tensor_.data, value.get<bool>() ? 1 : 0);
         return Status::Ok();
-      case TRITONSERVER_TYPE_UINT8: return EncodeInteger<std::uint8_t>(value);
-      case TRITONSERVER_TYPE_UINT16: return EncodeInteger<std::uint16_t>(value);
-      case TRITONSERVER_TYPE_UINT32: return EncodeInteger<std::uint32_t>(value);
-      case TRITONSERVER_TYPE_UINT64: return EncodeInteger<std::uint64_t>(value);
-      case TRITONSERVER_TYPE_INT8: return EncodeInteger<std::int8_t>(value);
-      case TRITONSERVER_TYPE_INT16: return EncodeInteger<std::int16_t>(value);
-      case TRITONSERVER_TYPE_INT32: return EncodeInteger<std::int32_t>(value);
-      case TRITONSERVER_TYPE_INT64: return EncodeInteger<std::int64_t>(value);
+      case TRITONSERVER_TYPE_UINT8:
+        return EncodeInteger<std::uint8_t>(value);
+      case TRITONSERVER_TYPE_UINT16:
+        return EncodeInteger<std::uint16_t>(value);
+      case TRITONSERVER_TYPE_UINT32:
+        return EncodeInteger<std::uint32_t>(value);
+      case TRITONSERVER_TYPE_UINT64:
+        return EncodeInteger<std::uint64_t>(value);
+      case TRITONSERVER_TYPE_INT8:
+        return EncodeInteger<std::int8_t>(value);
+      case TRITONSERVER_TYPE_INT16:
+        return EncodeInteger<std::int16_t>(value);
+      case TRITONSERVER_TYPE_INT32:
+        return EncodeInteger<std::int32_t>(value);
+      case TRITONSERVER_TYPE_INT64:
+        return EncodeInteger<std::int64_t>(value);
       case TRITONSERVER_TYPE_FP16:
       case TRITONSERVER_TYPE_BF16:
       case TRITONSERVER_TYPE_FP32:
@@ -145,14 +156,16 @@ class ElementEncoder {
       case TRITONSERVER_TYPE_BYTES: {
         if (!value.is_string()) return Refuse(value, "a string");
         const auto& s = value.get_ref<const std::string&>();
-        if (s.size() > std::numeric_limits<std::uint32_t>::max()) return Refuse(value, "a string under 4 GiB");
+        if (s.size() > std::numeric_limits<std::uint32_t>::max())
+          return Refuse(value, "a string under 4 GiB");
         AppendRaw(tensor_.data, static_cast<std::uint32_t>(s.size()));
         tensor_.data.insert(tensor_.data.end(), s.begin(), s.end());
         return Status::Ok();
       }
       default:
         return InvalidArgument("input \"" + tensor_.name + "\": datatype " +
-                               std::to_string(static_cast<int>(tensor_.datatype)) + " cannot be sent as JSON");
+                               std::to_string(static_cast<int>(tensor_.datatype)) +
+                               " cannot be sent as JSON");
     }
   }
 
@@ -208,11 +221,13 @@ Result<std::int64_t> EncodedElementCount(const Tensor& tensor) {
     const std::size_t size = DataTypeElementSize(tensor.datatype);
     if (size == 0) {
       return InvalidArgument("tensor \"" + tensor.name + "\": datatype " +
-                             std::to_string(static_cast<int>(tensor.datatype)) + " is not supported");
+                             std::to_string(static_cast<int>(tensor.datatype)) +
+                             " is not supported");
     }
     if (tensor.data.size() % size != 0) {
       return Internal("tensor \"" + tensor.name + "\": " + std::to_string(tensor.data.size()) +
-                      " bytes is not a whole number of " + DataTypeName(tensor.datatype) + " elements");
+                      " bytes is not a whole number of " + DataTypeName(tensor.datatype) +
+                      " elements");
     }
     return static_cast<std::int64_t>(tensor.data.size() / size);
   }
@@ -226,9 +241,9 @@ Result<std::int64_t> EncodedElementCount(const Tensor& tensor) {
     const auto len = ReadRaw<std::uint32_t>(tensor.data.data() + offset);
     offset += 4;
     if (tensor.data.size() - offset < len) {
-      return Internal("tensor \"" + tensor.name + "\": BYTES element " + std::to_string(count) + " claims " +
-                      std::to_string(len) + " bytes but only " + std::to_string(tensor.data.size() - offset) +
-                      " remain");
+      return Internal("tensor \"" + tensor.name + "\": BYTES element " + std::to_string(count) +
+                      " claims " + std::to_string(len) + " bytes but only " +
+                      std::to_string(tensor.data.size() - offset) + " remain");
     }
     offset += len;
     ++count;
@@ -237,7 +252,8 @@ Result<std::int64_t> EncodedElementCount(const Tensor& tensor) {
 }
 
 Status CheckElementCount(const Tensor& tensor) {
-  ASSIGN_OR_RETURN(std::int64_t expected, ElementCount(tensor.shape, "input \"" + tensor.name + "\""));
+  ASSIGN_OR_RETURN(std::int64_t expected,
+                   ElementCount(tensor.shape, "input \"" + tensor.name + "\""));
   ASSIGN_OR_RETURN(std::int64_t found, EncodedElementCount(tensor));
   if (expected != found) {
     std::string shape;
@@ -245,7 +261,8 @@ Status CheckElementCount(const Tensor& tensor) {
       shape += (i ? "," : "") + std::to_string(tensor.shape[i]);
     }
     return InvalidArgument("input \"" + tensor.name + "\": shape [" + shape + "] needs " +
-                           std::to_string(expected) + " elements but 'data' holds " + std::to_string(found));
+                           std::to_string(expected) + " elements but 'data' holds " +
+                           std::to_string(found));
   }
   return Status::Ok();
 }
@@ -266,20 +283,47 @@ Result<nlohmann::json> TensorElementsToJson(const Tensor& tensor) {
   const std::size_t size = DataTypeElementSize(tensor.datatype);
   for (std::int64_t i = 0; i < count; ++i, p += size) {
     switch (tensor.datatype) {
-      case TRITONSERVER_TYPE_BOOL: out.push_back(ReadRaw<std::uint8_t>(p) != 0); break;
-      case TRITONSERVER_TYPE_UINT8: out.push_back(ReadRaw<std::uint8_t>(p)); break;
-      case TRITONSERVER_TYPE_UINT16: out.push_back(ReadRaw<std::uint16_t>(p)); break;
-      case TRITONSERVER_TYPE_UINT32: out.push_back(ReadRaw<std::uint32_t>(p)); break;
-      case TRITONSERVER_TYPE_UINT64: out.push_back(ReadRaw<std::uint64_t>(p)); break;
-      case TRITONSERVER_TYPE_INT8: out.push_back(ReadRaw<std::int8_t>(p)); break;
-      case TRITONSERVER_TYPE_INT16: out.push_back(ReadRaw<std::int16_t>(p)); break;
-      case TRITONSERVER_TYPE_INT32: out.push_back(ReadRaw<std::int32_t>(p)); break;
-      case TRITONSERVER_TYPE_INT64: out.push_back(ReadRaw<std::int64_t>(p)); break;
-      case TRITONSERVER_TYPE_FP16: out.push_back(Fp16ToFloat(ReadRaw<std::uint16_t>(p))); break;
-      case TRITONSERVER_TYPE_BF16: out.push_back(Bf16ToFloat(ReadRaw<std::uint16_t>(p))); break;
-      case TRITONSERVER_TYPE_FP32: out.push_back(ReadRaw<float>(p)); break;
-      case TRITONSERVER_TYPE_FP64: out.push_back(ReadRaw<double>(p)); break;
-      default: return Internal("tensor \"" + tensor.name + "\": unsupported datatype");
+      case TRITONSERVER_TYPE_BOOL:
+        out.push_back(ReadRaw<std::uint8_t>(p) != 0);
+        break;
+      case TRITONSERVER_TYPE_UINT8:
+        out.push_back(ReadRaw<std::uint8_t>(p));
+        break;
+      case TRITONSERVER_TYPE_UINT16:
+        out.push_back(ReadRaw<std::uint16_t>(p));
+        break;
+      case TRITONSERVER_TYPE_UINT32:
+        out.push_back(ReadRaw<std::uint32_t>(p));
+        break;
+      case TRITONSERVER_TYPE_UINT64:
+        out.push_back(ReadRaw<std::uint64_t>(p));
+        break;
+      case TRITONSERVER_TYPE_INT8:
+        out.push_back(ReadRaw<std::int8_t>(p));
+        break;
+      case TRITONSERVER_TYPE_INT16:
+        out.push_back(ReadRaw<std::int16_t>(p));
+        break;
+      case TRITONSERVER_TYPE_INT32:
+        out.push_back(ReadRaw<std::int32_t>(p));
+        break;
+      case TRITONSERVER_TYPE_INT64:
+        out.push_back(ReadRaw<std::int64_t>(p));
+        break;
+      case TRITONSERVER_TYPE_FP16:
+        out.push_back(Fp16ToFloat(ReadRaw<std::uint16_t>(p)));
+        break;
+      case TRITONSERVER_TYPE_BF16:
+        out.push_back(Bf16ToFloat(ReadRaw<std::uint16_t>(p)));
+        break;
+      case TRITONSERVER_TYPE_FP32:
+        out.push_back(ReadRaw<float>(p));
+        break;
+      case TRITONSERVER_TYPE_FP64:
+        out.push_back(ReadRaw<double>(p));
+        break;
+      default:
+        return Internal("tensor \"" + tensor.name + "\": unsupported datatype");
     }
   }
   return out;

@@ -15,11 +15,16 @@ uint64_t NowNs() {
 
 const void* RequestParameter::ValuePointer() const {
   switch (type) {
-    case TRITONSERVER_PARAMETER_STRING: return string_value.c_str();
-    case TRITONSERVER_PARAMETER_INT: return &int_value;
-    case TRITONSERVER_PARAMETER_BOOL: return &bool_value;
-    case TRITONSERVER_PARAMETER_DOUBLE: return &double_value;
-    case TRITONSERVER_PARAMETER_BYTES: return string_value.data();
+    case TRITONSERVER_PARAMETER_STRING:
+      return string_value.c_str();
+    case TRITONSERVER_PARAMETER_INT:
+      return &int_value;
+    case TRITONSERVER_PARAMETER_BOOL:
+      return &bool_value;
+    case TRITONSERVER_PARAMETER_DOUBLE:
+      return &double_value;
+    case TRITONSERVER_PARAMETER_BYTES:
+      return string_value.data();
   }
   return nullptr;
 }
@@ -29,7 +34,9 @@ InferenceRequest::InferenceRequest(Model* model, std::shared_ptr<ResponseChannel
   tracker_->AddRequest(this);
 }
 
-InferenceRequest::~InferenceRequest() { tracker_->RemoveRequest(this); }
+InferenceRequest::~InferenceRequest() {
+  tracker_->RemoveRequest(this);
+}
 
 const RequestInput* InferenceRequest::FindInput(const char* name) const {
   for (const auto& input : inputs) {

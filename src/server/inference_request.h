@@ -36,7 +36,8 @@ struct RequestParameter {
   int64_t int_value = 0;
   bool bool_value = false;
   double double_value = 0.0;
-  // What TRITONBACKEND_RequestParameter hands out: a C string for STRING, else a pointer to the value.
+  // What TRITONBACKEND_RequestParameter hands out: a C string for STRING, else a pointer to the
+  // value.
   const void* ValuePointer() const;
 };
 
@@ -77,7 +78,8 @@ struct ResponseOutput {
 
 class BackendResponse {
  public:
-  explicit BackendResponse(std::shared_ptr<ResponseChannel> channel) : channel(std::move(channel)) {}
+  explicit BackendResponse(std::shared_ptr<ResponseChannel> channel)
+      : channel(std::move(channel)) {}
   std::shared_ptr<ResponseChannel> channel;
   std::vector<std::unique_ptr<ResponseOutput>> outputs;
   std::map<std::string, ParameterValue> parameters;
@@ -85,7 +87,8 @@ class BackendResponse {
 
 class ResponseFactory {
  public:
-  explicit ResponseFactory(std::shared_ptr<ResponseChannel> channel) : channel(std::move(channel)) {}
+  explicit ResponseFactory(std::shared_ptr<ResponseChannel> channel)
+      : channel(std::move(channel)) {}
   std::shared_ptr<ResponseChannel> channel;
 };
 

@@ -14,7 +14,9 @@ InstanceScheduler::InstanceScheduler(Model* model)
       max_queue_delay_us_(model->config.dynamic_batching().max_queue_delay_microseconds()),
       max_queue_size_(model->config.dynamic_batching().default_queue_policy().max_queue_size()) {}
 
-InstanceScheduler::~InstanceScheduler() { Stop(); }
+InstanceScheduler::~InstanceScheduler() {
+  Stop();
+}
 
 void InstanceScheduler::Start() {
   for (auto& instance : model_->instances) {
@@ -57,7 +59,8 @@ void InstanceScheduler::Stop() {
   }
   threads_.clear();
   for (auto& r : left) {
-    r->channel->Fail(Unavailable("model '" + model_->name + "' was unloaded before the request ran"));
+    r->channel->Fail(
+        Unavailable("model '" + model_->name + "' was unloaded before the request ran"));
     model_->stats->ReportOutcome(false, r->queue_start_ns, NowNs());
   }
 }
@@ -70,9 +73,9 @@ std::vector<std::unique_ptr<InferenceRequest>> InstanceScheduler::NextBatch() {
   const bool gather = dynamic_batching_ && max_batch_size_ > 0;
   if (gather && max_queue_delay_us_ > 0) {
     // Wait for more requests until the oldest has waited max_queue_delay or the batch is full.
-    const auto deadline =
-        std::chrono::steady_clock::time_point(std::chrono::nanoseconds(queue_.front()->queue_start_ns)) +
-        std::chrono::microseconds(max_queue_delay_us_);
+    const auto deadline = std::chrono::steady_clock::time_point(
+                              std::chrono::nanoseconds(queue_.front()->queue_start_ns)) +
+                          std::chrono::microseconds(max_queue_delay_us_);
     auto queued_batch = [&] {
       int64_t total = 0;
       for (const auto& r : queue_) total += r->batch_size;
@@ -112,8 +115,8 @@ void InstanceScheduler::Execute(ModelInstance* instance,
   std::vector<std::unique_ptr<InferenceRequest>> runnable;
   for (auto& r : batch) {
     if (r->channel->IsCancelled()) {
-      r->channel->Fail(Cancelled("request for model '" + model_->name +
-                                 "' was cancelled before it ran"));
+      r->channel->Fail(
+          Cancelled("request for model '" + model_->name + "' was cancelled before it ran"));
       model_->stats->ReportOutcome(false, r->queue_start_ns, NowNs());
     } else {
       runnable.push_back(std::move(r));

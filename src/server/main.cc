@@ -1,6 +1,6 @@
-// inflight-server: a Triton-compatible host. Takes tritonserver's flags (the ones that make sense here),
-// loads the model repository through the Server core, serves KServe v2 over HTTP and Prometheus metrics,
-// and shuts down cleanly on SIGINT/SIGTERM.
+// inflight-server: a Triton-compatible host. Takes tritonserver's flags (the ones that make sense
+// here), loads the model repository through the Server core, serves KServe v2 over HTTP and
+// Prometheus metrics, and shuts down cleanly on SIGINT/SIGTERM.
 #include <pthread.h>
 #include <unistd.h>
 
@@ -41,8 +41,9 @@ struct CommandLine {
   int log_verbose = 0;
   std::string log_file;
   std::string model_control_mode = "none";
-  // NOTE: tritonserver defaults to true; here a model that fails to load leaves the server up with that
-  // model UNAVAILABLE (and /v2/health/ready false under --strict-readiness) unless this is asked for.
+  // NOTE: tritonserver defaults to true; here a model that fails to load leaves the server up with
+  // that model UNAVAILABLE (and /v2/health/ready false under --strict-readiness) unless this is
+  // asked for.
   bool exit_on_error = false;
   bool help = false;
 };
@@ -69,16 +70,17 @@ Result<int> ParseInt(const std::string& flag, const std::string& value, int min,
     if (used == value.size() && v >= min && v <= max) return static_cast<int>(v);
   } catch (const std::exception&) {
   }
-  return InvalidArgument("--" + flag + "=" + value + " is not an integer in " + std::to_string(min) + ".." +
-                         std::to_string(max));
+  return InvalidArgument("--" + flag + "=" + value + " is not an integer in " +
+                         std::to_string(min) + ".." + std::to_string(max));
 }
 
-// --backend-config=<backend>,<key>=<value>; the backend-less form <key>=<value> is a global setting and is
-// stored under the backend name "".
+// --backend-config=<backend>,<key>=<value>; the backend-less form <key>=<value> is a global setting
+// and is stored under the backend name "".
 Status ApplyBackendConfig(CommandLine& cl, const std::string& value) {
   const auto eq = value.find('=');
   if (eq == std::string::npos || eq == 0) {
-    return InvalidArgument("--backend-config=" + value + " is not <backend>,<key>=<value> or <key>=<value>");
+    return InvalidArgument("--backend-config=" + value +
+                           " is not <backend>,<key>=<value> or <key>=<value>");
   }
   const auto comma = value.find(',');
   std::string backend;
@@ -97,7 +99,8 @@ Status ApplyBackendConfig(CommandLine& cl, const std::string& value) {
 }
 
 std::vector<Flag> Flags() {
-  auto int_flag = [](const char* name, int min, int max, std::function<void(CommandLine&, int)> set) {
+  auto int_flag = [](const char* name, int min, int max,
+                     std::function<void(CommandLine&, int)> set) {
     return [name, min, max, set](CommandLine& cl, const std::string& v) -> Status {
       ASSIGN_OR_RETURN(int value, ParseInt(name, v, min, max));
       set(cl, value);
@@ -113,22 +116,30 @@ std::vector<Flag> Flags() {
   };
   auto accepted = [](CommandLine&, const std::string&) { return Status::Ok(); };
   return {
-      {{"model-repository", "model-store"}, ArgKind::kString, "Model repository path; repeatable.",
+      {{"model-repository", "model-store"},
+       ArgKind::kString,
+       "Model repository path; repeatable.",
        [](CommandLine& cl, const std::string& v) {
          cl.server.model_repositories.push_back(v);
          return Status::Ok();
        }},
-      {{"backend-directory"}, ArgKind::kString,
-       "Where backends live as <dir>/<backend>/libtriton_<backend>.so (default /opt/tritonserver/backends, "
+      {{"backend-directory"},
+       ArgKind::kString,
+       "Where backends live as <dir>/<backend>/libtriton_<backend>.so (default "
+       "/opt/tritonserver/backends, "
        "then <install prefix>/backends).",
        [](CommandLine& cl, const std::string& v) {
          cl.server.backend_directory = v;
          cl.backend_directory_given = true;
          return Status::Ok();
        }},
-      {{"backend-config"}, ArgKind::kString, "<backend>,<key>=<value> handed to the backend; repeatable.",
+      {{"backend-config"},
+       ArgKind::kString,
+       "<backend>,<key>=<value> handed to the backend; repeatable.",
        ApplyBackendConfig},
-      {{"model-control-mode"}, ArgKind::kString, "none (load every model) or explicit (only --load-model).",
+      {{"model-control-mode"},
+       ArgKind::kString,
+       "none (load every model) or explicit (only --load-model).",
        [](CommandLine& cl, const std::string& v) {
          if (v != "none" && v != "explicit") {
            return InvalidArgument("--model-control-mode=" + v + " is not one of: none, explicit");
@@ -137,51 +148,84 @@ std::vector<Flag> Flags() {
          cl.server.explicit_model_control = v == "explicit";
          return Status::Ok();
        }},
-      {{"load-model"}, ArgKind::kString, "Model to load at start-up in explicit mode (\"*\": all); repeatable.",
+      {{"load-model"},
+       ArgKind::kString,
+       "Model to load at start-up in explicit mode (\"*\": all); repeatable.",
        [](CommandLine& cl, const std::string& v) {
          cl.server.startup_models.push_back(v);
          return Status::Ok();
        }},
-      {{"strict-readiness"}, ArgKind::kBool, "Ready only when every model is ready (default true).",
-       bool_flag("strict-readiness", [](CommandLine& cl, bool b) { cl.server.strict_readiness = b; })},
-      {{"exit-on-error"}, ArgKind::kBool, "Exit when a model fails to load (default false).",
+      {{"strict-readiness"},
+       ArgKind::kBool,
+       "Ready only when every model is ready (default true).",
+       bool_flag("strict-readiness",
+                 [](CommandLine& cl, bool b) { cl.server.strict_readiness = b; })},
+      {{"exit-on-error"},
+       ArgKind::kBool,
+       "Exit when a model fails to load (default false).",
        bool_flag("exit-on-error", [](CommandLine& cl, bool b) { cl.exit_on_error = b; })},
-      {{"disable-auto-complete-config"}, ArgKind::kBool, "Accepted; configs are never auto-completed.", accepted},
-      {{"allow-http"}, ArgKind::kBool, "Serve HTTP (default true).",
+      {{"disable-auto-complete-config"},
+       ArgKind::kBool,
+       "Accepted; configs are never auto-completed.",
+       accepted},
+      {{"allow-http"},
+       ArgKind::kBool,
+       "Serve HTTP (default true).",
        bool_flag("allow-http", [](CommandLine& cl, bool b) { cl.allow_http = b; })},
-      {{"http-address"}, ArgKind::kString, "HTTP bind address (default 0.0.0.0).",
+      {{"http-address"},
+       ArgKind::kString,
+       "HTTP bind address (default 0.0.0.0).",
        [](CommandLine& cl, const std::string& v) {
          cl.http.address = v;
          return Status::Ok();
        }},
-      {{"http-port"}, ArgKind::kInt, "HTTP port (default 8000; 0 picks a free one).",
+      {{"http-port"},
+       ArgKind::kInt,
+       "HTTP port (default 8000; 0 picks a free one).",
        int_flag("http-port", 0, 65535, [](CommandLine& cl, int v) { cl.http.port = v; })},
-      {{"http-thread-count"}, ArgKind::kInt,
+      {{"http-thread-count"},
+       ArgKind::kInt,
        "HTTP workers (default 128); each open connection or SSE stream holds one.",
-       int_flag("http-thread-count", 1, 4096, [](CommandLine& cl, int v) { cl.http.thread_count = v; })},
-      {{"http-max-input-size"}, ArgKind::kInt, "Largest request body in bytes (default 64 MiB); larger is 413.",
-       int_flag("http-max-input-size", 1, 2147483647,
-                [](CommandLine& cl, int v) { cl.http.max_input_bytes = static_cast<std::size_t>(v); })},
-      {{"allow-metrics"}, ArgKind::kBool, "Serve /metrics (default true).",
+       int_flag("http-thread-count", 1, 4096,
+                [](CommandLine& cl, int v) { cl.http.thread_count = v; })},
+      {{"http-max-input-size"},
+       ArgKind::kInt,
+       "Largest request body in bytes (default 64 MiB); larger is 413.",
+       int_flag(
+           "http-max-input-size", 1, 2147483647,
+           [](CommandLine& cl, int v) { cl.http.max_input_bytes = static_cast<std::size_t>(v); })},
+      {{"allow-metrics"},
+       ArgKind::kBool,
+       "Serve /metrics (default true).",
        bool_flag("allow-metrics", [](CommandLine& cl, bool b) { cl.allow_metrics = b; })},
-      {{"metrics-address"}, ArgKind::kString, "Metrics bind address (default: the HTTP address).",
+      {{"metrics-address"},
+       ArgKind::kString,
+       "Metrics bind address (default: the HTTP address).",
        [](CommandLine& cl, const std::string& v) {
          cl.metrics_address = v;
          return Status::Ok();
        }},
-      {{"metrics-port"}, ArgKind::kInt, "Metrics port (default 8002; 0 picks a free one).",
+      {{"metrics-port"},
+       ArgKind::kInt,
+       "Metrics port (default 8002; 0 picks a free one).",
        int_flag("metrics-port", 0, 65535, [](CommandLine& cl, int v) { cl.metrics_port = v; })},
       {{"allow-gpu-metrics", "allow-cpu-metrics"}, ArgKind::kBool, "Accepted.", accepted},
       {{"allow-grpc"}, ArgKind::kBool, "Accepted; gRPC is not served.", accepted},
-      {{"grpc-port"}, ArgKind::kInt, "Accepted; gRPC is not served.",
+      {{"grpc-port"},
+       ArgKind::kInt,
+       "Accepted; gRPC is not served.",
        [](CommandLine&, const std::string& v) -> Status {
          ASSIGN_OR_RETURN(int port, ParseInt("grpc-port", v, 0, 65535));
          LOG_WARN("gRPC is not served by inflight-server; --grpc-port={} is ignored", port);
          return Status::Ok();
        }},
-      {{"log-verbose"}, ArgKind::kInt, "Verbose logging level: 0 info, 1 debug, 2 trace.",
+      {{"log-verbose"},
+       ArgKind::kInt,
+       "Verbose logging level: 0 info, 1 debug, 2 trace.",
        int_flag("log-verbose", 0, 1000, [](CommandLine& cl, int v) { cl.log_verbose = v; })},
-      {{"log-file"}, ArgKind::kString, "Write the log to this file instead of the console.",
+      {{"log-file"},
+       ArgKind::kString,
+       "Write the log to this file instead of the console.",
        [](CommandLine& cl, const std::string& v) {
          cl.log_file = v;
          return Status::Ok();
@@ -189,7 +233,9 @@ std::vector<Flag> Flags() {
       {{"log-info", "log-warning", "log-error"}, ArgKind::kBool, "Accepted.", accepted},
       {{"exit-timeout-secs"}, ArgKind::kInt, "Accepted.", accepted},
       {{"id"}, ArgKind::kString, "Accepted.", accepted},
-      {{"help"}, ArgKind::kBool, "Print this help and exit.",
+      {{"help"},
+       ArgKind::kBool,
+       "Print this help and exit.",
        bool_flag("help", [](CommandLine& cl, bool b) { cl.help = b; })},
   };
 }
@@ -201,7 +247,9 @@ std::string Usage(const std::vector<Flag>& flags) {
   for (const Flag& flag : flags) {
     std::string names;
     for (const std::string& n : flag.names) names += (names.empty() ? "--" : ", --") + n;
-    const char* arg = flag.kind == ArgKind::kBool ? "[=<bool>]" : flag.kind == ArgKind::kInt ? "=<int>" : "=<string>";
+    const char* arg = flag.kind == ArgKind::kBool  ? "[=<bool>]"
+                      : flag.kind == ArgKind::kInt ? "=<int>"
+                                                   : "=<string>";
     out << "  " << names << arg << "\n      " << flag.help << "\n";
   }
   return out.str();
@@ -212,7 +260,8 @@ Result<CommandLine> ParseCommandLine(int argc, char** argv, const std::vector<Fl
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
-      return InvalidArgument("unexpected argument \"" + arg + "\"; flags start with --; see --help");
+      return InvalidArgument("unexpected argument \"" + arg +
+                             "\"; flags start with --; see --help");
     }
     std::string name = arg.substr(2);
     std::optional<std::string> value;
@@ -226,7 +275,8 @@ Result<CommandLine> ParseCommandLine(int argc, char** argv, const std::vector<Fl
         if (n == name) flag = &f;
       }
     }
-    if (flag == nullptr) return InvalidArgument("unknown flag --" + name + "; see --help for the accepted flags");
+    if (flag == nullptr)
+      return InvalidArgument("unknown flag --" + name + "; see --help for the accepted flags");
     if (!value) {
       const bool has_next = i + 1 < argc;
       if (flag->kind == ArgKind::kBool) {
@@ -251,8 +301,8 @@ Result<CommandLine> ParseCommandLine(int argc, char** argv, const std::vector<Fl
 }
 
 // Where backends are looked for when --backend-directory is not given: tritonserver's default, then
-// <prefix>/backends for a binary installed as <prefix>/bin/inflight-server, then the build tree's folder.
-// Passed to the core as one ':'-separated search path (only the folders that exist).
+// <prefix>/backends for a binary installed as <prefix>/bin/inflight-server, then the build tree's
+// folder. Passed to the core as one ':'-separated search path (only the folders that exist).
 std::string DefaultBackendSearchPath(const std::string& default_directory) {
   std::vector<fs::path> candidates = {default_directory};
   std::error_code ec;
@@ -286,7 +336,8 @@ Status SetUpLogging(const CommandLine& cl) {
 std::string ModelTable(const std::vector<server::ModelIndexEntry>& index) {
   std::vector<std::vector<std::string>> rows = {{"Model", "Version", "Status"}};
   for (const auto& e : index) {
-    rows.push_back({e.name, e.version.empty() ? "-" : e.version, e.reason.empty() ? e.state : e.state + ": " + e.reason});
+    rows.push_back({e.name, e.version.empty() ? "-" : e.version,
+                    e.reason.empty() ? e.state : e.state + ": " + e.reason});
   }
   std::size_t width[3] = {0, 0, 0};
   for (const auto& row : rows) {
@@ -297,7 +348,8 @@ std::string ModelTable(const std::vector<server::ModelIndexEntry>& index) {
   std::string out = "\n" + rule + "\n";
   for (std::size_t r = 0; r < rows.size(); ++r) {
     out += "|";
-    for (int c = 0; c < 3; ++c) out += " " + rows[r][c] + std::string(width[c] - rows[r][c].size(), ' ') + " |";
+    for (int c = 0; c < 3; ++c)
+      out += " " + rows[r][c] + std::string(width[c] - rows[r][c].size(), ' ') + " |";
     out += "\n";
     if (r == 0) out += rule + "\n";
   }
@@ -320,11 +372,13 @@ int Run(int argc, char** argv) {
     std::cerr << "error: " << st.message() << "\n";
     return 1;
   }
-  if (!cl.backend_directory_given) cl.server.backend_directory = DefaultBackendSearchPath(cl.server.backend_directory);
+  if (!cl.backend_directory_given)
+    cl.server.backend_directory = DefaultBackendSearchPath(cl.server.backend_directory);
   LOG_INFO("backend directory: {}", cl.server.backend_directory);
 
-  // Every thread the core and the HTTP servers start inherits this mask, so SIGINT/SIGTERM reach only the
-  // sigwait below. Broken client sockets must be an error from send(), never a process-killing SIGPIPE.
+  // Every thread the core and the HTTP servers start inherits this mask, so SIGINT/SIGTERM reach
+  // only the sigwait below. Broken client sockets must be an error from send(), never a
+  // process-killing SIGPIPE.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -364,14 +418,15 @@ int Run(int argc, char** argv) {
     if (Status st = http->Start(); !st.ok()) return fail("HTTP service", st);
   }
   if (cl.allow_metrics) {
-    metrics = std::make_unique<server::http::MetricsService>(*core, cl.metrics_address.value_or(cl.http.address),
-                                                            cl.metrics_port);
+    metrics = std::make_unique<server::http::MetricsService>(
+        *core, cl.metrics_address.value_or(cl.http.address), cl.metrics_port);
     if (Status st = metrics->Start(); !st.ok()) return fail("Metrics service", st);
   }
   // Scripts and tests wait for these lines (tritonserver's words); both sockets already accept.
   if (http) LOG_INFO("Started HTTPService at {}:{}", cl.http.address, http->port());
   if (metrics) {
-    LOG_INFO("Started Metrics Service at {}:{}", cl.metrics_address.value_or(cl.http.address), metrics->port());
+    LOG_INFO("Started Metrics Service at {}:{}", cl.metrics_address.value_or(cl.http.address),
+             metrics->port());
   }
   spdlog::default_logger()->flush();
 
@@ -388,4 +443,6 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  return Run(argc, argv);
+}

@@ -13,18 +13,24 @@ namespace {
 
 const char* KindName(TRITONSERVER_MetricKind kind) {
   switch (kind) {
-    case TRITONSERVER_METRIC_KIND_COUNTER: return "counter";
-    case TRITONSERVER_METRIC_KIND_GAUGE: return "gauge";
-    case TRITONSERVER_METRIC_KIND_HISTOGRAM: return "histogram";
+    case TRITONSERVER_METRIC_KIND_COUNTER:
+      return "counter";
+    case TRITONSERVER_METRIC_KIND_GAUGE:
+      return "gauge";
+    case TRITONSERVER_METRIC_KIND_HISTOGRAM:
+      return "histogram";
   }
   return "untyped";
 }
 
 const char* ApiKindName(TRITONSERVER_MetricKind kind) {
   switch (kind) {
-    case TRITONSERVER_METRIC_KIND_COUNTER: return "TRITONSERVER_METRIC_KIND_COUNTER";
-    case TRITONSERVER_METRIC_KIND_GAUGE: return "TRITONSERVER_METRIC_KIND_GAUGE";
-    case TRITONSERVER_METRIC_KIND_HISTOGRAM: return "TRITONSERVER_METRIC_KIND_HISTOGRAM";
+    case TRITONSERVER_METRIC_KIND_COUNTER:
+      return "TRITONSERVER_METRIC_KIND_COUNTER";
+    case TRITONSERVER_METRIC_KIND_GAUGE:
+      return "TRITONSERVER_METRIC_KIND_GAUGE";
+    case TRITONSERVER_METRIC_KIND_HISTOGRAM:
+      return "TRITONSERVER_METRIC_KIND_HISTOGRAM";
   }
   return "<unknown kind>";
 }
@@ -32,10 +38,14 @@ const char* ApiKindName(TRITONSERVER_MetricKind kind) {
 std::string EscapeLabelValue(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -43,9 +53,12 @@ std::string EscapeLabelValue(const std::string& v) {
 std::string EscapeHelp(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -88,7 +101,8 @@ std::string FormatLabels(const MetricLabels& labels, const std::string& extra_ke
 }
 
 MetricsRegistry& MetricsRegistry::Global() {
-  static MetricsRegistry* registry = new MetricsRegistry();  // never destroyed: backends may outlive
+  static MetricsRegistry* registry =
+      new MetricsRegistry();  // never destroyed: backends may outlive
   return *registry;
 }
 
@@ -133,9 +147,10 @@ Status MetricsRegistry::DeleteFamily(MetricFamilyHandle* handle) {
       if (!family->series.empty()) {
         // As Triton: deleting a family before its metrics is a backend bug; those metrics stop
         // working rather than keep a dead family alive.
-        LOG_WARN("metric family '{}' deleted while {} of its metrics still exist; delete metrics "
-                 "before their family",
-                 family->name, family->series.size());
+        LOG_WARN(
+            "metric family '{}' deleted while {} of its metrics still exist; delete metrics "
+            "before their family",
+            family->name, family->series.size());
       }
       family->alive = false;
       family->series.clear();
@@ -228,7 +243,8 @@ Status MetricsRegistry::Increment(MetricHandle* metric, double value) {
       if (value < 0.0) {
         return InvalidArgument(
             "TRITONSERVER_METRIC_KIND_COUNTER can only be incremented monotonically by "
-            "non-negative values; got " + FormatMetricValue(value));
+            "non-negative values; got " +
+            FormatMetricValue(value));
       }
       metric->series->value += value;
       return Status::Ok();

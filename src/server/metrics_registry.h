@@ -24,8 +24,8 @@ struct MetricFamilyData;
 // same labels, as prometheus-cpp does.
 struct MetricSeries {
   MetricLabels labels;
-  double value = 0.0;                  // counter, gauge
-  std::vector<double> bounds;          // histogram bucket upper bounds, increasing
+  double value = 0.0;                   // counter, gauge
+  std::vector<double> bounds;           // histogram bucket upper bounds, increasing
   std::vector<uint64_t> bucket_counts;  // per bucket (not cumulative) plus +Inf
   double sum = 0.0;
   uint64_t count = 0;

@@ -40,8 +40,8 @@ RepositoryModel ScanModel(const fs::path& repo, const fs::path& dir) {
   }
   auto config = config::LoadModelConfigFile(config_path.string());
   if (!config.ok()) {
-    m.error = "failed to parse the configuration of model '" + m.name + "': " +
-              config.status().message();
+    m.error =
+        "failed to parse the configuration of model '" + m.name + "': " + config.status().message();
     return m;
   }
   m.config = std::move(config).value();
@@ -88,7 +88,8 @@ std::vector<int64_t> SelectVersions(const inference::ModelConfig& config,
   return available;
 }
 
-Result<std::vector<RepositoryModel>> ScanRepositories(const std::vector<std::string>& repositories) {
+Result<std::vector<RepositoryModel>> ScanRepositories(
+    const std::vector<std::string>& repositories) {
   std::vector<RepositoryModel> models;
   std::map<std::string, size_t> by_name;
   for (const auto& repo : repositories) {

@@ -11,9 +11,9 @@
 namespace inflight::server {
 
 struct RepositoryModel {
-  std::string name;        // the folder name
-  std::string repository;  // the repository root it came from
-  std::string path;        // <repository>/<name>
+  std::string name;               // the folder name
+  std::string repository;         // the repository root it came from
+  std::string path;               // <repository>/<name>
   inference::ModelConfig config;  // valid only when error is empty
   std::vector<int64_t> versions;  // chosen by the version policy, ascending
   std::string error;              // why the model cannot load (config or versions)

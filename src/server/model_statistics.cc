@@ -6,7 +6,9 @@ namespace inflight::server {
 
 namespace {
 
-uint64_t Span(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
+uint64_t Span(uint64_t from, uint64_t to) {
+  return to > from ? to - from : 0;
+}
 
 uint64_t WallMs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -14,7 +16,9 @@ uint64_t WallMs() {
                                    .count());
 }
 
-nlohmann::json ToJson(const DurationStat& d) { return {{"count", d.count}, {"ns", d.ns}}; }
+nlohmann::json ToJson(const DurationStat& d) {
+  return {{"count", d.count}, {"ns", d.ns}};
+}
 
 }  // namespace
 

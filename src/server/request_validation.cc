@@ -140,7 +140,8 @@ Result<int64_t> ValidateInferRequest(const inference::ModelConfig& config,
     if (t.datatype == TRITONSERVER_TYPE_BYTES) {
       RETURN_IF_ERROR(CheckBytesElements(t, elements));
     } else {
-      const uint64_t expected = static_cast<uint64_t>(elements) * TRITONSERVER_DataTypeByteSize(t.datatype);
+      const uint64_t expected =
+          static_cast<uint64_t>(elements) * TRITONSERVER_DataTypeByteSize(t.datatype);
       if (t.data.size() != expected) {
         return InvalidArgument("unexpected total byte size " + std::to_string(t.data.size()) +
                                " for input '" + t.name + "', expecting " +
@@ -199,7 +200,8 @@ std::unique_ptr<InferenceRequest> BuildInferenceRequest(Model* model, InferReque
   }
   for (auto& [key, value] : request.parameters) {
     if (key == "sequence_id") {
-      if (auto* i = std::get_if<std::int64_t>(&value)) r->correlation_id = static_cast<uint64_t>(*i);
+      if (auto* i = std::get_if<std::int64_t>(&value))
+        r->correlation_id = static_cast<uint64_t>(*i);
       if (auto* s = std::get_if<std::string>(&value)) r->correlation_id_string = *s;
       continue;
     }

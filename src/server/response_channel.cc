@@ -70,7 +70,8 @@ std::vector<InferenceRequest*> RequestTracker::TakeUnreleased() {
   return out;
 }
 
-std::shared_ptr<ResponseChannel> ResponseChannel::Create(ChannelInfo info, ResponseCallback callback,
+std::shared_ptr<ResponseChannel> ResponseChannel::Create(ChannelInfo info,
+                                                         ResponseCallback callback,
                                                          std::shared_ptr<RequestTracker> tracker) {
   std::shared_ptr<ResponseChannel> channel(
       new ResponseChannel(std::move(info), std::move(callback), tracker));
@@ -83,11 +84,27 @@ ResponseChannel::ResponseChannel(ChannelInfo info, ResponseCallback callback,
     : info_(std::move(info)), callback_(std::move(callback)), tracker_(std::move(tracker)) {}
 
 ResponseChannel::~ResponseChannel() {
+  {
+    std::lock_guard lock(mu_);
+    if (!backend_final_ && !disarmed_) {
+      held_.reset();
+      InferResponse response = MakeResponse({}, {});
+      response.error =
+          Internal("the backend released request '" + info_.request_id + "' of model '" +
+                   info_.model_name + "' without sending a final response");
+      DeliverLocked(std::move(response));
+    }
+  }
   if (tracker_) tracker_->RemoveChannel(this);
 }
 
-InferResponse ResponseChannel::MakeResponse(std::vector<Tensor> outputs,
-                                            std::map<std::string, ParameterValue> parameters) const {
+void ResponseChannel::Disarm() {
+  std::lock_guard lock(mu_);
+  disarmed_ = true;
+}
+
+InferResponse ResponseChannel::MakeResponse(
+    std::vector<Tensor> outputs, std::map<std::string, ParameterValue> parameters) const {
   InferResponse response;
   response.model_name = info_.model_name;
   response.model_version = info_.model_version;
@@ -138,9 +155,10 @@ Status ResponseChannel::Send(std::vector<Tensor> outputs,
                            "' sent after the request was completed (FINAL was already sent)");
   }
   if (!info_.decoupled && num_responses_ > 0) {
-    return InvalidArgument("model '" + info_.model_name +
-                           "' is not decoupled: only one response may be sent per request (request '" +
-                           info_.request_id + "')");
+    return InvalidArgument(
+        "model '" + info_.model_name +
+        "' is not decoupled: only one response may be sent per request (request '" +
+        info_.request_id + "')");
   }
   ++num_responses_;
   InferResponse response = MakeResponse(std::move(outputs), std::move(parameters));
@@ -159,7 +177,8 @@ Status ResponseChannel::Send(std::vector<Tensor> outputs,
 
 Status ResponseChannel::SendFlags(uint32_t flags) {
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) == 0) {
-    return InvalidArgument("TRITONBACKEND_ResponseFactorySendFlags: flags " + std::to_string(flags) +
+    return InvalidArgument("TRITONBACKEND_ResponseFactorySendFlags: flags " +
+                           std::to_string(flags) +
                            " do not include TRITONSERVER_RESPONSE_COMPLETE_FINAL (1), the only "
                            "flag it accepts");
   }

@@ -60,6 +60,8 @@ class ResponseChannel {
   // Registers itself with `tracker` (may be null) until FINAL.
   static std::shared_ptr<ResponseChannel> Create(ChannelInfo info, ResponseCallback callback,
                                                  std::shared_ptr<RequestTracker> tracker);
+  // A channel destroyed before FINAL (the backend released the request and dropped every factory
+  // without completing it) answers the client with an error: nobody else ever could.
   ~ResponseChannel();
 
   // From the backend (TRITONBACKEND_ResponseSend). `error` set: an error response. Returns the
@@ -71,6 +73,10 @@ class ResponseChannel {
   // From the core: answers with `status` unless the backend already sent FINAL; marks it final.
   // Returns false when it was already final.
   bool Fail(const Status& status);
+
+  // The request was refused before it reached a backend: the caller reports that error itself, so
+  // the channel must not answer when it is destroyed.
+  void Disarm();
 
   void Cancel() { cancelled_.store(true); }
   bool IsCancelled() const { return cancelled_.load(); }
@@ -94,6 +100,7 @@ class ResponseChannel {
   mutable std::mutex mu_;
   bool backend_final_ = false;  // FINAL seen (from the backend or the core)
   bool client_done_ = false;    // the callback got its last response
+  bool disarmed_ = false;
   int num_responses_ = 0;
   // Non-decoupled: a response sent without FINAL waits here for the FINAL flag.
   std::optional<InferResponse> held_;

@@ -44,19 +44,27 @@ std::string BackendForPlatform(const std::string& platform) {
 
 TRITONSERVER_InstanceGroupKind ToApiKind(inference::ModelInstanceGroup::Kind kind) {
   switch (kind) {
-    case inference::ModelInstanceGroup::KIND_GPU: return TRITONSERVER_INSTANCEGROUPKIND_GPU;
-    case inference::ModelInstanceGroup::KIND_CPU: return TRITONSERVER_INSTANCEGROUPKIND_CPU;
-    case inference::ModelInstanceGroup::KIND_MODEL: return TRITONSERVER_INSTANCEGROUPKIND_MODEL;
-    default: return TRITONSERVER_INSTANCEGROUPKIND_AUTO;
+    case inference::ModelInstanceGroup::KIND_GPU:
+      return TRITONSERVER_INSTANCEGROUPKIND_GPU;
+    case inference::ModelInstanceGroup::KIND_CPU:
+      return TRITONSERVER_INSTANCEGROUPKIND_CPU;
+    case inference::ModelInstanceGroup::KIND_MODEL:
+      return TRITONSERVER_INSTANCEGROUPKIND_MODEL;
+    default:
+      return TRITONSERVER_INSTANCEGROUPKIND_AUTO;
   }
 }
 
 inference::ModelInstanceGroup::Kind FromApiKind(TRITONSERVER_InstanceGroupKind kind) {
   switch (kind) {
-    case TRITONSERVER_INSTANCEGROUPKIND_GPU: return inference::ModelInstanceGroup::KIND_GPU;
-    case TRITONSERVER_INSTANCEGROUPKIND_CPU: return inference::ModelInstanceGroup::KIND_CPU;
-    case TRITONSERVER_INSTANCEGROUPKIND_MODEL: return inference::ModelInstanceGroup::KIND_MODEL;
-    default: return inference::ModelInstanceGroup::KIND_AUTO;
+    case TRITONSERVER_INSTANCEGROUPKIND_GPU:
+      return inference::ModelInstanceGroup::KIND_GPU;
+    case TRITONSERVER_INSTANCEGROUPKIND_CPU:
+      return inference::ModelInstanceGroup::KIND_CPU;
+    case TRITONSERVER_INSTANCEGROUPKIND_MODEL:
+      return inference::ModelInstanceGroup::KIND_MODEL;
+    default:
+      return inference::ModelInstanceGroup::KIND_AUTO;
   }
 }
 
@@ -100,7 +108,9 @@ Result<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
 
 ServerCore::ServerCore(ServerOptions options) : options_(std::move(options)) {}
 
-ServerCore::~ServerCore() { Shutdown(); }
+ServerCore::~ServerCore() {
+  Shutdown();
+}
 
 void ServerCore::SetState(VersionEntry& v, State state, std::string reason) {
   std::lock_guard lock(state_mu_);
@@ -116,10 +126,9 @@ Status ServerCore::Load() {
   ASSIGN_OR_RETURN(auto scanned, ScanRepositories(options_.model_repositories));
 
   std::set<std::string> wanted;
-  const bool load_all =
-      !options_.explicit_model_control ||
-      std::find(options_.startup_models.begin(), options_.startup_models.end(), "*") !=
-          options_.startup_models.end();
+  const bool load_all = !options_.explicit_model_control ||
+                        std::find(options_.startup_models.begin(), options_.startup_models.end(),
+                                  "*") != options_.startup_models.end();
   for (auto& m : scanned) {
     const std::string name = m.name;
     ModelEntry entry;
@@ -137,7 +146,8 @@ Status ServerCore::Load() {
       if (it == models_.end()) {
         ModelEntry missing;
         missing.repo.name = name;
-        missing.repo.error = "model '" + name + "' was asked for (--load-model) but is not in any "
+        missing.repo.error = "model '" + name +
+                             "' was asked for (--load-model) but is not in any "
                              "model repository";
         models_.emplace(name, std::move(missing));
         continue;
@@ -172,7 +182,8 @@ Status ServerCore::Load() {
     for (auto it = ensembles.begin(); it != ensembles.end();) {
       bool deps_done = true;
       for (const auto& step : (*it)->repo.config.ensemble_scheduling().step()) {
-        if (!attempted.count(step.model_name()) && models_.count(step.model_name())) deps_done = false;
+        if (!attempted.count(step.model_name()) && models_.count(step.model_name()))
+          deps_done = false;
       }
       if (!deps_done) {
         ++it;
@@ -259,7 +270,8 @@ Result<Backend*> ServerCore::GetBackend(const std::string& name, const Repositor
   if (backend->library->get_backend_attribute != nullptr) {
     Status st = TakeTritonError(backend->library->get_backend_attribute(
         handle, ToHandle<TRITONBACKEND_BackendAttribute>(backend.get())));
-    if (!st.ok()) LOG_WARN("backend '{}': TRITONBACKEND_GetBackendAttribute: {}", name, st.message());
+    if (!st.ok())
+      LOG_WARN("backend '{}': TRITONBACKEND_GetBackendAttribute: {}", name, st.message());
   }
   LOG_INFO("loaded backend '{}' from {}", name, path);
   Backend* raw = backend.get();
@@ -278,8 +290,9 @@ Status ServerCore::CreateInstances(Model* model) {
         for (uint64_t id : pg.device_ids) g->add_gpus(static_cast<int32_t>(id));
       }
     } else {
-      config.add_instance_group()->set_kind(num_gpus_ > 0 ? inference::ModelInstanceGroup::KIND_GPU
-                                                          : inference::ModelInstanceGroup::KIND_CPU);
+      config.add_instance_group()->set_kind(num_gpus_ > 0
+                                                ? inference::ModelInstanceGroup::KIND_GPU
+                                                : inference::ModelInstanceGroup::KIND_CPU);
     }
   }
   for (int gi = 0; gi < config.instance_group_size(); ++gi) {
@@ -321,8 +334,8 @@ Status ServerCore::CreateInstances(Model* model) {
     if (lib.instance_initialize != nullptr) {
       Status st = TakeTritonError(lib.instance_initialize(handle));
       if (!st.ok()) {
-        return Status(st.code(), "instance '" + instance->name + "' failed to initialize: " +
-                                     st.message());
+        return Status(st.code(),
+                      "instance '" + instance->name + "' failed to initialize: " + st.message());
       }
     }
     instance->initialized = true;
@@ -341,7 +354,8 @@ Status ServerCore::LoadBackendModel(const ModelEntry& entry, VersionEntry& v) {
   std::string backend_name = repo.config.backend();
   if (backend_name.empty()) backend_name = BackendForPlatform(repo.config.platform());
   if (backend_name.empty()) {
-    return InvalidArgument("model '" + repo.name + "' names no backend (backend: \"...\") or "
+    return InvalidArgument("model '" + repo.name +
+                           "' names no backend (backend: \"...\") or "
                            "platform in its config.pbtxt");
   }
   ASSIGN_OR_RETURN(Backend * backend, GetBackend(backend_name, repo, v.version));
@@ -416,7 +430,8 @@ void ServerCore::UnloadBackendModel(Model* model) {
   const auto& lib = *model->backend->library;
   for (auto& instance : model->instances) {
     if (instance->initialized && lib.instance_finalize != nullptr) {
-      Status st = TakeTritonError(lib.instance_finalize(ToHandle<TRITONBACKEND_ModelInstance>(instance.get())));
+      Status st = TakeTritonError(
+          lib.instance_finalize(ToHandle<TRITONBACKEND_ModelInstance>(instance.get())));
       if (!st.ok()) LOG_ERROR("instance '{}' failed to finalize: {}", instance->name, st.message());
     }
     instance->initialized = false;
@@ -446,17 +461,20 @@ Result<ServerCore::VersionEntry*> ServerCore::FindReady(const std::string& name,
       return Unavailable("Request for unknown model: '" + name + "' version " +
                          std::to_string(version) + " is not at ready state");
     }
-    if (v->state == State::kReady && (best == nullptr || v->version > best->version)) best = v.get();
+    if (v->state == State::kReady && (best == nullptr || v->version > best->version))
+      best = v.get();
   }
   if (best != nullptr) return best;
   if (version >= 0) {
-    return NotFound("Request for unknown model: '" + name + "' version " +
-                    std::to_string(version) + " is not found");
+    return NotFound("Request for unknown model: '" + name + "' version " + std::to_string(version) +
+                    " is not found");
   }
   return Unavailable("Request for unknown model: '" + name + "' has no available versions");
 }
 
-bool ServerCore::IsLive() const { return live_.load(); }
+bool ServerCore::IsLive() const {
+  return live_.load();
+}
 
 bool ServerCore::IsReady() const {
   if (!live_.load() || !accepting_.load()) return false;
@@ -556,6 +574,7 @@ Result<std::shared_ptr<InflightRequest>> ServerCore::InferInternal(InferRequest 
   Status st = model->scheduler->Enqueue(
       BuildInferenceRequest(model, std::move(request), channel, batch_size.value()));
   if (!st.ok()) {
+    channel->Disarm();
     model->stats->ReportOutcome(false, start_ns, NowNs());
     return st;
   }

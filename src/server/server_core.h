@@ -58,7 +58,8 @@ class ServerCore final : public Server {
   void LoadEntry(ModelEntry& entry);
   Status LoadBackendModel(const ModelEntry& entry, VersionEntry& v);
   Status LoadEnsembleModel(const ModelEntry& entry, VersionEntry& v);
-  Result<Backend*> GetBackend(const std::string& name, const RepositoryModel& repo, int64_t version);
+  Result<Backend*> GetBackend(const std::string& name, const RepositoryModel& repo,
+                              int64_t version);
   std::string BackendConfigJson(const std::string& backend) const;
   Status CreateInstances(Model* model);
   void UnloadBackendModel(Model* model);

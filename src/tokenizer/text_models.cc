@@ -275,6 +275,15 @@ Result<std::vector<HostTensor>> Preprocess(const Tokenizer& tokenizer,
     } else if (name == "OUT_PAD_ID") {
       RETURN_IF_ERROR(get_pad_ids());
       outputs.push_back(*pad_ids);
+    } else if (name == "OUT_PROMPT_TABLE_EXTRA_IDS") {
+      // NOTE: only made from PROMPT_TABLE_EXTRA_ID, which serves prompt tables (p-tuning); the LLM model
+      // has none yet, so without that input the output is simply absent, as in NVIDIA's model.
+      for (const HostTensor& t : inputs) {
+        if (t.name == "PROMPT_TABLE_EXTRA_ID") {
+          return Unsupported("input PROMPT_TABLE_EXTRA_ID is not supported: prompt tables are not "
+                             "implemented yet");
+        }
+      }
     } else {
       std::string known;
       for (const std::string& n : PreprocessOutputNames()) known += (known.empty() ? "" : ", ") + n;

@@ -19,7 +19,8 @@ const Tensor* FindInput(const InferRequest& request, const std::string& name) {
   return nullptr;
 }
 
-std::int32_t ScalarInt(const InferRequest& request, const std::string& name, std::int32_t fallback) {
+std::int32_t ScalarInt(const InferRequest& request, const std::string& name,
+                       std::int32_t fallback) {
   const Tensor* t = FindInput(request, name);
   if (t == nullptr || t->data.size() < 4) return fallback;
   std::int32_t v;
@@ -35,7 +36,9 @@ Tensor Renamed(const Tensor& input, const std::string& name) {
 
 }  // namespace
 
-FakeServer::~FakeServer() { Shutdown(); }
+FakeServer::~FakeServer() {
+  Shutdown();
+}
 
 bool FakeServer::ModelIsReady(const std::string& name, std::int64_t version) const {
   return (name == "echo" || name == "stream" || name == "full") && (version == -1 || version == 1);
@@ -48,8 +51,10 @@ std::vector<ModelIndexEntry> FakeServer::ModelIndex() const {
           {"broken", "", "UNAVAILABLE", "load failed on purpose"}};
 }
 
-Result<ModelMetadata> FakeServer::GetModelMetadata(const std::string& name, std::int64_t version) const {
-  if (!ModelIsReady(name, version)) return NotFound("Request for unknown model: '" + name + "' is not found");
+Result<ModelMetadata> FakeServer::GetModelMetadata(const std::string& name,
+                                                   std::int64_t version) const {
+  if (!ModelIsReady(name, version))
+    return NotFound("Request for unknown model: '" + name + "' is not found");
   ModelMetadata m;
   m.name = name;
   m.versions = {"1"};
@@ -70,14 +75,18 @@ Result<ModelMetadata> FakeServer::GetModelMetadata(const std::string& name, std:
   return m;
 }
 
-Result<std::string> FakeServer::GetModelConfigJson(const std::string& name, std::int64_t version) const {
-  if (!ModelIsReady(name, version)) return NotFound("Request for unknown model: '" + name + "' is not found");
+Result<std::string> FakeServer::GetModelConfigJson(const std::string& name,
+                                                   std::int64_t version) const {
+  if (!ModelIsReady(name, version))
+    return NotFound("Request for unknown model: '" + name + "' is not found");
   const int max_batch_size = name == "stream" ? 4 : 0;
-  return std::string(R"({"name":")") + name + R"(","max_batch_size":)" + std::to_string(max_batch_size) + "}";
+  return std::string(R"({"name":")") + name + R"(","max_batch_size":)" +
+         std::to_string(max_batch_size) + "}";
 }
 
 Result<bool> FakeServer::ModelIsDecoupled(const std::string& name, std::int64_t version) const {
-  if (!ModelIsReady(name, version)) return NotFound("Request for unknown model: '" + name + "' is not found");
+  if (!ModelIsReady(name, version))
+    return NotFound("Request for unknown model: '" + name + "' is not found");
   return name == "stream";
 }
 
@@ -86,7 +95,8 @@ InferRequest FakeServer::last_request() const {
   return last_request_;
 }
 
-Result<std::shared_ptr<InflightRequest>> FakeServer::Infer(InferRequest request, ResponseCallback callback) {
+Result<std::shared_ptr<InflightRequest>> FakeServer::Infer(InferRequest request,
+                                                           ResponseCallback callback) {
   if (!ModelIsReady(request.model_name, request.model_version)) {
     return NotFound("Request for unknown model: '" + request.model_name + "' is not found");
   }
@@ -96,52 +106,53 @@ Result<std::shared_ptr<InflightRequest>> FakeServer::Infer(InferRequest request,
   auto handle = std::make_shared<FakeRequest>();
   std::lock_guard<std::mutex> lock(mu_);
   last_request_ = request;
-  workers_.emplace_back([this, handle, request = std::move(request), callback = std::move(callback)] {
-    InferResponse base;
-    base.model_name = request.model_name;
-    base.model_version = 1;
-    base.id = request.id;
-    if (request.model_name == "echo") {
-      InferResponse r = base;
-      r.is_final = true;
-      r.parameters = request.parameters;
-      static const std::pair<const char*, const char*> kPairs[] = {
-          {"INPUT0", "OUTPUT0"}, {"TEXT", "TEXT_OUT"}, {"F16_IN", "F16_OUT"}};
-      for (const auto& [in, out] : kPairs) {
-        if (const Tensor* t = FindInput(request, in)) r.outputs.push_back(Renamed(*t, out));
-      }
-      ++finished_;
-      callback(std::move(r));
-      return;
-    }
-    const int count = ScalarInt(request, "COUNT", 1);
-    const int delay_ms = ScalarInt(request, "DELAY_MS", 0);
-    const int fail_at = ScalarInt(request, "FAIL_AT", -1);
-    for (int i = 0; i < count; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-      if (handle->cancelled) {
-        ++cancelled_;
-        InferResponse r = base;
-        r.error = Cancelled("request cancelled");
-        callback(std::move(r));
-        return;
-      }
-      InferResponse r = base;
-      if (i == fail_at) {
-        r.error = InvalidArgument("failing at index " + std::to_string(i) + " as asked");
-        callback(std::move(r));
-        return;
-      }
-      Tensor index{"INDEX", TRITONSERVER_TYPE_INT32, {1, 1}, std::vector<char>(4)};
-      std::memcpy(index.data.data(), &i, 4);
-      r.outputs.push_back(std::move(index));
-      callback(std::move(r));
-    }
-    InferResponse final_flag = base;
-    final_flag.is_final = true;
-    ++finished_;
-    callback(std::move(final_flag));
-  });
+  workers_.emplace_back(
+      [this, handle, request = std::move(request), callback = std::move(callback)] {
+        InferResponse base;
+        base.model_name = request.model_name;
+        base.model_version = 1;
+        base.id = request.id;
+        if (request.model_name == "echo") {
+          InferResponse r = base;
+          r.is_final = true;
+          r.parameters = request.parameters;
+          static const std::pair<const char*, const char*> kPairs[] = {
+              {"INPUT0", "OUTPUT0"}, {"TEXT", "TEXT_OUT"}, {"F16_IN", "F16_OUT"}};
+          for (const auto& [in, out] : kPairs) {
+            if (const Tensor* t = FindInput(request, in)) r.outputs.push_back(Renamed(*t, out));
+          }
+          ++finished_;
+          callback(std::move(r));
+          return;
+        }
+        const int count = ScalarInt(request, "COUNT", 1);
+        const int delay_ms = ScalarInt(request, "DELAY_MS", 0);
+        const int fail_at = ScalarInt(request, "FAIL_AT", -1);
+        for (int i = 0; i < count; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+          if (handle->cancelled) {
+            ++cancelled_;
+            InferResponse r = base;
+            r.error = Cancelled("request cancelled");
+            callback(std::move(r));
+            return;
+          }
+          InferResponse r = base;
+          if (i == fail_at) {
+            r.error = InvalidArgument("failing at index " + std::to_string(i) + " as asked");
+            callback(std::move(r));
+            return;
+          }
+          Tensor index{"INDEX", TRITONSERVER_TYPE_INT32, {1, 1}, std::vector<char>(4)};
+          std::memcpy(index.data.data(), &i, 4);
+          r.outputs.push_back(std::move(index));
+          callback(std::move(r));
+        }
+        InferResponse final_flag = base;
+        final_flag.is_final = true;
+        ++finished_;
+        callback(std::move(final_flag));
+      });
   return std::shared_ptr<InflightRequest>(handle);
 }
 

@@ -1,9 +1,11 @@
 // A Server core stand-in for testing the HTTP frontend alone: three models with known behaviour.
-//   echo    (not decoupled, no batching): INPUT0 INT32 [-1] → OUTPUT0 = INPUT0; optional TEXT BYTES [-1] →
+//   echo    (not decoupled, no batching): INPUT0 INT32 [-1] → OUTPUT0 = INPUT0; optional TEXT BYTES
+//   [-1] →
 //           TEXT_OUT = TEXT; FP16 F16_IN [-1] optional → F16_OUT.
-//   stream  (decoupled, max_batch_size 4): COUNT INT32 [1], optional DELAY_MS INT32 [1], optional FAIL_AT
-//           INT32 [1]; sends INDEX = 0..COUNT-1 one response each, then a flag-only FINAL; at FAIL_AT it
-//           sends an error instead. Counts cancelled requests.
+//   stream  (decoupled, max_batch_size 4): COUNT INT32 [1], optional DELAY_MS INT32 [1], optional
+//   FAIL_AT
+//           INT32 [1]; sends INDEX = 0..COUNT-1 one response each, then a flag-only FINAL; at
+//           FAIL_AT it sends an error instead. Counts cancelled requests.
 //   full    Infer always refuses as a full queue does.
 #pragma once
 
@@ -24,10 +26,13 @@ class FakeServer : public Server {
   bool IsReady() const override { return true; }
   bool ModelIsReady(const std::string& name, std::int64_t version) const override;
   std::vector<ModelIndexEntry> ModelIndex() const override;
-  Result<ModelMetadata> GetModelMetadata(const std::string& name, std::int64_t version) const override;
-  Result<std::string> GetModelConfigJson(const std::string& name, std::int64_t version) const override;
+  Result<ModelMetadata> GetModelMetadata(const std::string& name,
+                                         std::int64_t version) const override;
+  Result<std::string> GetModelConfigJson(const std::string& name,
+                                         std::int64_t version) const override;
   Result<bool> ModelIsDecoupled(const std::string& name, std::int64_t version) const override;
-  Result<std::shared_ptr<InflightRequest>> Infer(InferRequest request, ResponseCallback callback) override;
+  Result<std::shared_ptr<InflightRequest>> Infer(InferRequest request,
+                                                 ResponseCallback callback) override;
   std::string MetricsText() const override;
   Result<std::string> ModelStatisticsJson(const std::string& name) const override;
   void Shutdown() override;

@@ -1,5 +1,5 @@
-// The HTTP frontend over real loopback HTTP, against FakeServer instead of the core: wire formats, status
-// codes, SSE streaming, cancellation on disconnect, limits and concurrency.
+// The HTTP frontend over real loopback HTTP, against FakeServer instead of the core: wire formats,
+// status codes, SSE streaming, cancellation on disconnect, limits and concurrency.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -55,8 +55,10 @@ class HttpFrontendTest : public ::testing::Test {
     return j.value("error", "");
   }
 
-  // POSTs to generate_stream; returns the parsed "data:" events. `stop_after` > 0 hangs up after that many.
-  std::vector<json> Stream(const json& body, int stop_after = 0, std::string* content_type = nullptr,
+  // POSTs to generate_stream; returns the parsed "data:" events. `stop_after` > 0 hangs up after
+  // that many.
+  std::vector<json> Stream(const json& body, int stop_after = 0,
+                           std::string* content_type = nullptr,
                            const std::string& model = "stream") {
     httplib::Client client("127.0.0.1", service_->port());
     httplib::Request req;
@@ -96,7 +98,8 @@ TEST_F(HttpFrontendTest, HealthAndServerMetadata) {
   json meta = json::parse(res->body);
   EXPECT_EQ(meta["name"], "inflight");
   EXPECT_TRUE(meta["version"].is_string());
-  EXPECT_NE(std::find(meta["extensions"].begin(), meta["extensions"].end(), "generate"), meta["extensions"].end());
+  EXPECT_NE(std::find(meta["extensions"].begin(), meta["extensions"].end(), "generate"),
+            meta["extensions"].end());
 }
 
 TEST_F(HttpFrontendTest, ModelMetadataUsesKserveNames) {
@@ -109,7 +112,8 @@ TEST_F(HttpFrontendTest, ModelMetadataUsesKserveNames) {
   EXPECT_EQ(meta["inputs"][0]["name"], "COUNT");
   EXPECT_EQ(meta["inputs"][0]["datatype"], "INT32");
   EXPECT_EQ(meta["inputs"][0]["shape"], json::array({-1, 1}));
-  EXPECT_EQ(json::parse(client_->Get("/v2/models/echo/versions/1")->body)["inputs"][1]["datatype"], "BYTES");
+  EXPECT_EQ(json::parse(client_->Get("/v2/models/echo/versions/1")->body)["inputs"][1]["datatype"],
+            "BYTES");
 
   auto unknown = client_->Get("/v2/models/nope");
   EXPECT_EQ(unknown->status, 404);
@@ -123,7 +127,8 @@ TEST_F(HttpFrontendTest, ModelReadyConfigStatsIndex) {
   EXPECT_EQ(client_->Get("/v2/models/broken/ready")->status, 400);
   EXPECT_EQ(client_->Get("/v2/models/nope/ready")->status, 404);
   EXPECT_EQ(json::parse(client_->Get("/v2/models/stream/config")->body)["max_batch_size"], 4);
-  EXPECT_EQ(json::parse(client_->Get("/v2/models/echo/stats")->body)["model_stats"][0]["name"], "echo");
+  EXPECT_EQ(json::parse(client_->Get("/v2/models/echo/stats")->body)["model_stats"][0]["name"],
+            "echo");
   EXPECT_EQ(client_->Get("/v2/models/nope/config")->status, 404);
 
   json index = PostJson("/v2/repository/index", json::object(), 200);
@@ -139,7 +144,10 @@ TEST_F(HttpFrontendTest, InferEchoesTensorsOfEveryKind) {
   json body = {{"id", "req-7"},
                {"parameters", {{"priority", 2}, {"tag", "x"}, {"flag", true}, {"scale", 0.5}}},
                {"inputs",
-                {{{"name", "INPUT0"}, {"shape", {2, 3}}, {"datatype", "INT32"}, {"data", {{1, -2, 3}, {4, 5, 2147483647}}}},
+                {{{"name", "INPUT0"},
+                  {"shape", {2, 3}},
+                  {"datatype", "INT32"},
+                  {"data", {{1, -2, 3}, {4, 5, 2147483647}}}},
                  {{"name", "TEXT"}, {"shape", {2}}, {"datatype", "BYTES"}, {"data", {"héllo", ""}}},
                  {{"name", "F16_IN"}, {"shape", {2}}, {"datatype", "FP16"}, {"data", {1.5, -2}}}}}};
   json out = PostJson("/v2/models/echo/infer", body, 200);
@@ -166,8 +174,9 @@ TEST_F(HttpFrontendTest, InferEchoesTensorsOfEveryKind) {
 }
 
 TEST_F(HttpFrontendTest, InferRequestedOutputsAreForwarded) {
-  json body = {{"inputs", {{{"name", "INPUT0"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {9}}}}},
-               {"outputs", {{{"name", "OUTPUT0"}}}}};
+  json body = {
+      {"inputs", {{{"name", "INPUT0"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {9}}}}},
+      {"outputs", {{{"name", "OUTPUT0"}}}}};
   PostJson("/v2/models/echo/infer", body, 200);
   EXPECT_EQ(fake_.last_request().requested_outputs, std::vector<std::string>{"OUTPUT0"});
 }
@@ -175,31 +184,42 @@ TEST_F(HttpFrontendTest, InferRequestedOutputsAreForwarded) {
 TEST_F(HttpFrontendTest, MalformedInferBodiesAre400WithAReason) {
   const std::string path = "/v2/models/echo/infer";
   auto input = [](json shape, const char* datatype, json data) {
-    return json{{"inputs", {{{"name", "INPUT0"}, {"shape", shape}, {"datatype", datatype}, {"data", data}}}}}.dump();
+    return json{{"inputs",
+                 {{{"name", "INPUT0"}, {"shape", shape}, {"datatype", datatype}, {"data", data}}}}}
+        .dump();
   };
   EXPECT_NE(ErrorOf(path, "{\"inputs\": [", 400).find("malformed JSON"), std::string::npos);
   EXPECT_NE(ErrorOf(path, "[1,2]", 400).find("JSON object"), std::string::npos);
   EXPECT_NE(ErrorOf(path, R"({"inputs": 5})", 400).find("'inputs'"), std::string::npos);
   EXPECT_NE(ErrorOf(path, input({2}, "INT33", {1, 2}), 400).find("\"INT33\""), std::string::npos);
-  EXPECT_NE(ErrorOf(path, input({3}, "INT32", {1, 2}), 400).find("needs 3 elements"), std::string::npos);
+  EXPECT_NE(ErrorOf(path, input({3}, "INT32", {1, 2}), 400).find("needs 3 elements"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(path, input({1}, "INT32", {"a"}), 400).find("element 0"), std::string::npos);
-  EXPECT_NE(ErrorOf(path, input({1}, "INT32", {4294967296}), 400).find("4294967296"), std::string::npos);
+  EXPECT_NE(ErrorOf(path, input({1}, "INT32", {4294967296}), 400).find("4294967296"),
+            std::string::npos);
   EXPECT_NE(ErrorOf(path, input({1}, "UINT8", {-1}), 400).find("non-negative"), std::string::npos);
   EXPECT_NE(ErrorOf(path, input({1}, "INT32", {1.5}), 400).find("1.5"), std::string::npos);
   EXPECT_NE(ErrorOf(path, input({-1}, "INT32", {1}), 400).find("'shape'"), std::string::npos);
   EXPECT_NE(ErrorOf(path, input({1}, "BOOL", {1}), 400).find("true or false"), std::string::npos);
-  EXPECT_NE(ErrorOf(path, R"({"inputs":[{"name":"INPUT0","shape":[1],"datatype":"INT32","parameters":{"binary_data_size":4}}]})", 400)
-                .find("binary"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(
+          path,
+          R"({"inputs":[{"name":"INPUT0","shape":[1],"datatype":"INT32","parameters":{"binary_data_size":4}}]})",
+          400)
+          .find("binary"),
+      std::string::npos);
   EXPECT_NE(ErrorOf(path, R"({"id": 5, "inputs": []})", 400).find("'id'"), std::string::npos);
-  EXPECT_NE(ErrorOf(path, R"({"parameters": {"p": [1]}, "inputs": []})", 400).find("\"p\""), std::string::npos);
+  EXPECT_NE(ErrorOf(path, R"({"parameters": {"p": [1]}, "inputs": []})", 400).find("\"p\""),
+            std::string::npos);
   std::string deep(200, '[');
-  EXPECT_NE(ErrorOf(path, input({1}, "INT32", json::parse(deep + "1" + std::string(200, ']'))), 400).find("nested"),
+  EXPECT_NE(ErrorOf(path, input({1}, "INT32", json::parse(deep + "1" + std::string(200, ']'))), 400)
+                .find("nested"),
             std::string::npos);
 }
 
 TEST_F(HttpFrontendTest, InferErrorsMapToTritonStatusAndText) {
-  json body = {{"inputs", {{{"name", "INPUT0"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {1}}}}}};
+  json body = {
+      {"inputs", {{{"name", "INPUT0"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {1}}}}}};
   EXPECT_NE(ErrorOf("/v2/models/nope/infer", body.dump(), 404).find("nope"), std::string::npos);
   EXPECT_EQ(ErrorOf("/v2/models/stream/infer", body.dump(), 400),
             "HTTP end point doesn't support models with decoupled transaction policy");
@@ -208,8 +228,9 @@ TEST_F(HttpFrontendTest, InferErrorsMapToTritonStatusAndText) {
 }
 
 TEST_F(HttpFrontendTest, OversizedBodyIs413) {
-  std::string big = R"({"inputs": [{"name": "TEXT", "shape": [1], "datatype": "BYTES", "data": [")" +
-                    std::string(100 * 1024, 'x') + "\"]}]}";
+  std::string big =
+      R"({"inputs": [{"name": "TEXT", "shape": [1], "datatype": "BYTES", "data": [")" +
+      std::string(100 * 1024, 'x') + "\"]}]}";
   auto res = Post("/v2/models/echo/infer", big);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 413);
@@ -219,7 +240,8 @@ TEST_F(HttpFrontendTest, OversizedBodyIs413) {
 }
 
 TEST_F(HttpFrontendTest, GenerateBuildsTensorsFromModelMetadata) {
-  json out = PostJson("/v2/models/echo/generate", {{"INPUT0", {5, 6, 7}}, {"TEXT", "hi"}, {"temperature", 0.25}}, 200);
+  json out = PostJson("/v2/models/echo/generate",
+                      {{"INPUT0", {5, 6, 7}}, {"TEXT", "hi"}, {"temperature", 0.25}}, 200);
   EXPECT_EQ(out["model_name"], "echo");
   EXPECT_EQ(out["OUTPUT0"], json::array({5, 6, 7}));
   EXPECT_EQ(out["TEXT_OUT"], "hi");  // one element: a scalar
@@ -237,7 +259,8 @@ TEST_F(HttpFrontendTest, GenerateBuildsTensorsFromModelMetadata) {
   EXPECT_EQ(std::get<double>(seen.parameters.at("temperature")), 0.25);
 
   // A batching model gets the batch dim; a decoupled model answering once is fine.
-  out = PostJson("/v2/models/stream/generate", {{"COUNT", 1}, {"parameters", {{"stream", false}}}}, 200);
+  out = PostJson("/v2/models/stream/generate", {{"COUNT", 1}, {"parameters", {{"stream", false}}}},
+                 200);
   EXPECT_EQ(out["INDEX"], 0);
   seen = fake_.last_request();
   EXPECT_EQ(seen.inputs[0].shape, (std::vector<std::int64_t>{1, 1}));
@@ -246,15 +269,20 @@ TEST_F(HttpFrontendTest, GenerateBuildsTensorsFromModelMetadata) {
 
 TEST_F(HttpFrontendTest, GenerateRefusesWhatTritonRefuses) {
   EXPECT_EQ(ErrorOf("/v2/models/stream/generate", R"({"COUNT": 3})", 400),
-            "generate expects model to produce exactly 1 response, use generate stream for model that generates "
+            "generate expects model to produce exactly 1 response, use generate stream for model "
+            "that generates "
             "various number of responses");
-  EXPECT_NE(ErrorOf("/v2/models/echo/generate", R"({"INPUT0": [1], "stop": [1, 2]})", 400).find("\"stop\""),
+  EXPECT_NE(ErrorOf("/v2/models/echo/generate", R"({"INPUT0": [1], "stop": [1, 2]})", 400)
+                .find("\"stop\""),
             std::string::npos);
-  EXPECT_NE(ErrorOf("/v2/models/echo/generate", R"({"INPUT0": "seven"})", 400).find("INT32"), std::string::npos);
-  EXPECT_NE(ErrorOf("/v2/models/echo/generate", R"({"INPUT0": [[1, 2], [3]]})", 400).find("rectangular"),
+  EXPECT_NE(ErrorOf("/v2/models/echo/generate", R"({"INPUT0": "seven"})", 400).find("INT32"),
             std::string::npos);
+  EXPECT_NE(
+      ErrorOf("/v2/models/echo/generate", R"({"INPUT0": [[1, 2], [3]]})", 400).find("rectangular"),
+      std::string::npos);
   EXPECT_EQ(ErrorOf("/v2/models/nope/generate", R"({"x": 1})", 404).empty(), false);
-  EXPECT_NE(ErrorOf("/v2/models/echo/generate", "not json", 400).find("malformed JSON"), std::string::npos);
+  EXPECT_NE(ErrorOf("/v2/models/echo/generate", "not json", 400).find("malformed JSON"),
+            std::string::npos);
 }
 
 TEST_F(HttpFrontendTest, GenerateStreamSendsEveryResponseInOrder) {
@@ -278,7 +306,8 @@ TEST_F(HttpFrontendTest, GenerateStreamErrorBecomesTheLastEvent) {
   EXPECT_EQ(events[1]["INDEX"], 1);
   EXPECT_EQ(events[2]["error"], "failing at index 2 as asked");
   // Errors before inference starts are plain JSON errors.
-  EXPECT_EQ(ErrorOf("/v2/models/full/generate_stream", R"({"INPUT0": [1]})", 503), "Exceeds maximum queue size");
+  EXPECT_EQ(ErrorOf("/v2/models/full/generate_stream", R"({"INPUT0": [1]})", 503),
+            "Exceeds maximum queue size");
 }
 
 TEST_F(HttpFrontendTest, ClientDisconnectCancelsTheRequest) {

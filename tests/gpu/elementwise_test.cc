@@ -45,7 +45,8 @@ GPU_TEST(EmbeddingGatherMatchesCpu) {
     for (int tokens : {1, 3, 19, 99, 989})
       for (int hidden : {111, 1025})
         for (bool learned_positions : {false, true}) {
-          const auto table = RoundTo(dtype, RandomVector(static_cast<std::size_t>(vocab * hidden), -1, 1));
+          const auto table =
+              RoundTo(dtype, RandomVector(static_cast<std::size_t>(vocab * hidden), -1, 1));
           const auto pos_table =
               RoundTo(dtype, RandomVector(static_cast<std::size_t>(max_pos * hidden), -1, 1));
           std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens)), positions(ids.size());
@@ -55,13 +56,14 @@ GPU_TEST(EmbeddingGatherMatchesCpu) {
           DeviceArray<std::uint16_t> d_table(ToBits(dtype, table)), d_pos(ToBits(dtype, pos_table)),
               d_out(static_cast<std::size_t>(tokens * hidden));
           DeviceArray<std::int32_t> d_ids(ids), d_positions(positions);
-          CUDA_OK(kernels::cuda::EmbeddingGather(
-              d_out.get(), d_ids.get(), tokens, d_table.get(), hidden,
-              learned_positions ? d_pos.get() : nullptr, d_positions.get(), dtype, nullptr));
+          CUDA_OK(kernels::cuda::EmbeddingGather(d_out.get(), d_ids.get(), tokens, d_table.get(),
+                                                 hidden, learned_positions ? d_pos.get() : nullptr,
+                                                 d_positions.get(), dtype, nullptr));
           std::vector<float> ref(static_cast<std::size_t>(tokens * hidden));
           kernels::cpu::EmbeddingGather(
               ref.data(), ids.data(), tokens, kernels::cpu::WeightPtr(table.data()), hidden,
-              learned_positions ? kernels::cpu::WeightPtr(pos_table.data()) : kernels::cpu::WeightPtr(),
+              learned_positions ? kernels::cpu::WeightPtr(pos_table.data())
+                                : kernels::cpu::WeightPtr(),
               positions.data());
           ExpectClose("embedding " + Describe(dtype) + " tokens=" + std::to_string(tokens) +
                           " hidden=" + std::to_string(hidden) +

@@ -27,7 +27,9 @@ bool g_failed = false;
 
 }  // namespace
 
-Registrar::Registrar(const char* name, void (*fn)()) { Registry().push_back({name, fn}); }
+Registrar::Registrar(const char* name, void (*fn)()) {
+  Registry().push_back({name, fn});
+}
 
 void Fail(const std::string& message) {
   g_failed = true;
@@ -41,9 +43,10 @@ void Abort(const char* file, int line, const std::string& message) {
 
 std::uint64_t Seed() {
   static const std::uint64_t seed = [] {
-    if (const char* env = std::getenv("INFLIGHT_GPU_TEST_SEED")) return std::strtoull(env, nullptr, 10);
+    if (const char* env = std::getenv("INFLIGHT_GPU_TEST_SEED"))
+      return static_cast<std::uint64_t>(std::strtoull(env, nullptr, 10));
     std::random_device rd;
-    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ static_cast<std::uint64_t>(rd());
   }();
   return seed;
 }
@@ -62,9 +65,12 @@ std::vector<float> RandomVector(std::size_t n, float lo, float hi) {
 
 float Epsilon(DType dtype) {
   switch (dtype) {
-    case DType::kFloat16: return 1.0f / 1024.0f;
-    case DType::kBFloat16: return 1.0f / 128.0f;
-    default: return 1.1920929e-7f;
+    case DType::kFloat16:
+      return 1.0f / 1024.0f;
+    case DType::kBFloat16:
+      return 1.0f / 128.0f;
+    default:
+      return 1.1920929e-7f;
   }
 }
 
@@ -88,7 +94,9 @@ std::vector<float> RoundTo(DType dtype, const std::vector<float>& v) {
   return FromBits(dtype, ToBits(dtype, v));
 }
 
-std::uint16_t NanBits(DType dtype) { return dtype == DType::kFloat16 ? 0x7e00 : 0x7fc0; }
+std::uint16_t NanBits(DType dtype) {
+  return dtype == DType::kFloat16 ? 0x7e00 : 0x7fc0;
+}
 
 bool ExpectClose(const std::string& what, const std::vector<float>& found,
                  const std::vector<float>& expected, float atol, float rtol) {
@@ -172,7 +180,9 @@ DevicePagedBatch::DevicePagedBatch(const HostPagedBatch& host)
   batch.max_blocks_per_seq = host.max_blocks_per_seq;
 }
 
-std::string Describe(DType dtype) { return DTypeName(dtype); }
+std::string Describe(DType dtype) {
+  return DTypeName(dtype);
+}
 
 }  // namespace inflight::gpu_test
 
@@ -202,7 +212,8 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       Fail(std::string("exception: ") + e.what());
     }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (g_failed) ++num_failed;
     std::printf("[ %s ] %s (%.0f ms)\n", g_failed ? "FAIL" : "OK", t.name, ms);
     std::fflush(stdout);

@@ -2,7 +2,8 @@
 // device machine that has only CMake and the CUDA toolkit (tests/gpu/standalone). Each binary exits
 // 77 (ctest SKIP_RETURN_CODE) when no CUDA device is present.
 //
-// Inputs are fresh random values each run; the seed is printed and INFLIGHT_GPU_TEST_SEED repeats it.
+// Inputs are fresh random values each run; the seed is printed and INFLIGHT_GPU_TEST_SEED repeats
+// it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,8 +22,8 @@ struct Registrar {
   Registrar(const char* name, void (*fn)());
 };
 
-#define GPU_TEST(name)                                                      \
-  static void name();                                                       \
+#define GPU_TEST(name)                                                        \
+  static void name();                                                         \
   static const ::inflight::gpu_test::Registrar name##_registrar(#name, name); \
   static void name()
 
@@ -31,17 +32,18 @@ void Fail(const std::string& message);
 // Records a failure and abandons the running test (a CUDA error leaves nothing worth checking).
 [[noreturn]] void Abort(const char* file, int line, const std::string& message);
 
-#define CUDA_OK(expr)                                                                           \
-  do {                                                                                          \
-    const cudaError_t err_ = (expr);                                                            \
-    if (err_ != cudaSuccess)                                                                    \
-      ::inflight::gpu_test::Abort(__FILE__, __LINE__,                                           \
-                                  std::string(#expr) + " -> " + cudaGetErrorString(err_));      \
+#define CUDA_OK(expr)                                                                      \
+  do {                                                                                     \
+    const cudaError_t err_ = (expr);                                                       \
+    if (err_ != cudaSuccess)                                                               \
+      ::inflight::gpu_test::Abort(__FILE__, __LINE__,                                      \
+                                  std::string(#expr) + " -> " + cudaGetErrorString(err_)); \
   } while (0)
 
-#define GPU_CHECK(cond, message)                                                             \
-  do {                                                                                       \
-    if (!(cond)) ::inflight::gpu_test::Abort(__FILE__, __LINE__, std::string(#cond) + ": " + (message)); \
+#define GPU_CHECK(cond, message)                                                              \
+  do {                                                                                        \
+    if (!(cond))                                                                              \
+      ::inflight::gpu_test::Abort(__FILE__, __LINE__, std::string(#cond) + ": " + (message)); \
   } while (0)
 
 std::uint64_t Seed();
@@ -67,7 +69,7 @@ class DeviceArray {
  public:
   DeviceArray() = default;
   explicit DeviceArray(std::size_t n) : n_(n) {
-    if (n > 0) CUDA_OK(cudaMalloc(&ptr_, n * sizeof(T)));
+    if (n > 0) CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&ptr_), n * sizeof(T)));
   }
   explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) { Upload(host); }
   ~DeviceArray() {
@@ -75,7 +77,10 @@ class DeviceArray {
   }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
-  DeviceArray(DeviceArray&& o) noexcept : ptr_(o.ptr_), n_(o.n_) { o.ptr_ = nullptr; o.n_ = 0; }
+  DeviceArray(DeviceArray&& o) noexcept : ptr_(o.ptr_), n_(o.n_) {
+    o.ptr_ = nullptr;
+    o.n_ = 0;
+  }
 
   void Upload(const std::vector<T>& host) {
     GPU_CHECK(host.size() == n_, "upload size mismatch");

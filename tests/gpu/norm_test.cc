@@ -55,7 +55,8 @@ GPU_TEST(RmsNormMatchesCpu) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (int tokens : {1, 3, 19, 99})
       for (int hidden : {111, 1025, 4096})
-        for (bool residual : {false, true}) CheckNorm(Norm::kRms, dtype, tokens, hidden, residual, false);
+        for (bool residual : {false, true})
+          CheckNorm(Norm::kRms, dtype, tokens, hidden, residual, false);
 }
 
 GPU_TEST(LayerNormMatchesCpu) {

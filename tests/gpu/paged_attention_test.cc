@@ -47,10 +47,13 @@ void CheckAttention(const AttentionCase& c) {
   std::vector<float> k_pool(pool_n, nan), v_pool(pool_n, nan);
   // Every position [0, cached + query_len) of every sequence holds a K/V (the step's own rows too,
   // as after RopeKvWrite).
-  std::vector<std::vector<float>> contiguous_k(c.query_lens.size()), contiguous_v(c.query_lens.size());
+  std::vector<std::vector<float>> contiguous_k(c.query_lens.size()),
+      contiguous_v(c.query_lens.size());
   for (int s = 0; s < hb.num_seqs(); ++s) {
-    const int kv_len = c.cached[static_cast<std::size_t>(s)] + c.query_lens[static_cast<std::size_t>(s)];
-    auto k = RoundTo(c.dtype, RandomVector(static_cast<std::size_t>(kv_len * c.num_kv_heads * D), -1, 1));
+    const int kv_len =
+        c.cached[static_cast<std::size_t>(s)] + c.query_lens[static_cast<std::size_t>(s)];
+    auto k = RoundTo(c.dtype,
+                     RandomVector(static_cast<std::size_t>(kv_len * c.num_kv_heads * D), -1, 1));
     auto v = RoundTo(c.dtype, RandomVector(k.size(), -1, 1));
     for (int p = 0; p < kv_len; ++p)
       for (int h = 0; h < c.num_kv_heads; ++h)
@@ -80,10 +83,9 @@ void CheckAttention(const AttentionCase& c) {
     const std::size_t ws_bytes =
         kernels::cuda::PagedAttentionDecodeWorkspaceBytes(db.batch, c.num_heads, D, partition);
     DeviceArray<unsigned char> ws(ws_bytes);
-    CUDA_OK(kernels::cuda::PagedAttentionDecode(d_out.get(), d_q.get(), q_stride, d_k.get(),
-                                                d_v.get(), db.batch, shape, c.num_heads, scale,
-                                                c.dtype, c.partition_tokens, ws.get(), ws_bytes,
-                                                nullptr));
+    CUDA_OK(kernels::cuda::PagedAttentionDecode(
+        d_out.get(), d_q.get(), q_stride, d_k.get(), d_v.get(), db.batch, shape, c.num_heads, scale,
+        c.dtype, c.partition_tokens, ws.get(), ws_bytes, nullptr));
   } else {
     CUDA_OK(kernels::cuda::PagedAttentionContext(d_out.get(), d_q.get(), q_stride, d_k.get(),
                                                  d_v.get(), db.batch, shape, c.num_heads, scale,
@@ -105,13 +107,16 @@ void CheckAttention(const AttentionCase& c) {
   std::vector<float> q0(static_cast<std::size_t>(n_q * c.num_heads * D));
   for (int r = 0; r < n_q; ++r)
     for (int i = 0; i < c.num_heads * D; ++i)
-      q0[static_cast<std::size_t>(r * c.num_heads * D + i)] = q[static_cast<std::size_t>(r * q_stride + i)];
+      q0[static_cast<std::size_t>(r * c.num_heads * D + i)] =
+          q[static_cast<std::size_t>(r * q_stride + i)];
   std::vector<float> ref0(q0.size());
   kernels::cpu::ReferenceAttention(ref0.data(), q0.data(), contiguous_k[0].data(),
-                                   contiguous_v[0].data(), n_q, kv_len, c.num_heads,
-                                   c.num_kv_heads, D, scale);
-  ExpectClose(name + " seq0 vs unpaged", std::vector<float>(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(q0.size())),
-              ref0, 2 * e, e);
+                                   contiguous_v[0].data(), n_q, kv_len, c.num_heads, c.num_kv_heads,
+                                   D, scale);
+  ExpectClose(
+      name + " seq0 vs unpaged",
+      std::vector<float>(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(q0.size())),
+      ref0, 2 * e, e);
 }
 
 GPU_TEST(ContextAttentionMatchesCpu) {
@@ -141,9 +146,9 @@ GPU_TEST(DecodeAttentionManySequencesAndSplits) {
   std::vector<int> ones(19, 1), cached(19);
   for (int& x : cached) x = len(Rng());
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
-    CheckAttention({dtype, ones, cached, 28, 4, 128, 16, true});        // Qwen-like GQA 7
-    CheckAttention({dtype, ones, cached, 28, 4, 128, 16, true, 192});   // forced splits
-    CheckAttention({dtype, {1}, {4000}, 32, 1, 64, 64, true});          // MQA, long: auto split
+    CheckAttention({dtype, ones, cached, 28, 4, 128, 16, true});       // Qwen-like GQA 7
+    CheckAttention({dtype, ones, cached, 28, 4, 128, 16, true, 192});  // forced splits
+    CheckAttention({dtype, {1}, {4000}, 32, 1, 64, 64, true});         // MQA, long: auto split
     CheckAttention({dtype, {1, 1}, {4000, 3}, 12, 12, 80, 32, true, 256});
   }
 }

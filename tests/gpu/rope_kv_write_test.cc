@@ -21,11 +21,11 @@ struct RopeCase {
 };
 
 void CheckRopeKvWrite(const RopeCase& c) {
-  const std::string name = "rope_kv_write " + Describe(c.dtype) + " seqs=" +
-                           std::to_string(c.query_lens.size()) + " hd=" + std::to_string(c.head_dim) +
-                           " heads=" + std::to_string(c.num_heads) + "/" +
-                           std::to_string(c.num_kv_heads) + (c.rope ? " rope" : " no-rope") +
-                           (c.llama3 ? " llama3" : "");
+  const std::string name =
+      "rope_kv_write " + Describe(c.dtype) + " seqs=" + std::to_string(c.query_lens.size()) +
+      " hd=" + std::to_string(c.head_dim) + " heads=" + std::to_string(c.num_heads) + "/" +
+      std::to_string(c.num_kv_heads) + (c.rope ? " rope" : " no-rope") +
+      (c.llama3 ? " llama3" : "");
   const HostPagedBatch hb = MakePagedBatch(c.query_lens, c.cached, c.tokens_per_block);
   const int tokens = hb.num_tokens(), D = c.head_dim;
   const int stride = (c.num_heads + 2 * c.num_kv_heads) * D;
@@ -53,9 +53,11 @@ void CheckRopeKvWrite(const RopeCase& c) {
 
   std::vector<std::int32_t> positions;
   for (int s = 0; s < hb.num_seqs(); ++s)
-    for (int j = 0; j < c.query_lens[static_cast<std::size_t>(s)]; ++j) positions.push_back(hb.num_cached[s] + j);
+    for (int j = 0; j < c.query_lens[static_cast<std::size_t>(s)]; ++j)
+      positions.push_back(hb.num_cached[s] + j);
   if (c.rope) {
-    kernels::cpu::ApplyRope(qkv.data(), tokens, c.num_heads, D, stride, positions.data(), inv_freq.data());
+    kernels::cpu::ApplyRope(qkv.data(), tokens, c.num_heads, D, stride, positions.data(),
+                            inv_freq.data());
     kernels::cpu::ApplyRope(qkv.data() + c.num_heads * D, tokens, c.num_kv_heads, D, stride,
                             positions.data(), inv_freq.data());
   }

@@ -6,7 +6,8 @@
 # Environment: INFLIGHT_GPU_BUILD_DIR (default <repo>/build-gpu), INFLIGHT_GPU_LOG_DIR (default the
 # build dir; logs configure.log, build.log, ctest.log, summary.txt), INFLIGHT_CUDA_ARCHS (default
 # the device's own, e.g. 90a-real on an H100), INFLIGHT_GPU_SANITIZE=1 (also run every test under
-# compute-sanitizer memcheck), INFLIGHT_GPU_TEST_SEED (repeat a seed).
+# compute-sanitizer memcheck, each binary capped at INFLIGHT_GPU_SANITIZE_TIMEOUT s, default 120),
+# INFLIGHT_GPU_TEST_SEED (repeat a seed).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${INFLIGHT_GPU_BUILD_DIR:-$root/build-gpu}
@@ -45,17 +46,6 @@ echo "== ctest -L gpu"
 (cd "$build" && ctest -L gpu -V --timeout 300) >"$logs/ctest.log" 2>&1 || status=1
 grep -E "^[0-9]+: (device:|SKIPPED|  FAILURE|  mismatch)" "$logs/ctest.log" | head -60
 
-if [[ "${INFLIGHT_GPU_SANITIZE:-0}" == 1 ]] && command -v compute-sanitizer >/dev/null; then
-  echo "== compute-sanitizer memcheck"
-  for exe in "$build"/tests_gpu/gpu_*_test; do
-    if compute-sanitizer --tool memcheck --error-exitcode 9 "$exe" >>"$logs/sanitizer.log" 2>&1; then
-      echo "   memcheck clean: $(basename "$exe")"
-    else
-      echo "   memcheck FAILED: $(basename "$exe")"; status=1
-    fi
-  done
-fi
-
 {
   echo
   echo "| binary | case | result | ms |"
@@ -74,4 +64,15 @@ fi
   echo
   grep -E "Test +#[0-9]+: gpu_|tests passed, |tests failed" "$logs/ctest.log"
 } | tee "$logs/summary.txt"
+if [[ "${INFLIGHT_GPU_SANITIZE:-0}" == 1 ]] && command -v compute-sanitizer >/dev/null; then
+  echo "== compute-sanitizer memcheck"
+  for exe in "$build"/tests_gpu/gpu_*_test; do
+    if timeout "${INFLIGHT_GPU_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool memcheck --error-exitcode 9 "$exe" >>"$logs/sanitizer.log" 2>&1; then
+      echo "   memcheck clean: $(basename "$exe")"
+    else
+      echo "   memcheck FAILED: $(basename "$exe")"; status=1
+    fi
+  done
+fi
+
 exit $status

@@ -23,7 +23,8 @@ struct HostDraw {
   bool borderline = false;  // the draw or the top-p cut sits within float rounding of a boundary
 };
 
-HostDraw HostSample(const float* row, int vocab, float temperature, int top_k, float top_p, float u) {
+HostDraw HostSample(const float* row, int vocab, float temperature, int top_k, float top_p,
+                    float u) {
   HostDraw out;
   if (temperature <= 0.0f) {
     out.token = HostArgMax(row, vocab);
@@ -72,7 +73,10 @@ HostDraw HostSample(const float* row, int vocab, float temperature, int top_k, f
   }
   if (out.token < 0) {
     for (int i = vocab - 1; i >= 0; --i)
-      if (p[static_cast<std::size_t>(i)] > 0.0) { out.token = i; break; }
+      if (p[static_cast<std::size_t>(i)] > 0.0) {
+        out.token = i;
+        break;
+      }
   }
   return out;
 }
@@ -91,11 +95,12 @@ GPU_TEST(ArgMaxMatchesHostWithTies) {
     CUDA_OK(kernels::cuda::ArgMax(d_ids.get(), d_logits.get(), rows, vocab, vocab, nullptr));
     const auto ids = d_ids.Download();
     for (int r = 0; r < rows; ++r) {
-      const int expected = HostArgMax(logits.data() + static_cast<std::ptrdiff_t>(r) * vocab, vocab);
+      const int expected =
+          HostArgMax(logits.data() + static_cast<std::ptrdiff_t>(r) * vocab, vocab);
       if (ids[static_cast<std::size_t>(r)] != expected) {
         Fail("argmax vocab=" + std::to_string(vocab) + " row " + std::to_string(r) + ": found " +
-             std::to_string(ids[static_cast<std::size_t>(r)]) + " expected " + std::to_string(expected) +
-             " seed " + std::to_string(Seed()));
+             std::to_string(ids[static_cast<std::size_t>(r)]) + " expected " +
+             std::to_string(expected) + " seed " + std::to_string(Seed()));
       }
     }
   }
@@ -108,7 +113,8 @@ GPU_TEST(SampleMatchesHostReference) {
     // Peaked logits, so top-p cuts somewhere interesting; a few exact ties.
     auto logits = RandomVector(static_cast<std::size_t>(rows * vocab), -4, 4);
     for (int r = 0; r < rows && vocab > 3; ++r) {
-      logits[static_cast<std::size_t>(r * vocab + 2)] = logits[static_cast<std::size_t>(r * vocab + 1)];
+      logits[static_cast<std::size_t>(r * vocab + 2)] =
+          logits[static_cast<std::size_t>(r * vocab + 1)];
     }
     std::vector<float> temperature(static_cast<std::size_t>(rows)), top_p(temperature.size()),
         uniform(temperature.size());
@@ -124,27 +130,27 @@ GPU_TEST(SampleMatchesHostReference) {
     }
     DeviceArray<float> d_logits(logits), d_t(temperature), d_p(top_p), d_u(uniform);
     DeviceArray<std::int32_t> d_k(top_k), d_ids(static_cast<std::size_t>(rows));
-    CUDA_OK(kernels::cuda::SampleTopKTopP(d_ids.get(), d_logits.get(), rows, vocab, vocab, d_t.get(),
-                                          d_k.get(), d_p.get(), d_u.get(), nullptr));
+    CUDA_OK(kernels::cuda::SampleTopKTopP(d_ids.get(), d_logits.get(), rows, vocab, vocab,
+                                          d_t.get(), d_k.get(), d_p.get(), d_u.get(), nullptr));
     const auto ids = d_ids.Download();
     int borderline = 0;
     for (int r = 0; r < rows; ++r) {
       const auto i = static_cast<std::size_t>(r);
-      const HostDraw want = HostSample(logits.data() + static_cast<std::ptrdiff_t>(r) * vocab, vocab,
-                                       temperature[i], top_k[i], top_p[i], uniform[i]);
+      const HostDraw want = HostSample(logits.data() + static_cast<std::ptrdiff_t>(r) * vocab,
+                                       vocab, temperature[i], top_k[i], top_p[i], uniform[i]);
       if (ids[i] == want.token) continue;
       if (want.borderline) {
         ++borderline;
         continue;
       }
-      Fail("sample vocab=" + std::to_string(vocab) + " row " + std::to_string(r) + " (t=" +
-           std::to_string(temperature[i]) + " k=" + std::to_string(top_k[i]) + " p=" +
-           std::to_string(top_p[i]) + " u=" + std::to_string(uniform[i]) + "): found " +
+      Fail("sample vocab=" + std::to_string(vocab) + " row " + std::to_string(r) +
+           " (t=" + std::to_string(temperature[i]) + " k=" + std::to_string(top_k[i]) +
+           " p=" + std::to_string(top_p[i]) + " u=" + std::to_string(uniform[i]) + "): found " +
            std::to_string(ids[i]) + " expected " + std::to_string(want.token) + " seed " +
            std::to_string(Seed()));
     }
-    std::printf("  sample vocab=%d: %d rows checked, %d differ only at a rounding boundary\n", vocab,
-                rows, borderline);
+    std::printf("  sample vocab=%d: %d rows checked, %d differ only at a rounding boundary\n",
+                vocab, rows, borderline);
   }
 }
 
@@ -173,9 +179,13 @@ GPU_TEST(SampleFrequenciesFollowTruncatedDistribution) {
   for (std::int32_t id : ids) {
     bool kept = false;
     for (int j = 0; j < 3; ++j)
-      if (id == ids_kept[j]) { ++counts[j]; kept = true; }
+      if (id == ids_kept[j]) {
+        ++counts[j];
+        kept = true;
+      }
     if (!kept) {
-      Fail("drew id " + std::to_string(id) + " outside top-k {7, 500, 20000}, seed " + std::to_string(Seed()));
+      Fail("drew id " + std::to_string(id) + " outside top-k {7, 500, 20000}, seed " +
+           std::to_string(Seed()));
       return;
     }
   }

@@ -12,7 +12,7 @@ fp32 engine, and compares our CPU runner against these numbers.
 
 Usage (needs torch + transformers; runs on CPU by default):
   python3 tests/parity/make_golden.py \
-      --make_checkpoint build/tools/make_checkpoint/make_checkpoint --out tests/parity/golden
+      --make_checkpoint build/bin/make_checkpoint --out tests/parity/golden
 """
 import argparse
 import json

@@ -1,8 +1,8 @@
 #include "common/flags.h"
 
 #include <charconv>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -50,7 +50,8 @@ Result<bool> FlagSet::Parse(int argc, char** argv) {
       return false;
     }
     if (arg.rfind("--", 0) != 0) {
-      return InvalidArgument("unexpected argument \"" + arg + "\": flags start with --; see --help");
+      return InvalidArgument("unexpected argument \"" + arg +
+                             "\": flags start with --; see --help");
     }
     std::string name = arg.substr(2), value;
     bool has_value = false;
@@ -109,8 +110,8 @@ Status ParseInt(const std::string& flag, const std::string& text, std::int64_t l
   return Status::Ok();
 }
 
-Status ParseInt32(const std::string& flag, const std::string& text, std::int64_t lo, std::int64_t hi,
-                  std::int32_t* out) {
+Status ParseInt32(const std::string& flag, const std::string& text, std::int64_t lo,
+                  std::int64_t hi, std::int32_t* out) {
   std::int64_t v = 0;
   RETURN_IF_ERROR(ParseInt(flag, text, lo, hi, &v));
   *out = static_cast<std::int32_t>(v);

@@ -1,5 +1,5 @@
-// Command-line flags for the tools: "--name value" or "--name=value", a generated --help, and errors that
-// name the flag, the value and what is accepted.
+// Command-line flags for the tools: "--name value" or "--name=value", a generated --help, and
+// errors that name the flag, the value and what is accepted.
 #pragma once
 
 #include <cstdint>
@@ -48,9 +48,10 @@ class FlagSet {
 // Parsers for Add(): each error names "--flag", the value received and the accepted range.
 Status ParseInt(const std::string& flag, const std::string& text, std::int64_t lo, std::int64_t hi,
                 std::int64_t* out);
-Status ParseInt32(const std::string& flag, const std::string& text, std::int64_t lo, std::int64_t hi,
-                  std::int32_t* out);
-Status ParseDouble(const std::string& flag, const std::string& text, double lo, double hi, double* out);
+Status ParseInt32(const std::string& flag, const std::string& text, std::int64_t lo,
+                  std::int64_t hi, std::int32_t* out);
+Status ParseDouble(const std::string& flag, const std::string& text, double lo, double hi,
+                   double* out);
 Status ParseChoice(const std::string& flag, const std::string& text,
                    const std::vector<std::string>& choices, std::string* out);
 

@@ -33,8 +33,9 @@ double ProgressBar::elapsed_seconds() const {
 void ProgressBar::Update(std::int64_t items_done, std::int64_t items_total,
                          std::uint64_t bytes_done, std::uint64_t bytes_total,
                          std::string_view current) {
-  const double frac = bytes_total ? static_cast<double>(bytes_done) / static_cast<double>(bytes_total)
-                                  : (items_total ? static_cast<double>(items_done) / items_total : 1.0);
+  const double frac = bytes_total
+                          ? static_cast<double>(bytes_done) / static_cast<double>(bytes_total)
+                          : (items_total ? static_cast<double>(items_done) / items_total : 1.0);
   const double secs = elapsed_seconds();
   const double rate = secs > 0 ? static_cast<double>(bytes_done) / secs : 0.0;
   const bool last = items_done >= items_total;
@@ -50,8 +51,9 @@ void ProgressBar::Update(std::int64_t items_done, std::int64_t items_total,
     if (fill < kWidth) bar += '>' + std::string(static_cast<std::size_t>(kWidth - fill - 1), ' ');
     std::snprintf(line, sizeof(line), "\r[%s] %3.0f%% %lld/%lld %s  %s / %s  %s/s  %.*s\033[K",
                   bar.c_str(), frac * 100.0, static_cast<long long>(items_done),
-                  static_cast<long long>(items_total), unit_.c_str(), FormatBytes(bytes_done).c_str(),
-                  FormatBytes(bytes_total).c_str(), FormatBytes(static_cast<std::uint64_t>(rate)).c_str(),
+                  static_cast<long long>(items_total), unit_.c_str(),
+                  FormatBytes(bytes_done).c_str(), FormatBytes(bytes_total).c_str(),
+                  FormatBytes(static_cast<std::uint64_t>(rate)).c_str(),
                   static_cast<int>(std::min<std::size_t>(current.size(), 60)), current.data());
     std::fputs(line, stderr);
     std::fflush(stderr);
@@ -62,7 +64,8 @@ void ProgressBar::Update(std::int64_t items_done, std::int64_t items_total,
   last_decile_ = decile;
   std::snprintf(line, sizeof(line), "%3.0f%%  %lld/%lld %s  %s / %s  %.1f s\n", frac * 100.0,
                 static_cast<long long>(items_done), static_cast<long long>(items_total),
-                unit_.c_str(), FormatBytes(bytes_done).c_str(), FormatBytes(bytes_total).c_str(), secs);
+                unit_.c_str(), FormatBytes(bytes_done).c_str(), FormatBytes(bytes_total).c_str(),
+                secs);
   std::fputs(line, stderr);
 }
 

@@ -16,15 +16,17 @@ using inflight::tools::FlagSet;
 void DefineFlags(FlagSet* flags, BuildOptions* o) {
   using inflight::tools::ParseChoice;
   using inflight::tools::ParseInt32;
-  flags->Add("checkpoint_dir", "DIR", "Hugging Face checkpoint: config.json + *.safetensors (required)",
+  flags->Add(
+      "checkpoint_dir", "DIR", "Hugging Face checkpoint: config.json + *.safetensors (required)",
+      [o](const std::string& v) {
+        o->checkpoint_dir = v;
+        return v.empty() ? inflight::InvalidArgument("--checkpoint_dir is empty") : Status::Ok();
+      });
+  flags->Add("output_dir", "DIR", "engine directory to write (required)",
              [o](const std::string& v) {
-               o->checkpoint_dir = v;
-               return v.empty() ? inflight::InvalidArgument("--checkpoint_dir is empty") : Status::Ok();
+               o->output_dir = v;
+               return v.empty() ? inflight::InvalidArgument("--output_dir is empty") : Status::Ok();
              });
-  flags->Add("output_dir", "DIR", "engine directory to write (required)", [o](const std::string& v) {
-    o->output_dir = v;
-    return v.empty() ? inflight::InvalidArgument("--output_dir is empty") : Status::Ok();
-  });
   flags->Add("dtype", "float32|float16|bfloat16",
              "weight dtype (default: the checkpoint's torch_dtype, else float16)",
              [o](const std::string& v) {
@@ -33,14 +35,15 @@ void DefineFlags(FlagSet* flags, BuildOptions* o) {
                o->dtype = inflight::ParseDType(s);
                return Status::Ok();
              });
-  flags->Add("tp_size", "N", "tensor-parallel ranks, dividing the attention heads (default 1)",
-             [o](const std::string& v) { return ParseInt32("--tp_size", v, 1, 1024, &o->tp_size); });
+  flags->Add(
+      "tp_size", "N", "tensor-parallel ranks, dividing the attention heads (default 1)",
+      [o](const std::string& v) { return ParseInt32("--tp_size", v, 1, 1024, &o->tp_size); });
   flags->Add("pp_size", "N", "pipeline-parallel stages; only 1 is supported (default 1)",
              [o](const std::string& v) {
                RETURN_IF_ERROR(ParseInt32("--pp_size", v, 1, 1024, &o->pp_size));
                if (o->pp_size != 1) {
-                 return inflight::Unsupported("--pp_size " + v +
-                                              " is not supported: only 1 (no pipeline parallelism)");
+                 return inflight::Unsupported(
+                     "--pp_size " + v + " is not supported: only 1 (no pipeline parallelism)");
                }
                return Status::Ok();
              });
@@ -55,27 +58,29 @@ void DefineFlags(FlagSet* flags, BuildOptions* o) {
                o->max_input_len = n;
                return Status::Ok();
              });
-  flags->Add("max_seq_len", "N",
-             "longest prompt + output, >= max_input_len (default min(max_position_embeddings, 2048))",
-             [o](const std::string& v) {
-               std::int32_t n = 0;
-               RETURN_IF_ERROR(ParseInt32("--max_seq_len", v, 1, INT32_MAX, &n));
-               o->max_seq_len = n;
-               return Status::Ok();
-             });
+  flags->Add(
+      "max_seq_len", "N",
+      "longest prompt + output, >= max_input_len (default min(max_position_embeddings, 2048))",
+      [o](const std::string& v) {
+        std::int32_t n = 0;
+        RETURN_IF_ERROR(ParseInt32("--max_seq_len", v, 1, INT32_MAX, &n));
+        o->max_seq_len = n;
+        return Status::Ok();
+      });
   flags->Add("max_num_tokens", "N", "most tokens in one step (default 8192)",
              [o](const std::string& v) {
                return ParseInt32("--max_num_tokens", v, 1, INT32_MAX, &o->max_num_tokens);
              });
-  flags->Add("tokens_per_block", "N", "KV cache block size, a power of two in [1, 1024] (default 64)",
-             [o](const std::string& v) {
-               RETURN_IF_ERROR(ParseInt32("--tokens_per_block", v, 1, 1024, &o->tokens_per_block));
-               if ((o->tokens_per_block & (o->tokens_per_block - 1)) != 0) {
-                 return inflight::InvalidArgument("--tokens_per_block " + v +
-                                                  " is not a power of two (accepted: 1, 2, 4, ..., 1024)");
-               }
-               return Status::Ok();
-             });
+  flags->Add(
+      "tokens_per_block", "N", "KV cache block size, a power of two in [1, 1024] (default 64)",
+      [o](const std::string& v) {
+        RETURN_IF_ERROR(ParseInt32("--tokens_per_block", v, 1, 1024, &o->tokens_per_block));
+        if ((o->tokens_per_block & (o->tokens_per_block - 1)) != 0) {
+          return inflight::InvalidArgument("--tokens_per_block " + v +
+                                           " is not a power of two (accepted: 1, 2, 4, ..., 1024)");
+        }
+        return Status::Ok();
+      });
   flags->Require("checkpoint_dir");
   flags->Require("output_dir");
 }
@@ -99,10 +104,11 @@ int main(int argc, char** argv) {
   if (!*parsed) return 0;
 
   inflight::tools::ProgressBar bar("tensors");
-  auto summary = inflight::model::BuildEngine(options, [&](const inflight::model::BuildProgress& p) {
-    bar.Update(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total,
-               "rank" + std::to_string(p.rank) + " " + p.tensor);
-  });
+  auto summary =
+      inflight::model::BuildEngine(options, [&](const inflight::model::BuildProgress& p) {
+        bar.Update(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total,
+                   "rank" + std::to_string(p.rank) + " " + p.tensor);
+      });
   bar.Finish();
   if (!summary.ok()) return Fail(summary.status());
   const auto& c = summary->config;
@@ -111,12 +117,13 @@ int main(int argc, char** argv) {
                "  tp_size %d, max_batch_size %d, max_input_len %d, max_seq_len %d, "
                "max_num_tokens %d, tokens_per_block %d\n"
                "  %lld tensors, %s in %zu file(s), %.1f s\n",
-               c.architecture_name.c_str(), options.output_dir.c_str(), inflight::DTypeName(c.dtype),
-               static_cast<long long>(c.num_layers), static_cast<long long>(c.hidden_size),
-               static_cast<long long>(c.num_attention_heads), static_cast<long long>(c.num_kv_heads),
-               static_cast<long long>(c.vocab_size), c.tp_size, c.build.max_batch_size,
-               c.build.max_input_len, c.build.max_seq_len, c.build.max_num_tokens,
-               c.build.tokens_per_block, static_cast<long long>(summary->num_tensors),
+               c.architecture_name.c_str(), options.output_dir.c_str(),
+               inflight::DTypeName(c.dtype), static_cast<long long>(c.num_layers),
+               static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
+               static_cast<long long>(c.num_kv_heads), static_cast<long long>(c.vocab_size),
+               c.tp_size, c.build.max_batch_size, c.build.max_input_len, c.build.max_seq_len,
+               c.build.max_num_tokens, c.build.tokens_per_block,
+               static_cast<long long>(summary->num_tensors),
                inflight::tools::FormatBytes(summary->num_bytes).c_str(),
                summary->output_files.size(), bar.elapsed_seconds());
   return 0;

@@ -1,5 +1,5 @@
-// make_checkpoint: writes a random-weight Hugging Face checkpoint (config.json, safetensors, tokenizer
-// files) for tests and benchmarks. Same flags and seed → same bytes on every machine.
+// make_checkpoint: writes a random-weight Hugging Face checkpoint (config.json, safetensors,
+// tokenizer files) for tests and benchmarks. Same flags and seed → same bytes on every machine.
 #include <cstdio>
 #include <string>
 
@@ -31,19 +31,22 @@ FlagSet::Parser IntInto(const char* flag, std::int64_t lo, std::int64_t hi, std:
 void DefineFlags(FlagSet* f, Cli* c) {
   RandomCheckpointOptions* o = &c->o;
   constexpr std::int64_t kMax = std::int64_t{1} << 31;
-  f->Add("output_dir", "DIR", "where to write the checkpoint (required)", [c](const std::string& v) {
-    c->output_dir = v;
-    return v.empty() ? inflight::InvalidArgument("--output_dir is empty") : Status::Ok();
-  });
+  f->Add("output_dir", "DIR", "where to write the checkpoint (required)",
+         [c](const std::string& v) {
+           c->output_dir = v;
+           return v.empty() ? inflight::InvalidArgument("--output_dir is empty") : Status::Ok();
+         });
   f->Add("preset", "tiny|llama-3.1-8b",
          "start from a preset's sizes (flags given explicitly still apply)",
          [](const std::string& v) {
            RandomCheckpointOptions probe;  // applied before parsing; see FindPreset
            return inflight::model::ApplyCheckpointPreset(v, &probe);
          });
-  f->Add("arch", "llama|mistral|qwen2|gpt2", "architecture (default llama)", [o](const std::string& v) {
-    return inflight::tools::ParseChoice("--arch", v, {"llama", "mistral", "qwen2", "gpt2"}, &o->arch);
-  });
+  f->Add("arch", "llama|mistral|qwen2|gpt2", "architecture (default llama)",
+         [o](const std::string& v) {
+           return inflight::tools::ParseChoice("--arch", v, {"llama", "mistral", "qwen2", "gpt2"},
+                                               &o->arch);
+         });
   f->Add("hidden_size", "N", "default 64", IntInto("--hidden_size", 1, kMax, &o->hidden_size));
   f->Add("num_layers", "N", "default 2", IntInto("--num_layers", 1, 100000, &o->num_layers));
   f->Add("num_heads", "N", "default 4", IntInto("--num_heads", 1, 100000, &o->num_heads));
@@ -80,7 +83,8 @@ void DefineFlags(FlagSet* f, Cli* c) {
       return Status::Ok();
     };
   };
-  f->Add("rope_factor", "X", "llama3 factor (default 8)", float_into("--rope_factor", &c->scaling.factor));
+  f->Add("rope_factor", "X", "llama3 factor (default 8)",
+         float_into("--rope_factor", &c->scaling.factor));
   f->Add("rope_low_freq_factor", "X", "llama3 low_freq_factor (default 1)",
          float_into("--rope_low_freq_factor", &c->scaling.low_freq_factor));
   f->Add("rope_high_freq_factor", "X", "llama3 high_freq_factor (default 4)",
@@ -88,8 +92,8 @@ void DefineFlags(FlagSet* f, Cli* c) {
   f->Add("rope_original_max_position_embeddings", "N", "llama3 original context (default 8192)",
          IntInto("--rope_original_max_position_embeddings", 1, kMax,
                  &c->scaling.original_max_position_embeddings));
-  f->AddSwitch("tie_word_embeddings", "share embed and lm_head (default: gpt2, qwen2 yes; others no)",
-               &c->tie);
+  f->AddSwitch("tie_word_embeddings",
+               "share embed and lm_head (default: gpt2, qwen2 yes; others no)", &c->tie);
   f->Add("dtype", "float32|float16|bfloat16", "default float32", [o](const std::string& v) {
     std::string s;
     RETURN_IF_ERROR(
@@ -103,10 +107,13 @@ void DefineFlags(FlagSet* f, Cli* c) {
     o->seed = static_cast<std::uint64_t>(n);
     return Status::Ok();
   });
-  f->Add("init_std", "X", "weight std (default 0.02; norms 1 + noise, biases 0.1 x)",
-         [o](const std::string& v) { return ParseDouble("--init_std", v, 0.0, 10.0, &o->init_std); });
+  f->Add(
+      "init_std", "X", "weight std (default 0.02; norms 1 + noise, biases 0.1 x)",
+      [o](const std::string& v) { return ParseDouble("--init_std", v, 0.0, 10.0, &o->init_std); });
   f->Add("shards", "N", "number of safetensors files; > 1 adds model.safetensors.index.json",
-         [o](const std::string& v) { return inflight::tools::ParseInt32("--shards", v, 1, 9999, &o->shards); });
+         [o](const std::string& v) {
+           return inflight::tools::ParseInt32("--shards", v, 1, 9999, &o->shards);
+         });
   f->Add("tokenizer_dir", "DIR", "copy tokenizer files from here; bos/eos and vocab size from them",
          [o](const std::string& v) {
            o->tokenizer_dir = v;
@@ -135,12 +142,14 @@ int Fail(const Status& st) {
 
 int main(int argc, char** argv) {
   Cli cli;
-  FlagSet flags("make_checkpoint",
-                "Writes a random-weight Hugging Face checkpoint (config.json, model.safetensors or\n"
-                "shards with an index, tokenizer files) for llama, mistral, qwen2 or gpt2.");
+  FlagSet flags(
+      "make_checkpoint",
+      "Writes a random-weight Hugging Face checkpoint (config.json, model.safetensors or\n"
+      "shards with an index, tokenizer files) for llama, mistral, qwen2 or gpt2.");
   // The preset sets the starting sizes; flags given explicitly override them.
   if (const std::string preset = FindPreset(argc, argv); !preset.empty()) {
-    if (Status st = inflight::model::ApplyCheckpointPreset(preset, &cli.o); !st.ok()) return Fail(st);
+    if (Status st = inflight::model::ApplyCheckpointPreset(preset, &cli.o); !st.ok())
+      return Fail(st);
     if (cli.o.rope_scaling) {
       cli.scaling = *cli.o.rope_scaling;
       cli.rope_scaling = "llama3";
@@ -161,11 +170,10 @@ int main(int argc, char** argv) {
           std::uint64_t bytes_total) { bar.Update(n, n_total, bytes, bytes_total, name); });
   bar.Finish();
   if (!summary.ok()) return Fail(summary.status());
-  std::fprintf(stderr, "Wrote %s checkpoint to %s: %lld tensors, %s (%s), vocab %lld, %.1f s\n",
-               cli.o.arch.c_str(), cli.output_dir.c_str(),
-               static_cast<long long>(summary->num_tensors),
-               inflight::tools::FormatBytes(summary->num_bytes).c_str(),
-               inflight::DTypeName(cli.o.dtype), static_cast<long long>(summary->vocab_size),
-               bar.elapsed_seconds());
+  std::fprintf(
+      stderr, "Wrote %s checkpoint to %s: %lld tensors, %s (%s), vocab %lld, %.1f s\n",
+      cli.o.arch.c_str(), cli.output_dir.c_str(), static_cast<long long>(summary->num_tensors),
+      inflight::tools::FormatBytes(summary->num_bytes).c_str(), inflight::DTypeName(cli.o.dtype),
+      static_cast<long long>(summary->vocab_size), bar.elapsed_seconds());
   return 0;
 }

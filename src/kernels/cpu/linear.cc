@@ -17,49 +17,96 @@ inline V4 LoadV4(const float* p) {
   return v;
 }
 
-constexpr int kRowBlock = 4;  // weight rows per micro-kernel
-constexpr int kTokenBlock =
-    2;  // tokens per micro-kernel; 8 accumulators + 6 operands fit 16 registers
+constexpr int kRowBlock = 4;  // weight rows per micro-kernel call
 
-// out[t][r] = dot(x[t], w[r]) for kTokens tokens and kRows weight rows, all of length n.
-template <int kRows, int kTokens>
-void MicroKernel(const float* const* w, const float* const* x, std::int64_t n,
-                 float out[kTokenBlock][kRowBlock]) {
-  V4 acc[kTokens][kRows] = {};
+inline float HorizontalSum(V4 v) {
+  return (v[0] + v[1]) + (v[2] + v[3]);
+}
+
+// NOTE: the accumulators are named variables, not arrays: GCC kept arrays of vectors on the stack,
+// which cost 4x. 8 accumulators + 2 x + 1 w operands fit the 16 SSE registers.
+// out[t][r] = dot(x_t, w_r) over n for 2 tokens and 4 weight rows.
+void Dot4x2(const float* const* w, const float* x0, const float* x1, std::int64_t n,
+            float out[2][kRowBlock]) {
+  V4 a00 = {}, a01 = {}, a02 = {}, a03 = {}, a10 = {}, a11 = {}, a12 = {}, a13 = {};
+  const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
   std::int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    V4 xv[kTokens];
-    for (int t = 0; t < kTokens; ++t) xv[t] = LoadV4(x[t] + i);
-    for (int r = 0; r < kRows; ++r) {
-      const V4 wv = LoadV4(w[r] + i);
-      for (int t = 0; t < kTokens; ++t) acc[t][r] += xv[t] * wv;
-    }
+    const V4 xv0 = LoadV4(x0 + i), xv1 = LoadV4(x1 + i);
+    V4 wv = LoadV4(w0 + i);
+    a00 += xv0 * wv;
+    a10 += xv1 * wv;
+    wv = LoadV4(w1 + i);
+    a01 += xv0 * wv;
+    a11 += xv1 * wv;
+    wv = LoadV4(w2 + i);
+    a02 += xv0 * wv;
+    a12 += xv1 * wv;
+    wv = LoadV4(w3 + i);
+    a03 += xv0 * wv;
+    a13 += xv1 * wv;
   }
-  for (int t = 0; t < kTokens; ++t) {
-    for (int r = 0; r < kRows; ++r) {
-      float s = (acc[t][r][0] + acc[t][r][1]) + (acc[t][r][2] + acc[t][r][3]);
-      for (std::int64_t j = i; j < n; ++j) s += x[t][j] * w[r][j];
+  const V4 acc[2][kRowBlock] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}};
+  const float* xs[2] = {x0, x1};
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < kRowBlock; ++r) {
+      float s = HorizontalSum(acc[t][r]);
+      for (std::int64_t j = i; j < n; ++j) s += xs[t][j] * w[r][j];
       out[t][r] = s;
     }
   }
 }
 
-template <int kRows>
-void RowBlock(float* y, const float* x, std::int64_t x_stride, const float* const* w,
+// The same sums for one token and 4 rows, in the same order (so results do not depend on pairing).
+void Dot4x1(const float* const* w, const float* x0, std::int64_t n, float out[kRowBlock]) {
+  V4 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const V4 xv = LoadV4(x0 + i);
+    a0 += xv * LoadV4(w0 + i);
+    a1 += xv * LoadV4(w1 + i);
+    a2 += xv * LoadV4(w2 + i);
+    a3 += xv * LoadV4(w3 + i);
+  }
+  const V4 acc[kRowBlock] = {a0, a1, a2, a3};
+  for (int r = 0; r < kRowBlock; ++r) {
+    float s = HorizontalSum(acc[r]);
+    for (std::int64_t j = i; j < n; ++j) s += x0[j] * w[r][j];
+    out[r] = s;
+  }
+}
+
+// One token, one row, same order again.
+float Dot1x1(const float* w, const float* x, std::int64_t n) {
+  V4 a = {};
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) a += LoadV4(x + i) * LoadV4(w + i);
+  float s = HorizontalSum(a);
+  for (; i < n; ++i) s += x[i] * w[i];
+  return s;
+}
+
+// y rows [row0, row0 + rows) for all tokens, from weight rows w[0, rows).
+void RowBlock(float* y, const float* x, std::int64_t x_stride, const float* const* w, int rows,
               std::int64_t row0, std::int64_t num_tokens, std::int64_t in_features,
               std::int64_t out_features) {
-  float out[kTokenBlock][kRowBlock];
+  if (rows < kRowBlock) {
+    for (std::int64_t t = 0; t < num_tokens; ++t)
+      for (int r = 0; r < rows; ++r)
+        y[t * out_features + row0 + r] = Dot1x1(w[r], x + t * x_stride, in_features);
+    return;
+  }
+  float out[2][kRowBlock];
   std::int64_t t = 0;
-  for (; t + kTokenBlock <= num_tokens; t += kTokenBlock) {
-    const float* xs[kTokenBlock] = {x + t * x_stride, x + (t + 1) * x_stride};
-    MicroKernel<kRows, kTokenBlock>(w, xs, in_features, out);
-    for (int tt = 0; tt < kTokenBlock; ++tt)
-      for (int r = 0; r < kRows; ++r) y[(t + tt) * out_features + row0 + r] = out[tt][r];
+  for (; t + 2 <= num_tokens; t += 2) {
+    Dot4x2(w, x + t * x_stride, x + (t + 1) * x_stride, in_features, out);
+    for (int tt = 0; tt < 2; ++tt)
+      for (int r = 0; r < kRowBlock; ++r) y[(t + tt) * out_features + row0 + r] = out[tt][r];
   }
   for (; t < num_tokens; ++t) {
-    const float* xs[1] = {x + t * x_stride};
-    MicroKernel<kRows, 1>(w, xs, in_features, out);
-    for (int r = 0; r < kRows; ++r) y[t * out_features + row0 + r] = out[0][r];
+    Dot4x1(w, x + t * x_stride, in_features, out[0]);
+    for (int r = 0; r < kRowBlock; ++r) y[t * out_features + row0 + r] = out[0][r];
   }
 }
 
@@ -81,20 +128,7 @@ void LinearRows(float* y, const float* x, std::int64_t x_stride, WeightPtr w, We
         wr[r] = dst;
       }
     }
-    switch (rows) {
-      case 4:
-        RowBlock<4>(y, x, x_stride, wr, r0, num_tokens, in_features, out_features);
-        break;
-      case 3:
-        RowBlock<3>(y, x, x_stride, wr, r0, num_tokens, in_features, out_features);
-        break;
-      case 2:
-        RowBlock<2>(y, x, x_stride, wr, r0, num_tokens, in_features, out_features);
-        break;
-      default:
-        RowBlock<1>(y, x, x_stride, wr, r0, num_tokens, in_features, out_features);
-        break;
-    }
+    RowBlock(y, x, x_stride, wr, rows, r0, num_tokens, in_features, out_features);
     if (bias) {
       for (std::int64_t t = 0; t < num_tokens; ++t)
         for (int r = 0; r < rows; ++r) y[t * out_features + r0 + r] += bias.Load(r0 + r);

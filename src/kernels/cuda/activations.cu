@@ -16,7 +16,8 @@ unsigned GridFor(std::int64_t n) {
 
 // Grid: (min(ceil(num_tokens * inter / kThreads), 65536)), Block: (kThreads); grid-stride.
 template <typename T>
-__global__ void SwiGluKernel(T* out, const T* gate_up, std::int64_t num_tokens, std::int64_t inter) {
+__global__ void SwiGluKernel(T* out, const T* gate_up, std::int64_t num_tokens,
+                             std::int64_t inter) {
   const std::int64_t n = num_tokens * inter;
   for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; idx < n;
        idx += static_cast<std::int64_t>(gridDim.x) * kThreads) {
@@ -55,8 +56,8 @@ cudaError_t GeluNew(void* out, const void* x, DType dtype, std::int64_t n, cudaS
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   INFLIGHT_DISPATCH_HALF(dtype, T, {
-    GeluNewKernel<T><<<GridFor(n), kThreads, 0, stream>>>(static_cast<T*>(out),
-                                                           static_cast<const T*>(x), n);
+    GeluNewKernel<T>
+        <<<GridFor(n), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(x), n);
   });
   return cudaGetLastError();
 }

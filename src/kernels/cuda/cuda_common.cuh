@@ -48,7 +48,8 @@ __device__ __forceinline__ float WarpSum(float v) {
 }
 
 __device__ __forceinline__ float WarpMax(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
@@ -72,18 +73,18 @@ __host__ __device__ constexpr std::int64_t CeilDiv(std::int64_t a, std::int64_t 
 
 // Runs the statements with T bound to the CUDA type of `dtype` (fp16 or bf16); other dtypes return
 // cudaErrorInvalidValue from the enclosing launcher.
-#define INFLIGHT_DISPATCH_HALF(dtype, T, ...)      \
-  switch (dtype) {                                 \
-    case ::inflight::DType::kFloat16: {            \
-      using T = __half;                            \
-      __VA_ARGS__;                                 \
-      break;                                       \
-    }                                              \
-    case ::inflight::DType::kBFloat16: {           \
-      using T = __nv_bfloat16;                     \
-      __VA_ARGS__;                                 \
-      break;                                       \
-    }                                              \
-    default:                                       \
-      return cudaErrorInvalidValue;                \
+#define INFLIGHT_DISPATCH_HALF(dtype, T, ...) \
+  switch (dtype) {                            \
+    case ::inflight::DType::kFloat16: {       \
+      using T = __half;                       \
+      __VA_ARGS__;                            \
+      break;                                  \
+    }                                         \
+    case ::inflight::DType::kBFloat16: {      \
+      using T = __nv_bfloat16;                \
+      __VA_ARGS__;                            \
+      break;                                  \
+    }                                         \
+    default:                                  \
+      return cudaErrorInvalidValue;           \
   }

@@ -5,9 +5,12 @@ namespace {
 
 cudaDataType_t CudaType(DType t) {
   switch (t) {
-    case DType::kFloat16: return CUDA_R_16F;
-    case DType::kBFloat16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
+    case DType::kFloat16:
+      return CUDA_R_16F;
+    case DType::kBFloat16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
   }
 }
 
@@ -71,7 +74,8 @@ cublasStatus_t CublasLtGemm::MakePlan(const PlanKey& key, Plan* plan) {
                                    sizeof(out_type));
   }
   if ((st = cublasLtMatrixLayoutCreate(&plan->a, in_type, static_cast<std::uint64_t>(k),
-                                       static_cast<std::uint64_t>(n), k)) != CUBLAS_STATUS_SUCCESS ||
+                                       static_cast<std::uint64_t>(n), k)) !=
+          CUBLAS_STATUS_SUCCESS ||
       (st = cublasLtMatrixLayoutCreate(&plan->b, in_type, static_cast<std::uint64_t>(k),
                                        static_cast<std::uint64_t>(m), x_stride)) !=
           CUBLAS_STATUS_SUCCESS ||
@@ -84,11 +88,22 @@ cublasStatus_t CublasLtGemm::MakePlan(const PlanKey& key, Plan* plan) {
   if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) return st;
   const std::uint64_t ws = workspace_bytes_;
   const std::uint32_t al = static_cast<std::uint32_t>(align);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof(al));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof(al));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof(al));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof(al));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al,
+                                       sizeof(al));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al,
+                                       sizeof(al));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al,
+                                       sizeof(al));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al,
+                                       sizeof(al));
+  // NOTE: split-K's in-place and output-type reductions sum the partials in the output dtype;
+  // with bf16 outputs that loses ~3 bits against the fp32 accumulation this class promises.
+  const std::uint32_t reduction_mask =
+      CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                       &reduction_mask, sizeof(reduction_mask));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref,
@@ -111,8 +126,15 @@ cublasStatus_t CublasLtGemm::Linear(void* y, DType y_dtype, std::int64_t y_strid
   if (m == 0) return CUBLAS_STATUS_SUCCESS;
   int align = std::min(std::min(Alignment(x), Alignment(w)), Alignment(y));
   if (bias != nullptr) align = std::min(align, Alignment(bias));
-  const PlanKey key{m, n, k, x_stride, y_stride, static_cast<int>(dtype), static_cast<int>(y_dtype),
-                    bias != nullptr, align};
+  const PlanKey key{m,
+                    n,
+                    k,
+                    x_stride,
+                    y_stride,
+                    static_cast<int>(dtype),
+                    static_cast<int>(y_dtype),
+                    bias != nullptr,
+                    align};
   Plan* plan = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -126,7 +148,8 @@ cublasStatus_t CublasLtGemm::Linear(void* y, DType y_dtype, std::int64_t y_strid
     plan = it->second.get();
   }
   if (bias != nullptr) {
-    cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                   sizeof(bias));
   }
   const float alpha = 1.0f, beta = 0.0f;
   return cublasLtMatmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b, &beta, y, plan->c, y,

@@ -10,9 +10,9 @@ cudaError_t PagedAttentionContext(void* out, const void* q, std::int64_t q_token
                                   const void* k_pool, const void* v_pool, const PagedBatch& batch,
                                   const PagedKvShape& shape, std::int64_t num_heads, float scale,
                                   DType dtype, cudaStream_t stream) {
-  if (batch.num_seqs < 0 || batch.max_query_len < 0 || num_heads <= 0 ||
-      shape.num_kv_heads <= 0 || num_heads % shape.num_kv_heads != 0 ||
-      shape.tokens_per_block <= 0 || num_heads > 65535 || batch.num_seqs > 65535) {
+  if (batch.num_seqs < 0 || batch.max_query_len < 0 || num_heads <= 0 || shape.num_kv_heads <= 0 ||
+      num_heads % shape.num_kv_heads != 0 || shape.tokens_per_block <= 0 || num_heads > 65535 ||
+      batch.num_seqs > 65535) {
     return cudaErrorInvalidValue;
   }
   if (batch.num_seqs == 0 || batch.max_query_len == 0) return cudaSuccess;
@@ -27,11 +27,16 @@ cudaError_t PagedAttentionContext(void* out, const void* q, std::int64_t q_token
                            static_cast<int>(shape.tokens_per_block),
                            scale * static_cast<float>(M_LOG2E)};
   switch (shape.head_dim) {
-    case 64: return detail::LaunchContextAttentionHd64(args, dtype, stream);
-    case 80: return detail::LaunchContextAttentionHd80(args, dtype, stream);
-    case 96: return detail::LaunchContextAttentionHd96(args, dtype, stream);
-    case 128: return detail::LaunchContextAttentionHd128(args, dtype, stream);
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return detail::LaunchContextAttentionHd64(args, dtype, stream);
+    case 80:
+      return detail::LaunchContextAttentionHd80(args, dtype, stream);
+    case 96:
+      return detail::LaunchContextAttentionHd96(args, dtype, stream);
+    case 128:
+      return detail::LaunchContextAttentionHd128(args, dtype, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

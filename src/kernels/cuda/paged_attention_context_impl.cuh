@@ -22,9 +22,9 @@ struct ContextArgs {
   float scale_log2;  // scale * log2(e): scores are kept in base 2 so exp2f does the softmax
 };
 
-constexpr int kCtxRows = 32;     // query rows per block
-constexpr int kCtxKeys = 32;     // keys per shared-memory tile
-constexpr int kCtxThreads = 128; // 4 threads per query row
+constexpr int kCtxRows = 32;      // query rows per block
+constexpr int kCtxKeys = 32;      // keys per shared-memory tile
+constexpr int kCtxThreads = 128;  // 4 threads per query row
 
 template <int D>
 constexpr int ContextSmemFloats() {
@@ -95,11 +95,10 @@ __global__ void __launch_bounds__(kCtxThreads) ContextAttentionKernel(ContextArg
       // NOTE: slots past kv_end may hold anything (NaN): never load them, since 0 * NaN = NaN.
       if (k_pos < kv_end) {
         const std::int64_t block = table[k_pos / args.tokens_per_block];
-        const std::int64_t off =
-            ((block * args.num_kv_heads + kvh) * args.tokens_per_block +
-             k_pos % args.tokens_per_block) *
-                D +
-            d;
+        const std::int64_t off = ((block * args.num_kv_heads + kvh) * args.tokens_per_block +
+                                  k_pos % args.tokens_per_block) *
+                                     D +
+                                 d;
         kval = ToFloat(k_pool[off]);
         vval = ToFloat(v_pool[off]);
       }
@@ -165,7 +164,8 @@ cudaError_t LaunchContextAttention(const ContextArgs& args, cudaStream_t stream)
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(CeilDiv(args.batch.max_query_len, kCtxRows)),
-                  static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch.num_seqs));
+                  static_cast<unsigned>(args.num_heads),
+                  static_cast<unsigned>(args.batch.num_seqs));
   ContextAttentionKernel<T, D><<<grid, kCtxThreads, smem_bytes, stream>>>(args);
   return cudaGetLastError();
 }

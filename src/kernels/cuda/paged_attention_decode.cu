@@ -31,8 +31,10 @@ std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_
   const std::int64_t whole = std::max<std::int64_t>(
       detail::kDecKeys, CeilDiv(batch.max_kv_len, detail::kDecKeys) * detail::kDecKeys);
   if (blocks >= target_blocks || batch.max_kv_len <= 512) return static_cast<std::int32_t>(whole);
-  const std::int64_t splits = std::min(CeilDiv(batch.max_kv_len, 256), CeilDiv(target_blocks, blocks));
-  const std::int64_t per = CeilDiv(CeilDiv(batch.max_kv_len, splits), detail::kDecKeys) * detail::kDecKeys;
+  const std::int64_t splits =
+      std::min(CeilDiv(batch.max_kv_len, 256), CeilDiv(target_blocks, blocks));
+  const std::int64_t per =
+      CeilDiv(CeilDiv(batch.max_kv_len, splits), detail::kDecKeys) * detail::kDecKeys;
   return static_cast<std::int32_t>(per);
 }
 
@@ -52,9 +54,8 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                                  const PagedKvShape& shape, std::int64_t num_heads, float scale,
                                  DType dtype, std::int32_t partition_tokens, void* workspace,
                                  std::size_t workspace_bytes, cudaStream_t stream) {
-  if (batch.num_seqs < 0 || batch.num_seqs > 65535 || num_heads <= 0 ||
-      shape.num_kv_heads <= 0 || num_heads % shape.num_kv_heads != 0 ||
-      shape.tokens_per_block <= 0 || partition_tokens < 0 ||
+  if (batch.num_seqs < 0 || batch.num_seqs > 65535 || num_heads <= 0 || shape.num_kv_heads <= 0 ||
+      num_heads % shape.num_kv_heads != 0 || shape.tokens_per_block <= 0 || partition_tokens < 0 ||
       partition_tokens % detail::kDecKeys != 0) {
     return cudaErrorInvalidValue;
   }
@@ -68,7 +69,8 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                             static_cast<std::size_t>(num_heads) *
                             static_cast<std::size_t>(std::max(max_splits, 1));
   float* part_o = static_cast<float*>(workspace);
-  float* part_ml = part_o == nullptr ? nullptr : part_o + slots * static_cast<std::size_t>(shape.head_dim);
+  float* part_ml =
+      part_o == nullptr ? nullptr : part_o + slots * static_cast<std::size_t>(shape.head_dim);
   detail::DecodeArgs args{out,
                           q,
                           q_token_stride,
@@ -84,11 +86,16 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                           part_o,
                           part_ml};
   switch (shape.head_dim) {
-    case 64: return detail::LaunchDecodeAttentionHd64(args, dtype, stream);
-    case 80: return detail::LaunchDecodeAttentionHd80(args, dtype, stream);
-    case 96: return detail::LaunchDecodeAttentionHd96(args, dtype, stream);
-    case 128: return detail::LaunchDecodeAttentionHd128(args, dtype, stream);
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return detail::LaunchDecodeAttentionHd64(args, dtype, stream);
+    case 80:
+      return detail::LaunchDecodeAttentionHd80(args, dtype, stream);
+    case 96:
+      return detail::LaunchDecodeAttentionHd96(args, dtype, stream);
+    case 128:
+      return detail::LaunchDecodeAttentionHd128(args, dtype, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -23,10 +23,10 @@ std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int
 
 // Precondition: every sequence has exactly one new row (query_start[s + 1] - query_start[s] == 1),
 // at position num_cached[s], already written to the pools; it attends positions [0, num_cached[s]].
-// q, out, scale, shape, dtype and head dims as PagedAttentionContext. Each block loads one kv head's
-// keys once for all num_heads / num_kv_heads query heads that share it.
-// partition_tokens: keys per split (a multiple of 64), or 0 for DecodePartitionTokens. workspace:
-// device memory of at least PagedAttentionDecodeWorkspaceBytes(...) bytes (nullptr when that is 0).
+// q, out, scale, shape, dtype and head dims as PagedAttentionContext. Each block loads one kv
+// head's keys once for all num_heads / num_kv_heads query heads that share it. partition_tokens:
+// keys per split (a multiple of 64), or 0 for DecodePartitionTokens. workspace: device memory of at
+// least PagedAttentionDecodeWorkspaceBytes(...) bytes (nullptr when that is 0).
 cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_stride,
                                  const void* k_pool, const void* v_pool, const PagedBatch& batch,
                                  const PagedKvShape& shape, std::int64_t num_heads, float scale,

@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(kDecThreads) DecodeAttentionKernel(DecodeArgs 
   __syncthreads();
 
   if (args.max_splits == 1) {
-    T* out = static_cast<T*>(args.out) + (static_cast<std::int64_t>(q_row) * args.num_heads + h0) * D;
+    T* out =
+        static_cast<T*>(args.out) + (static_cast<std::int64_t>(q_row) * args.num_heads + h0) * D;
     for (int idx = tid; idx < group * D; idx += kDecThreads) {
       out[idx] = FromFloat<T>(sO[idx] / sL[idx / D]);
     }
@@ -186,7 +187,8 @@ cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(args.num_kv_heads),
-                  static_cast<unsigned>(args.batch.num_seqs), static_cast<unsigned>(args.max_splits));
+                  static_cast<unsigned>(args.batch.num_seqs),
+                  static_cast<unsigned>(args.max_splits));
   DecodeAttentionKernel<T, D><<<grid, kDecThreads, smem_bytes, stream>>>(args);
   err = cudaGetLastError();
   if (err != cudaSuccess || args.max_splits == 1) return err;

@@ -11,7 +11,8 @@ constexpr int kThreads = 256;
 // L1/L2 rather than holding it in registers, so any hidden size works.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    RmsNormKernel(T* out, const T* x, T* residual, const T* weight, std::int64_t hidden, float eps) {
+    RmsNormKernel(T* out, const T* x, T* residual, const T* weight, std::int64_t hidden,
+                  float eps) {
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * hidden;
   const T* xr = x + base;
   T* rr = residual != nullptr ? residual + base : nullptr;

@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
-                        std::int64_t num_heads, void* k_pool, void* v_pool,
-                        const PagedBatch& batch, const PagedKvShape& shape,
-                        const float* inv_freq, DType dtype, cudaStream_t stream) {
+                        std::int64_t num_heads, void* k_pool, void* v_pool, const PagedBatch& batch,
+                        const PagedKvShape& shape, const float* inv_freq, DType dtype,
+                        cudaStream_t stream) {
   if (batch.num_tokens < 0 || batch.num_seqs <= 0 || shape.head_dim <= 0 ||
       shape.head_dim % 2 != 0 || shape.num_kv_heads <= 0 || shape.tokens_per_block <= 0 ||
       num_heads <= 0) {

@@ -1,5 +1,5 @@
-// RoPE (GPT-NeoX rotate-half layout, llama3 scaling through inv_freq) fused with writing the new K/V
-// rows into the paged pools. CUDA twin of kernels/cpu/rope.h ApplyRope (on q and k) followed by
+// RoPE (GPT-NeoX rotate-half layout, llama3 scaling through inv_freq) fused with writing the new
+// K/V rows into the paged pools. CUDA twin of kernels/cpu/rope.h ApplyRope (on q and k) followed by
 // kernels/cpu/kv_cache_write.h KvCacheWrite.
 #pragma once
 
@@ -21,8 +21,8 @@ namespace inflight::kernels::cuda {
 // Then k and v of each row go to the row's block and slot in k_pool / v_pool
 // ([num_blocks, num_kv_heads, tokens_per_block, head_dim]). dtype: fp16 or bf16 for all of them.
 cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
-                        std::int64_t num_heads, void* k_pool, void* v_pool,
-                        const PagedBatch& batch, const PagedKvShape& shape,
-                        const float* inv_freq, DType dtype, cudaStream_t stream);
+                        std::int64_t num_heads, void* k_pool, void* v_pool, const PagedBatch& batch,
+                        const PagedKvShape& shape, const float* inv_freq, DType dtype,
+                        cudaStream_t stream);
 
 }  // namespace inflight::kernels::cuda

@@ -25,7 +25,8 @@ __device__ __forceinline__ Best Better(Best a, Best b) {
 __device__ Best BlockBest(Best b) {
   __shared__ Best scratch[32];
   for (int offset = 16; offset > 0; offset >>= 1) {
-    Best o{__shfl_xor_sync(0xffffffffu, b.value, offset), __shfl_xor_sync(0xffffffffu, b.id, offset)};
+    Best o{__shfl_xor_sync(0xffffffffu, b.value, offset),
+           __shfl_xor_sync(0xffffffffu, b.id, offset)};
     b = Better(b, o);
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -34,7 +35,8 @@ __device__ Best BlockBest(Best b) {
   __syncthreads();
   b = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : Best{0.0f, -1};
   for (int offset = 16; offset > 0; offset >>= 1) {
-    Best o{__shfl_xor_sync(0xffffffffu, b.value, offset), __shfl_xor_sync(0xffffffffu, b.id, offset)};
+    Best o{__shfl_xor_sync(0xffffffffu, b.value, offset),
+           __shfl_xor_sync(0xffffffffu, b.id, offset)};
     b = Better(b, o);
   }
   return b;
@@ -204,7 +206,8 @@ __global__ void __launch_bounds__(kThreads)
     BlockScan(scan_storage).InclusiveSum(pi, inclusive, chunk_total);
     if (pi > 0.0f) {
       atomicMax(&s_last_kept, i);
-      if (running + inclusive > target) atomicMin(reinterpret_cast<unsigned*>(&s_found), static_cast<unsigned>(i));
+      if (running + inclusive > target)
+        atomicMin(reinterpret_cast<unsigned*>(&s_found), static_cast<unsigned>(i));
     }
     __syncthreads();
     if (s_found >= 0) break;

@@ -13,7 +13,8 @@ namespace inflight::kernels::cuda {
 cudaError_t ArgMax(std::int32_t* out_ids, const float* logits, std::int64_t num_rows,
                    std::int64_t vocab, std::int64_t row_stride, cudaStream_t stream);
 
-// Per row r (all arrays device memory, [num_rows]; a nullptr array means the default for every row):
+// Per row r (all arrays device memory, [num_rows]; a nullptr array means the default for every
+// row):
 //   temperature[r] (default 1): z = logits / temperature; <= 0 means greedy (ArgMax) for that row.
 //   top_k[r] (default 0): keep the k largest z, larger z first and equal z by lower id; <= 0 or >=
 //     vocab: keep all.

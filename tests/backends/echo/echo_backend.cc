@@ -10,7 +10,8 @@
 //   execute_error "true": Execute itself fails (the core answers the requests)
 //   report_batch  "true": adds output BATCH_REQUESTS (INT32 [1]) = requests in this Execute
 // Control inputs, never echoed: "count"; "fail" (any value) → an error response; "hang" → the
-// request is released and never answered (tests the core's shutdown path).
+// request is released and its response factory kept, unanswered, until ModelFinalize (tests the
+// core's shutdown path); "drop" → the request is released with no response and no factory.
 // Metrics (shared by every model of this backend, label model=<name>): echo_requests_total
 // (counter), echo_inflight_requests (gauge), echo_response_count (histogram).
 #include <chrono>
@@ -28,10 +29,10 @@
 
 namespace {
 
-#define ECHO_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    TRITONSERVER_Error* _e = (expr);        \
-    if (_e != nullptr) return _e;           \
+#define ECHO_RETURN_IF_ERROR(expr)   \
+  do {                               \
+    TRITONSERVER_Error* _e = (expr); \
+    if (_e != nullptr) return _e;    \
   } while (0)
 
 TRITONSERVER_Error* Error(TRITONSERVER_Error_Code code, const std::string& msg) {
@@ -63,6 +64,7 @@ struct ModelState {
   bool execute_error = false;
   bool report_batch = false;
   Metrics metrics;
+  std::vector<TRITONBACKEND_ResponseFactory*> hung;  // only the instance thread touches it
 };
 
 std::string Param(const nlohmann::json& config, const std::string& key, const std::string& dflt) {
@@ -79,9 +81,9 @@ TRITONSERVER_Error* CreateMetrics(ModelState* state) {
   ECHO_RETURN_IF_ERROR(TRITONSERVER_MetricFamilyNew(&m.inflight_family,
                                                     TRITONSERVER_METRIC_KIND_GAUGE,
                                                     "echo_inflight_requests", "Requests running"));
-  ECHO_RETURN_IF_ERROR(TRITONSERVER_MetricFamilyNew(&m.responses_family,
-                                                    TRITONSERVER_METRIC_KIND_HISTOGRAM,
-                                                    "echo_response_count", "Responses per request"));
+  ECHO_RETURN_IF_ERROR(
+      TRITONSERVER_MetricFamilyNew(&m.responses_family, TRITONSERVER_METRIC_KIND_HISTOGRAM,
+                                   "echo_response_count", "Responses per request"));
   TRITONSERVER_Parameter* label =
       TRITONSERVER_ParameterNew("model", TRITONSERVER_PARAMETER_STRING, state->name.c_str());
   const TRITONSERVER_Parameter* labels[] = {label};
@@ -116,7 +118,7 @@ std::string OutputName(const ModelState& state, const std::string& input) {
 }
 
 bool IsControlInput(const std::string& name) {
-  return name == "count" || name == "fail" || name == "hang";
+  return name == "count" || name == "fail" || name == "hang" || name == "drop";
 }
 
 TRITONSERVER_Error* AddOutput(TRITONBACKEND_Response* response, const std::string& name,
@@ -270,7 +272,8 @@ bool Handle(ModelState& state, TRITONBACKEND_Request* request, uint32_t batch_re
 
 extern "C" {
 
-TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
+TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_Initialize(
+    TRITONBACKEND_Backend* backend) {
   uint32_t major = 0, minor = 0;
   ECHO_RETURN_IF_ERROR(TRITONBACKEND_ApiVersion(&major, &minor));
   if (major != TRITONBACKEND_API_VERSION_MAJOR || minor < TRITONBACKEND_API_VERSION_MINOR) {
@@ -296,7 +299,8 @@ TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_Finalize(TRITONBACKEND_
   return nullptr;
 }
 
-TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {
+TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(
+    TRITONBACKEND_Model* model) {
   TRITONSERVER_Message* message = nullptr;
   ECHO_RETURN_IF_ERROR(TRITONBACKEND_ModelConfig(model, 1, &message));
   const char* json = nullptr;
@@ -306,14 +310,14 @@ TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONB
   if (err == nullptr) config = nlohmann::json::parse(std::string(json, size), nullptr, false);
   TRITONSERVER_MessageDelete(message);
   if (err != nullptr) return err;
-  if (config.is_discarded()) return Error(TRITONSERVER_ERROR_INTERNAL, "echo: bad model config JSON");
+  if (config.is_discarded())
+    return Error(TRITONSERVER_ERROR_INTERNAL, "echo: bad model config JSON");
 
   auto state = std::make_unique<ModelState>();
   state->name = config.value("name", "");
   state->stream = Param(config, "mode", "echo") == "stream";
-  const bool decoupled =
-      config.contains("model_transaction_policy") &&
-      config["model_transaction_policy"].value("decoupled", false);
+  const bool decoupled = config.contains("model_transaction_policy") &&
+                         config["model_transaction_policy"].value("decoupled", false);
   if (state->stream && !decoupled) {
     return Error(TRITONSERVER_ERROR_INVALID_ARG,
                  "echo: mode 'stream' needs model_transaction_policy { decoupled: true }");
@@ -346,6 +350,7 @@ TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_ModelFinalize(TRITONBAC
   ECHO_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &vstate));
   auto* state = static_cast<ModelState*>(vstate);
   DeleteMetrics(state->metrics);
+  for (TRITONBACKEND_ResponseFactory* f : state->hung) TRITONBACKEND_ResponseFactoryDelete(f);
   delete state;
   return nullptr;
 }
@@ -384,7 +389,13 @@ TRITONBACKEND_DECLSPEC TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
   for (TRITONBACKEND_Request* request : mine) {
     TRITONSERVER_MetricIncrement(state.metrics.requests, 1);
     if (HasInput(request, "hang")) {
-      LogIfError(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL), "Release");
+      TRITONBACKEND_ResponseFactory* factory = nullptr;
+      LogIfError(TRITONBACKEND_ResponseFactoryNew(&factory, request), "ResponseFactoryNew");
+      if (factory != nullptr) state.hung.push_back(factory);
+    }
+    if (HasInput(request, "hang") || HasInput(request, "drop")) {
+      LogIfError(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL),
+                 "Release");
       continue;
     }
     const uint64_t request_start = NowNs();

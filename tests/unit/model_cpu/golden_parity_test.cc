@@ -109,7 +109,7 @@ TEST_P(GoldenParityTest, MatchesHuggingFace) {
   if (!std::filesystem::exists(path)) {
     GTEST_SKIP() << "golden file " << path << " is missing: generate it with "
                  << "python3 tests/parity/make_golden.py --make_checkpoint "
-                    "<build>/tools/make_checkpoint/make_checkpoint --out tests/parity/golden";
+                    "<build>/bin/make_checkpoint --out tests/parity/golden";
   }
   std::ifstream in(path);
   const json golden = json::parse(in);

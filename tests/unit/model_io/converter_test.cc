@@ -75,7 +75,8 @@ Matrix VCat(std::initializer_list<Matrix> parts) {
 }
 Matrix HCat(const Matrix& a, const Matrix& b) {
   Matrix out = a;
-  for (std::size_t r = 0; r < out.size(); ++r) out[r].insert(out[r].end(), b[r].begin(), b[r].end());
+  for (std::size_t r = 0; r < out.size(); ++r)
+    out[r].insert(out[r].end(), b[r].begin(), b[r].end());
   return out;
 }
 
@@ -140,7 +141,8 @@ TEST(ConverterTest, LlamaFusesQkvAndGateUp) {
   EXPECT_EQ(en.Get("layers.1.qkv.weight"),
             VCat({hf.Get(L + "self_attn.q_proj.weight"), hf.Get(L + "self_attn.k_proj.weight"),
                   hf.Get(L + "self_attn.v_proj.weight")}));
-  EXPECT_EQ(en.Info("layers.1.qkv.weight")->shape, (std::vector<std::int64_t>{(4 + 2 * 2) * 16, 64}));
+  EXPECT_EQ(en.Info("layers.1.qkv.weight")->shape,
+            (std::vector<std::int64_t>{(4 + 2 * 2) * 16, 64}));
   EXPECT_EQ(en.Get("layers.1.gate_up.weight"),
             VCat({hf.Get(L + "mlp.gate_proj.weight"), hf.Get(L + "mlp.up_proj.weight")}));
   EXPECT_EQ(en.Get("layers.1.attn_out.weight"), hf.Get(L + "self_attn.o_proj.weight"));
@@ -157,7 +159,7 @@ TEST(ConverterTest, LlamaFusesQkvAndGateUp) {
 
   auto config = LoadEngineConfig(dir / "engine");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  EXPECT_EQ(config->dtype, DType::kFloat32);  // the checkpoint's torch_dtype
+  EXPECT_EQ(config->dtype, DType::kFloat32);   // the checkpoint's torch_dtype
   EXPECT_EQ(config->build.max_seq_len, 64);    // min(max_position_embeddings, 2048)
   EXPECT_EQ(config->build.max_input_len, 64);  // min(1024, max_seq_len)
 }
@@ -170,8 +172,8 @@ TEST(ConverterTest, Qwen2KeepsQkvBiasAndTiesEmbeddings) {
   hf.Open(dir / "ckpt/model.safetensors");
   en.Open(dir / "engine/rank0.safetensors");
   const std::string L = "model.layers.0.self_attn.";
-  EXPECT_EQ(en.Get("layers.0.qkv.bias"),
-            VCat({hf.Get(L + "q_proj.bias"), hf.Get(L + "k_proj.bias"), hf.Get(L + "v_proj.bias")}));
+  EXPECT_EQ(en.Get("layers.0.qkv.bias"), VCat({hf.Get(L + "q_proj.bias"), hf.Get(L + "k_proj.bias"),
+                                               hf.Get(L + "v_proj.bias")}));
   EXPECT_EQ(en.Info("lm_head.weight"), nullptr);
   EXPECT_EQ(en.Info("layers.0.attn_out.bias"), nullptr);
 }
@@ -192,14 +194,14 @@ TEST(ConverterTest, TensorParallelShardsConcatenateBackToTp1) {
     const Matrix qkv = one.Get("layers.0.qkv.weight");
     const Matrix a = r0.Get("layers.0.qkv.weight"), b = r1.Get("layers.0.qkv.weight");
     ASSERT_EQ(a.size(), 64u);
-    EXPECT_EQ(VCat({Rows(a, 0, 32), Rows(b, 0, 32)}), Rows(qkv, 0, 64));        // q
-    EXPECT_EQ(VCat({Rows(a, 32, 48), Rows(b, 32, 48)}), Rows(qkv, 64, 96));     // k
-    EXPECT_EQ(VCat({Rows(a, 48, 64), Rows(b, 48, 64)}), Rows(qkv, 96, 128));    // v
+    EXPECT_EQ(VCat({Rows(a, 0, 32), Rows(b, 0, 32)}), Rows(qkv, 0, 64));      // q
+    EXPECT_EQ(VCat({Rows(a, 32, 48), Rows(b, 32, 48)}), Rows(qkv, 64, 96));   // k
+    EXPECT_EQ(VCat({Rows(a, 48, 64), Rows(b, 48, 64)}), Rows(qkv, 96, 128));  // v
     EXPECT_EQ(HCat(r0.Get("layers.0.attn_out.weight"), r1.Get("layers.0.attn_out.weight")),
               one.Get("layers.0.attn_out.weight"));
     const Matrix gu = one.Get("layers.0.gate_up.weight");
     const Matrix g0 = r0.Get("layers.0.gate_up.weight"), g1 = r1.Get("layers.0.gate_up.weight");
-    EXPECT_EQ(VCat({Rows(g0, 0, 64), Rows(g1, 0, 64)}), Rows(gu, 0, 128));     // gate
+    EXPECT_EQ(VCat({Rows(g0, 0, 64), Rows(g1, 0, 64)}), Rows(gu, 0, 128));        // gate
     EXPECT_EQ(VCat({Rows(g0, 64, 128), Rows(g1, 64, 128)}), Rows(gu, 128, 256));  // up
     EXPECT_EQ(HCat(r0.Get("layers.0.down.weight"), r1.Get("layers.0.down.weight")),
               one.Get("layers.0.down.weight"));
@@ -212,6 +214,20 @@ TEST(ConverterTest, TensorParallelShardsConcatenateBackToTp1) {
       EXPECT_EQ(VCat({Rows(b0, 48, 64), Rows(b1, 48, 64)}), Rows(bias, 96, 128));
     }
   }
+}
+
+TEST(ConverterTest, RebuildWithFewerRanksRemovesStaleRankFiles) {
+  TempDir dir;
+  MakeCheckpoint(Tiny("llama"), dir / "ckpt");
+  ASSERT_TRUE(Build(dir / "ckpt", dir / "engine", 4).ok());
+  ASSERT_TRUE(std::filesystem::exists(dir / "engine/rank3.safetensors"));
+  ASSERT_TRUE(Build(dir / "ckpt", dir / "engine", 2).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir / "engine/rank1.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "engine/rank2.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "engine/rank3.safetensors"));
+  auto config = LoadEngineConfig(dir / "engine");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->tp_size, 2);
 }
 
 TEST(ConverterTest, MoreRanksThanKvHeadsReplicatesKvHeads) {
@@ -267,7 +283,8 @@ TEST(ConverterTest, Gpt2TransposesConv1DAndSplitsBiases) {
   const Matrix b0 = r0.Get("layers.1.qkv.bias"), b1 = r1.Get("layers.1.qkv.bias");
   EXPECT_EQ(VCat({Rows(b0, 0, 32), Rows(b1, 0, 32)}), Rows(b, 0, 64));
   EXPECT_EQ(VCat({Rows(b0, 64, 96), Rows(b1, 64, 96)}), Rows(b, 128, 192));
-  EXPECT_EQ(VCat({r0.Get("layers.1.fc.bias"), r1.Get("layers.1.fc.bias")}), en.Get("layers.1.fc.bias"));
+  EXPECT_EQ(VCat({r0.Get("layers.1.fc.bias"), r1.Get("layers.1.fc.bias")}),
+            en.Get("layers.1.fc.bias"));
   EXPECT_EQ(HCat(r0.Get("layers.1.down.weight"), r1.Get("layers.1.down.weight")),
             en.Get("layers.1.down.weight"));
 }
@@ -365,9 +382,9 @@ TEST(ConverterTest, WrongShapeIsNamed) {
   });
   auto s = Build(dir / "ckpt", dir / "engine");
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.status().message(),
-              HasSubstr("\"model.layers.0.mlp.up_proj.weight\" in " + (dir / "ckpt/model.safetensors") +
-                        " has shape [64, 128], expected [128, 64]"));
+  EXPECT_THAT(s.status().message(), HasSubstr("\"model.layers.0.mlp.up_proj.weight\" in " +
+                                              (dir / "ckpt/model.safetensors") +
+                                              " has shape [64, 128], expected [128, 64]"));
 }
 
 TEST(ConverterTest, UnsupportedDtypeIsNamed) {

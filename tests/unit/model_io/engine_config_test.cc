@@ -100,7 +100,8 @@ TEST(EngineConfigTest, FromJsonNamesTheBadField) {
   r = mutate([](auto& j) { j.erase("head_dim"); });
   EXPECT_THAT(r.status().message(), HasSubstr("engine/config.json: \"head_dim\" is required"));
   r = mutate([](auto& j) { j["norm"] = "batchnorm"; });
-  EXPECT_THAT(r.status().message(), HasSubstr("\"norm\" is \"batchnorm\", expected one of: rmsnorm"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("\"norm\" is \"batchnorm\", expected one of: rmsnorm"));
   r = mutate([](auto& j) { j["dtype"] = "int8"; });
   EXPECT_THAT(r.status().message(), HasSubstr("\"dtype\" is \"int8\""));
   r = mutate([](auto& j) { j["hidden_size"] = "big"; });

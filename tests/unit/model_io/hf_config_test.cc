@@ -98,13 +98,14 @@ TEST(HfConfigTest, MistralSlidingWindow) {
 }
 
 TEST(HfConfigTest, Qwen2HasQkvBias) {
-  auto c = EngineConfigFromHuggingFace(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896,
+  auto c =
+      EngineConfigFromHuggingFace(R"({"architectures": ["Qwen2ForCausalLM"], "hidden_size": 896,
       "num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
       "intermediate_size": 4864, "vocab_size": 151936, "max_position_embeddings": 32768,
       "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
       "use_sliding_window": false, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
       "bos_token_id": 151643, "eos_token_id": 151643})",
-                                       "q");
+                                  "q");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->architecture, Architecture::kQwen2);
   EXPECT_EQ(c->head_dim, 64);
@@ -150,7 +151,8 @@ TEST(HfConfigTest, Gpt2) {
 }
 
 TEST(HfConfigTest, UnknownArchitectureIsNamed) {
-  auto c = EngineConfigFromHuggingFace(R"({"architectures": ["FooForCausalLM"]})", "/ckpt/config.json");
+  auto c =
+      EngineConfigFromHuggingFace(R"({"architectures": ["FooForCausalLM"]})", "/ckpt/config.json");
   EXPECT_EQ(c.status().code(), StatusCode::kUnsupported);
   EXPECT_EQ(c.status().message(),
             "Unsupported architecture \"FooForCausalLM\" in /ckpt/config.json: supported are "
@@ -162,7 +164,8 @@ TEST(HfConfigTest, MissingFieldIsNamed) {
       "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10})",
                                        "/ckpt/config.json");
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(c.status().message(), HasSubstr("/ckpt/config.json: \"intermediate_size\" is required"));
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("/ckpt/config.json: \"intermediate_size\" is required"));
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ using testing::TempDir;
 std::vector<float> Fill(std::uint64_t seed, const std::string& name, InitKind init, std::size_t n,
                         unsigned threads) {
   std::vector<float> v(n);
-  FillRandomTensor(seed, name, init, 0.02, DType::kFloat32, reinterpret_cast<std::byte*>(v.data()), n,
-                   threads);
+  FillRandomTensor(seed, name, init, 0.02, DType::kFloat32, reinterpret_cast<std::byte*>(v.data()),
+                   n, threads);
   return v;
 }
 
@@ -151,7 +151,8 @@ TEST(RandomCheckpointTest, ShardsAreBalancedAndIndexed) {
 
 TEST(RandomCheckpointTest, TokenizerFilesGiveVocabAndSpecialIds) {
   TempDir dir;
-  // A GPT-2-like tokenizer: tokenizer_config.json names no special token; <|endoftext|> is the last id.
+  // A GPT-2-like tokenizer: tokenizer_config.json names no special token; <|endoftext|> is the last
+  // id.
   dir.WriteFile("tok/vocab.json", R"({"a": 0, "b": 1, "ab": 2, "<|endoftext|>": 3})");
   dir.WriteFile("tok/merges.txt", "#version: 0.2\na b\n");
   dir.WriteFile("tok/tokenizer_config.json", R"({"model_max_length": 1024})");
@@ -180,7 +181,8 @@ TEST(RandomCheckpointTest, TokenizerFilesGiveVocabAndSpecialIds) {
   dir.WriteFile("tok2/tokenizer.json",
                 R"({"model": {"vocab": {"x": 0, "y": 1}}, "added_tokens": [)"
                 R"({"id": 10, "content": "<s>"}, {"id": 11, "content": "</s>"}]})");
-  dir.WriteFile("tok2/tokenizer_config.json", R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}})");
+  dir.WriteFile("tok2/tokenizer_config.json",
+                R"({"bos_token": "<s>", "eos_token": {"content": "</s>"}})");
   auto info2 = ReadTokenizerInfo(dir / "tok2");
   ASSERT_TRUE(info2.ok()) << info2.status().ToString();
   EXPECT_EQ(info2->vocab_size, 12);

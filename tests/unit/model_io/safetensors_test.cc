@@ -20,7 +20,8 @@ std::vector<std::byte> Bytes(const std::vector<float>& v) {
 }
 
 // A file with an 8-byte length, the given header text and `data_bytes` zero bytes of data.
-std::string RawFile(const std::string& header, std::size_t data_bytes, std::uint64_t len_override = 0) {
+std::string RawFile(const std::string& header, std::size_t data_bytes,
+                    std::uint64_t len_override = 0) {
   const std::uint64_t len = len_override ? len_override : header.size();
   std::string s(8, '\0');
   for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((len >> (8 * i)) & 0xff);
@@ -32,15 +33,14 @@ TEST(SafetensorsTest, RoundTripKeepsNamesShapesDtypesAndBytes) {
   SafetensorsWriter w;
   ASSERT_TRUE(w.AddBytes("a", DType::kFloat32, {2, 3}, Bytes({1, 2, 3, 4, 5, 6})).ok());
   std::vector<std::uint16_t> half = {0x3c00, 0xc000, 0x7bff};
-  ASSERT_TRUE(w.AddLazy("b.weight", DType::kBFloat16, {3},
-                        [&](std::byte* dst, std::size_t n) {
-                          EXPECT_EQ(n, 6u);
-                          std::memcpy(dst, half.data(), n);
-                          return Status::Ok();
-                        })
-                  .ok());
+  ASSERT_TRUE(w.AddLazy("b.weight", DType::kBFloat16, {3}, [&](std::byte* dst, std::size_t n) {
+                 EXPECT_EQ(n, 6u);
+                 std::memcpy(dst, half.data(), n);
+                 return Status::Ok();
+               }).ok());
   ASSERT_TRUE(w.AddBytes("empty", DType::kInt32, {0, 4}, {}).ok());
-  ASSERT_TRUE(w.AddBytes("scalar", DType::kInt64, {}, std::vector<std::byte>(8, std::byte{7})).ok());
+  ASSERT_TRUE(
+      w.AddBytes("scalar", DType::kInt64, {}, std::vector<std::byte>(8, std::byte{7})).ok());
   w.SetMetadata("producer", "test");
   EXPECT_EQ(w.total_bytes(), 24u + 6u + 0u + 8u);
   std::vector<std::string> progress;
@@ -99,9 +99,8 @@ TEST(SafetensorsTest, FailingFillLeavesNoFile) {
 
 TEST(SafetensorsTest, ReadsTensorsOutOfOrderAndOverlapping) {
   TempDir dir;
-  const std::string header =
-      R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
-      R"("a":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}})";
+  const std::string header = R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+                             R"("a":{"dtype":"U8","shape":[16],"data_offsets":[0,16]}})";
   dir.WriteFile("x.safetensors", RawFile(header, 16));
   auto f = SafetensorsFile::Open(dir / "x.safetensors");
   ASSERT_TRUE(f.ok()) << f.status().ToString();
@@ -119,26 +118,43 @@ struct BadFileCase {
 TEST(SafetensorsTest, RejectsBrokenFilesNamingFileAndTensor) {
   const std::string ok_entry = R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
   const std::vector<BadFileCase> cases = {
-      {"truncated below the length", std::string(5, '\0'), StatusCode::kInvalidArgument,
+      {"truncated below the length",
+       std::string(5, '\0'),
+       StatusCode::kInvalidArgument,
        {"too short"}},
-      {"header longer than the file", RawFile("{" + ok_entry + "}", 8, 1000),
-       StatusCode::kInvalidArgument, {"header length 1000 exceeds the file"}},
-      {"absurd header length", RawFile("{}", 0, std::uint64_t{1} << 40), StatusCode::kInvalidArgument,
+      {"header longer than the file",
+       RawFile("{" + ok_entry + "}", 8, 1000),
+       StatusCode::kInvalidArgument,
+       {"header length 1000 exceeds the file"}},
+      {"absurd header length",
+       RawFile("{}", 0, std::uint64_t{1} << 40),
+       StatusCode::kInvalidArgument,
        {"header length 1099511627776"}},
       {"not JSON", RawFile("{not json", 0), StatusCode::kInvalidArgument, {"not a JSON object"}},
-      {"unknown dtype", RawFile(R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8),
-       StatusCode::kUnsupported, {"tensor \"w\"", "dtype \"F64\""}},
-      {"end past the data", RawFile("{" + ok_entry + "}", 4), StatusCode::kInvalidArgument,
+      {"unknown dtype",
+       RawFile(R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8),
+       StatusCode::kUnsupported,
+       {"tensor \"w\"", "dtype \"F64\""}},
+      {"end past the data",
+       RawFile("{" + ok_entry + "}", 4),
+       StatusCode::kInvalidArgument,
        {"tensor \"w\"", "data_offsets [0, 8] fall outside the data section of 4 bytes"}},
-      {"begin after end", RawFile(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[8,0]}})", 8),
-       StatusCode::kInvalidArgument, {"tensor \"w\"", "[8, 0]"}},
+      {"begin after end",
+       RawFile(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[8,0]}})", 8),
+       StatusCode::kInvalidArgument,
+       {"tensor \"w\"", "[8, 0]"}},
       {"size does not match shape",
        RawFile(R"({"w":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}})", 8),
-       StatusCode::kInvalidArgument, {"tensor \"w\"", "span 8 bytes", "need 6"}},
-      {"negative dimension", RawFile(R"({"w":{"dtype":"F16","shape":[-1],"data_offsets":[0,0]}})", 0),
-       StatusCode::kInvalidArgument, {"tensor \"w\"", "non-negative"}},
-      {"missing offsets", RawFile(R"({"w":{"dtype":"F16","shape":[1]}})", 2),
-       StatusCode::kInvalidArgument, {"tensor \"w\"", "data_offsets"}},
+       StatusCode::kInvalidArgument,
+       {"tensor \"w\"", "span 8 bytes", "need 6"}},
+      {"negative dimension",
+       RawFile(R"({"w":{"dtype":"F16","shape":[-1],"data_offsets":[0,0]}})", 0),
+       StatusCode::kInvalidArgument,
+       {"tensor \"w\"", "non-negative"}},
+      {"missing offsets",
+       RawFile(R"({"w":{"dtype":"F16","shape":[1]}})", 2),
+       StatusCode::kInvalidArgument,
+       {"tensor \"w\"", "data_offsets"}},
   };
   for (const BadFileCase& c : cases) {
     TempDir dir;

@@ -117,6 +117,12 @@ TEST_F(ServerEnsemble, ValidatesAgainstTheEnsembleConfigAndCountsStatistics) {
     ASSERT_TRUE(server_->Infer(r, c.Callback()).ok());
     ASSERT_TRUE(c.WaitFinal());
   }
+  // The backend reports statistics just after it answers: give the last report a moment.
+  for (int i = 0; i < 1000; ++i) {
+    auto echo = nlohmann::json::parse(server_->ModelStatisticsJson("echo").value());
+    if (echo["model_stats"][0]["inference_stats"]["success"]["count"] == 6) break;
+    std::this_thread::sleep_for(5ms);
+  }
   auto json = server_->ModelStatisticsJson("ensemble_echo");
   ASSERT_TRUE(json.ok());
   auto stats = nlohmann::json::parse(*json);

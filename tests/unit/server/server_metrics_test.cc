@@ -1,5 +1,8 @@
 // Prometheus text: backend-made families of all three kinds and the nv_inference_* counters;
 // Triton's per-kind rules of the metrics C API; model statistics JSON.
+#include <functional>
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +17,17 @@ using testing::Int32Tensor;
 
 bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
+}
+
+// Statistics and backend metrics are reported after the response is sent, so they may trail the
+// client's last callback by a moment: poll for them.
+bool Eventually(const std::function<bool()>& check) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (check()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return check();
 }
 
 void RunEcho(Server& server, int n) {
@@ -38,6 +52,12 @@ TEST(ServerMetrics, BackendFamiliesAndInferenceCountersMove) {
   EXPECT_TRUE(Contains(before, "# TYPE echo_response_count histogram"));
 
   RunEcho(*server, 3);
+  EXPECT_TRUE(Eventually([&] {
+    const std::string t = server->MetricsText();
+    return Contains(t, "nv_inference_exec_count{model=\"echo\",version=\"1\"} 3") &&
+           Contains(t, "echo_inflight_requests{model=\"echo\"} 0") &&
+           Contains(t, "echo_response_count_count{model=\"echo\"} 3");
+  }));
   std::string after = server->MetricsText();
   for (const char* line : {
            "nv_inference_request_success{model=\"echo\",version=\"1\"} 3",
@@ -103,8 +123,8 @@ TEST_F(MetricsApi, RulesPerKind) {
   ASSERT_EQ(TRITONSERVER_MetricFamilyNew(&counter_f, TRITONSERVER_METRIC_KIND_COUNTER,
                                          "test_api_counter", "a counter"),
             nullptr);
-  ASSERT_EQ(TRITONSERVER_MetricFamilyNew(&gauge_f, TRITONSERVER_METRIC_KIND_GAUGE,
-                                         "test_api_gauge", "a gauge"),
+  ASSERT_EQ(TRITONSERVER_MetricFamilyNew(&gauge_f, TRITONSERVER_METRIC_KIND_GAUGE, "test_api_gauge",
+                                         "a gauge"),
             nullptr);
   ASSERT_EQ(TRITONSERVER_MetricFamilyNew(&hist_f, TRITONSERVER_METRIC_KIND_HISTOGRAM,
                                          "test_api_hist", "a histogram"),
@@ -162,11 +182,11 @@ TEST_F(MetricsApi, RulesPerKind) {
   auto server = testing::MakeServer(testing::TestOptions());
   ASSERT_NE(server, nullptr);
   const std::string text = server->MetricsText();
-  for (const char* line : {"# TYPE test_api_counter counter", "test_api_counter{who=\"a\\\"b\"} 2.5",
-                           "# HELP test_api_gauge a gauge", "test_api_gauge{who=\"g\"} 6",
-                           "test_api_hist_bucket{le=\"0.5\"} 1", "test_api_hist_bucket{le=\"2\"} 2",
-                           "test_api_hist_bucket{le=\"+Inf\"} 3", "test_api_hist_sum 10.1",
-                           "test_api_hist_count 3"}) {
+  for (const char* line :
+       {"# TYPE test_api_counter counter", "test_api_counter{who=\"a\\\"b\"} 2.5",
+        "# HELP test_api_gauge a gauge", "test_api_gauge{who=\"g\"} 6",
+        "test_api_hist_bucket{le=\"0.5\"} 1", "test_api_hist_bucket{le=\"2\"} 2",
+        "test_api_hist_bucket{le=\"+Inf\"} 3", "test_api_hist_sum 10.1", "test_api_hist_count 3"}) {
     EXPECT_TRUE(Contains(text, line)) << "missing: " << line << "\n" << text;
   }
 

@@ -20,8 +20,8 @@ ServerOptions TestOptions() {
   ServerOptions options;
   options.model_repositories = {EnvOr("INFLIGHT_SOURCE_DIR", INFLIGHT_TEST_SOURCE_DIR) +
                                 "/tests/backends/models"};
-  options.backend_directory = EnvOr("INFLIGHT_BINARY_DIR", INFLIGHT_TEST_BINARY_DIR) +
-                              std::string("/tests/backends");
+  options.backend_directory =
+      EnvOr("INFLIGHT_BINARY_DIR", INFLIGHT_TEST_BINARY_DIR) + std::string("/tests/backends");
   options.exit_timeout_secs = 2.0;
   return options;
 }

@@ -1,0 +1,403 @@
+// inflight-bench-executor: the executor without a server.
+//
+//   1. batch-1 decode: the median step time next to its floor, (weight bytes + KV bytes read per
+//   step)
+//      / bandwidth, with the bandwidth given (--bandwidth_gbps) or measured (--measure_bandwidth:
+//      memcpy);
+//   2. offline throughput per input/output shape: --num_requests requests enqueued at once
+//   (in-flight
+//      batching, chunked context), output tokens/s, TTFT and TPOT, next to TensorRT-LLM's published
+//      Llama-3.1-8B FP16 H100 figures (perf-anchors.md) as a reference column.
+//
+// The engine is --engine_dir, or one built here from a random checkpoint (--preset tiny | small |
+// llama-3.1-8b) in a temporary folder. On a CPU build only tiny or small finish in seconds.
+#include <unistd.h>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/flags.h"
+#include "inflight/executor.h"
+#include "memcpy_bandwidth.h"
+#include "model/checkpoint_converter.h"
+#include "model/engine_config.h"
+#include "model/random_checkpoint.h"
+#include "table.h"
+
+namespace fs = std::filesystem;
+using inflight::bench::Fmt;
+using inflight::bench::Median;
+using inflight::bench::Percentile;
+
+namespace inflight::bench {
+namespace {
+
+struct Shape {
+  SizeType input_len = 0;
+  SizeType output_len = 0;
+};
+
+// TensorRT-LLM v0.13 perf-overview, Llama-3.1-8B FP16 on one H100, output tokens/s
+// (perf-anchors.md).
+const std::map<std::pair<int, int>, double> kTrtLlmFp16H100 = {
+    {{128, 128}, 15648},  {{128, 2048}, 8883}, {{2048, 128}, 1859},
+    {{2048, 2048}, 4152}, {{500, 2000}, 6835}, {{1000, 1000}, 7161}};
+
+struct Options {
+  std::string engine_dir;
+  std::string preset = "tiny";
+  std::string dtype;  // default: the preset's
+  std::string shapes = "128/128,128/2048,2048/128,2048/2048";
+  std::int64_t num_requests = 8;
+  std::int64_t decode_steps = 64;
+  std::int64_t decode_context = 128;
+  double bandwidth_gbps = 0;
+  bool measure_bandwidth = false;
+  std::int64_t max_batch_size = 256;
+  std::int64_t max_num_tokens = 8192;
+  bool keep_engine = false;
+};
+
+Result<std::vector<Shape>> ParseShapes(const std::string& text) {
+  std::vector<Shape> shapes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    Shape s;
+    char slash = 0;
+    std::stringstream one(item);
+    if (!(one >> s.input_len >> slash >> s.output_len) || slash != '/' || s.input_len < 1 ||
+        s.output_len < 1 || !one.eof()) {
+      return InvalidArgument("--shapes item \"" + item +
+                             "\" is not <input_len>/<output_len> with both >= 1 (e.g. 128/2048)");
+    }
+    shapes.push_back(s);
+  }
+  if (shapes.empty()) return InvalidArgument("--shapes \"" + text + "\" names no shape");
+  return shapes;
+}
+
+// "small": a model large enough for the CPU step time to be dominated by weights, small enough to
+// build and run in seconds.
+Status ApplyPreset(const std::string& preset, model::RandomCheckpointOptions* o) {
+  if (preset == "small") {
+    o->hidden_size = 512;
+    o->num_layers = 4;
+    o->num_heads = 8;
+    o->num_kv_heads = 2;
+    o->intermediate_size = 1536;
+    o->vocab_size = 8192;
+    return Status::Ok();
+  }
+  Status status = model::ApplyCheckpointPreset(preset, o);
+  if (!status.ok()) {
+    return InvalidArgument("--preset \"" + preset + "\" is not one of: tiny, small, llama-3.1-8b");
+  }
+  return status;
+}
+
+Result<std::string> MakeEngine(const Options& opt, const std::vector<Shape>& shapes,
+                               const fs::path& work) {
+  SizeType max_input = static_cast<SizeType>(opt.decode_context);
+  SizeType max_seq = static_cast<SizeType>(opt.decode_context + opt.decode_steps + 1);
+  for (const Shape& s : shapes) {
+    max_input = std::max(max_input, s.input_len);
+    max_seq = std::max(max_seq, s.input_len + s.output_len);
+  }
+  model::RandomCheckpointOptions ckpt;
+  RETURN_IF_ERROR(ApplyPreset(opt.preset, &ckpt));
+  if (!opt.dtype.empty()) {
+    std::optional<DType> dtype = ParseDType(opt.dtype);
+    if (!dtype)
+      return InvalidArgument("--dtype \"" + opt.dtype +
+                             "\" is not one of: float32, float16, bfloat16");
+    ckpt.dtype = *dtype;
+  }
+  ckpt.max_position_embeddings = std::max<std::int64_t>(ckpt.max_position_embeddings, max_seq);
+  const fs::path checkpoint = work / "checkpoint";
+  const fs::path engine = work / "engine";
+  std::fprintf(stderr, "[bench] writing a random %s checkpoint to %s\n", opt.preset.c_str(),
+               checkpoint.c_str());
+  RETURN_IF_ERROR(model::WriteRandomCheckpoint(ckpt, checkpoint.string()).status());
+  model::BuildOptions build;
+  build.checkpoint_dir = checkpoint.string();
+  build.output_dir = engine.string();
+  build.max_batch_size = static_cast<std::int32_t>(opt.max_batch_size);
+  build.max_input_len = max_input;
+  build.max_seq_len = max_seq;
+  build.max_num_tokens = static_cast<std::int32_t>(opt.max_num_tokens);
+  std::fprintf(stderr, "[bench] building the engine in %s\n", engine.c_str());
+  RETURN_IF_ERROR(model::BuildEngine(build).status());
+  return engine.string();
+}
+
+// Bytes of weights one batch-1 decode step reads: every matrix, but only one row of the embedding
+// table (unless it doubles as the output projection).
+std::int64_t WeightBytesPerStep(const std::string& engine_dir, const model::EngineConfig& cfg) {
+  std::int64_t total = 0;
+  for (const auto& entry : fs::directory_iterator(engine_dir)) {
+    if (entry.path().extension() == ".safetensors")
+      total += static_cast<std::int64_t>(entry.file_size());
+  }
+  if (!cfg.tie_word_embeddings) {
+    total -= cfg.vocab_size * cfg.hidden_size * static_cast<std::int64_t>(DTypeSize(cfg.dtype));
+  }
+  return total;
+}
+
+// K and V of every layer for `context` positions; the CPU runner keeps the cache in fp32.
+std::int64_t KvBytes(const model::EngineConfig& cfg, double context, std::int64_t bytes_per_value) {
+  return static_cast<std::int64_t>(
+      2.0 * static_cast<double>(cfg.num_layers * cfg.num_kv_heads * cfg.head_dim) * context *
+      static_cast<double>(bytes_per_value));
+}
+
+VecTokens RandomPrompt(SizeType length, SizeType vocab, std::uint64_t seed) {
+  VecTokens ids(static_cast<std::size_t>(length));
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& id : ids) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    id = static_cast<TokenIdType>(1 + x % static_cast<std::uint64_t>(std::max(2, vocab) - 1));
+  }
+  return ids;
+}
+
+struct DecodeResult {
+  double step_ms_median = 0;   // from the executor's iteration stats (generation-only steps)
+  double token_ms_median = 0;  // between streamed tokens, as a client sees it
+  std::int64_t steps = 0;
+};
+
+Result<DecodeResult> MeasureDecode(Executor& ex, const Options& opt) {
+  Request req;
+  req.input_token_ids = RandomPrompt(static_cast<SizeType>(opt.decode_context), ex.vocabSize(), 7);
+  req.max_tokens = static_cast<SizeType>(opt.decode_steps);
+  req.streaming = true;
+  (void)ex.getLatestIterationStats();  // drop earlier iterations
+  ASSIGN_OR_RETURN(IdType id, ex.enqueueRequest(req));
+  std::vector<double> token_times;
+  bool done = false;
+  while (!done) {
+    for (const Response& r : ex.awaitResponses(id, std::chrono::milliseconds(60000))) {
+      if (r.hasError()) return r.error.value();
+      if (!r.result.output_token_ids.empty() && !r.result.output_token_ids[0].empty()) {
+        token_times.push_back(NowSeconds());
+      }
+      done = done || r.isFinal();
+    }
+  }
+  DecodeResult out;
+  std::vector<double> gaps;
+  for (std::size_t i = 1; i < token_times.size(); ++i)
+    gaps.push_back((token_times[i] - token_times[i - 1]) * 1e3);
+  out.token_ms_median = Median(gaps);
+  std::vector<double> steps;
+  for (const IterationStats& s : ex.getLatestIterationStats()) {
+    if (s.num_gen_requests == 1 && s.num_context_requests == 0) steps.push_back(s.iter_latency_ms);
+  }
+  out.steps = static_cast<std::int64_t>(steps.size());
+  out.step_ms_median = Median(steps);
+  return out;
+}
+
+struct ThroughputResult {
+  double seconds = 0;
+  std::int64_t output_tokens = 0;
+  std::vector<double> ttft_ms, tpot_ms;
+};
+
+// Prompts are unique per (shape, request): a repeated prompt would hit the prefix cache and flatter
+// TTFT.
+Result<ThroughputResult> MeasureThroughput(Executor& ex, const Shape& shape,
+                                           std::int64_t num_requests, std::uint64_t seed_base) {
+  std::vector<Request> requests;
+  for (std::int64_t i = 0; i < num_requests; ++i) {
+    Request r;
+    r.input_token_ids =
+        RandomPrompt(shape.input_len, ex.vocabSize(), seed_base + static_cast<std::uint64_t>(i));
+    r.max_tokens = shape.output_len;
+    r.output_config.exclude_input_from_output = true;
+    requests.push_back(std::move(r));
+  }
+  ThroughputResult out;
+  const double t0 = NowSeconds();
+  for (auto& id : ex.enqueueRequests(requests)) RETURN_IF_ERROR(id.status());
+  std::int64_t finished = 0;
+  while (finished < num_requests) {
+    for (const Response& r : ex.awaitResponses(std::chrono::milliseconds(60000))) {
+      if (r.hasError()) return r.error.value();
+      if (!r.isFinal()) continue;
+      ++finished;
+      const ResponseResult& res = r.result;
+      const auto n = static_cast<std::int64_t>(
+          res.output_token_ids.empty() ? 0 : res.output_token_ids[0].size());
+      out.output_tokens += n;
+      out.ttft_ms.push_back(static_cast<double>(res.first_token_time_ns - res.arrival_time_ns) /
+                            1e6);
+      if (n > 1) {
+        out.tpot_ms.push_back(
+            static_cast<double>(res.last_token_time_ns - res.first_token_time_ns) / 1e6 /
+            static_cast<double>(n - 1));
+      }
+    }
+  }
+  out.seconds = NowSeconds() - t0;
+  return out;
+}
+
+Status Run(const Options& opt) {
+  ASSIGN_OR_RETURN(std::vector<Shape> shapes, ParseShapes(opt.shapes));
+  fs::path work;
+  std::string engine_dir = opt.engine_dir;
+  if (engine_dir.empty()) {
+    work = fs::temp_directory_path() /
+           ("inflight-bench-" + opt.preset + "-" + std::to_string(::getpid()));
+    fs::create_directories(work);
+    ASSIGN_OR_RETURN(engine_dir, MakeEngine(opt, shapes, work));
+  }
+  ASSIGN_OR_RETURN(model::EngineConfig cfg, model::LoadEngineConfig(engine_dir));
+
+  double bandwidth = opt.bandwidth_gbps;
+  std::string bandwidth_source = "--bandwidth_gbps";
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (opt.measure_bandwidth || bandwidth <= 0) {
+    bandwidth = MeasureMemcpyGBps(std::size_t{512} << 20, threads, 5);
+    bandwidth_source = "memcpy, 512 MiB, " + std::to_string(threads) + " threads, read+write";
+  }
+
+  ExecutorConfig config;
+  config.scheduler_config.enable_chunked_context = true;
+  config.iter_stats_max_iterations = 100000;
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(engine_dir, config));
+
+  std::cout << "## Engine\n\n"
+            << cfg.architecture_name << ", " << DTypeName(cfg.dtype) << ", hidden "
+            << cfg.hidden_size << ", " << cfg.num_layers << " layers, " << cfg.num_attention_heads
+            << "/" << cfg.num_kv_heads << " heads, head dim " << cfg.head_dim << ", intermediate "
+            << cfg.intermediate_size << ", vocab " << cfg.vocab_size << "; max_batch_size "
+            << ex->maxBatchSize() << ", max_num_tokens " << cfg.build.max_num_tokens
+            << ", chunked context on\n\n";
+
+  // 1. Batch-1 decode against the floor.
+  ASSIGN_OR_RETURN(DecodeResult decode, MeasureDecode(*ex, opt));
+  const std::int64_t weight_bytes = WeightBytesPerStep(engine_dir, cfg);
+  const double mean_context =
+      static_cast<double>(opt.decode_context) + static_cast<double>(opt.decode_steps) / 2.0;
+  const std::int64_t kv_bytes = KvBytes(cfg, mean_context, 4);
+  const double floor_ms = static_cast<double>(weight_bytes + kv_bytes) / (bandwidth * 1e9) * 1e3;
+  std::cout << "## Batch-1 decode (prompt " << opt.decode_context << ", " << opt.decode_steps
+            << " new tokens)\n\n";
+  Table dt({"weight MB/step", "KV MB/step (mean ctx)", "bandwidth GB/s", "floor ms",
+            "median step ms", "median token gap ms", "step / floor", "tok/s"});
+  dt.AddRow({Fmt(static_cast<double>(weight_bytes) / 1e6, 2),
+             Fmt(static_cast<double>(kv_bytes) / 1e6, 3), Fmt(bandwidth, 1), Fmt(floor_ms, 4),
+             Fmt(decode.step_ms_median, 4), Fmt(decode.token_ms_median, 4),
+             Fmt(decode.step_ms_median / floor_ms, 2) + "x",
+             Fmt(decode.token_ms_median > 0 ? 1e3 / decode.token_ms_median : 0, 1)});
+  dt.Print(std::cout);
+  std::cout << "\nBandwidth: " << bandwidth_source << ". Median over " << decode.steps
+            << " generation-only iterations (executor iteration stats).\n\n";
+
+  // 2. Offline throughput.
+  std::cout << "## Offline throughput (" << opt.num_requests << " requests enqueued at once)\n\n";
+  Table tt({"in/out", "requests", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
+            "wall s", "TRT-LLM FP16 H100 tok/s (ref)"});
+  std::uint64_t seed_base = 1000;
+  for (const Shape& s : shapes) {
+    ASSIGN_OR_RETURN(ThroughputResult r, MeasureThroughput(*ex, s, opt.num_requests, seed_base));
+    seed_base += static_cast<std::uint64_t>(opt.num_requests);
+    auto ref = kTrtLlmFp16H100.find({s.input_len, s.output_len});
+    tt.AddRow({std::to_string(s.input_len) + "/" + std::to_string(s.output_len),
+               std::to_string(opt.num_requests),
+               Fmt(static_cast<double>(r.output_tokens) / r.seconds, 1),
+               Fmt(Percentile(r.ttft_ms, 0.5), 2), Fmt(Percentile(r.ttft_ms, 0.99), 2),
+               Fmt(Percentile(r.tpot_ms, 0.5), 3), Fmt(r.seconds, 2),
+               ref == kTrtLlmFp16H100.end() ? "-" : Fmt(ref->second, 0)});
+  }
+  tt.Print(std::cout);
+  std::cout << "\nThe reference column is Llama-3.1-8B FP16 on an H100 (trtllm-bench, v0.13): "
+               "compare only a "
+               "llama-3.1-8b engine on an H100 with it.\n";
+  ex->shutdown();
+  if (!work.empty() && !opt.keep_engine) fs::remove_all(work);
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace inflight::bench
+
+int main(int argc, char** argv) {
+  using inflight::Status;
+  namespace tools = inflight::tools;
+  inflight::bench::Options opt;
+  tools::FlagSet flags(
+      "inflight-bench-executor",
+      "Executor benchmark without a server: batch-1 decode vs the memory floor, TTFT, TPOT "
+      "and offline throughput. Prints markdown tables.");
+  auto str = [](std::string* out) {
+    return [out](const std::string& v) {
+      *out = v;
+      return Status::Ok();
+    };
+  };
+  flags.Add("engine_dir", "DIR",
+            "engine to load (default: build one from --preset in a temp folder)",
+            str(&opt.engine_dir));
+  flags.Add("preset", "NAME", "random checkpoint: tiny (default), small, llama-3.1-8b",
+            str(&opt.preset));
+  flags.Add("dtype", "NAME", "float32 | float16 | bfloat16 (default: the preset's)",
+            str(&opt.dtype));
+  flags.Add("shapes", "LIST", "input/output lengths (default 128/128,128/2048,2048/128,2048/2048)",
+            str(&opt.shapes));
+  flags.Add("num_requests", "N",
+            "requests per shape, all enqueued at once (default 8; use 1000+ on a GPU)",
+            [&](const std::string& v) {
+              return tools::ParseInt("--num_requests", v, 1, 1 << 20, &opt.num_requests);
+            });
+  flags.Add("decode_steps", "N", "batch-1 decode: new tokens (default 64)",
+            [&](const std::string& v) {
+              return tools::ParseInt("--decode_steps", v, 2, 1 << 20, &opt.decode_steps);
+            });
+  flags.Add("decode_context", "N", "batch-1 decode: prompt length (default 128)",
+            [&](const std::string& v) {
+              return tools::ParseInt("--decode_context", v, 1, 1 << 20, &opt.decode_context);
+            });
+  flags.Add("bandwidth_gbps", "GB/s", "bandwidth for the floor (default: measured)",
+            [&](const std::string& v) {
+              return tools::ParseDouble("--bandwidth_gbps", v, 1e-3, 1e6, &opt.bandwidth_gbps);
+            });
+  flags.AddSwitch("measure_bandwidth",
+                  "measure the floor's bandwidth with memcpy (the default without "
+                  "--bandwidth_gbps)",
+                  &opt.measure_bandwidth);
+  flags.Add("max_batch_size", "N", "engine built here: max_batch_size (default 256)",
+            [&](const std::string& v) {
+              return tools::ParseInt("--max_batch_size", v, 1, 1 << 16, &opt.max_batch_size);
+            });
+  flags.Add("max_num_tokens", "N", "engine built here: max_num_tokens (default 8192)",
+            [&](const std::string& v) {
+              return tools::ParseInt("--max_num_tokens", v, 1, 1 << 24, &opt.max_num_tokens);
+            });
+  flags.AddSwitch("keep_engine", "keep the temporary checkpoint and engine", &opt.keep_engine);
+  auto parsed = flags.Parse(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
+    return 2;
+  }
+  if (!parsed.value()) return 0;
+  Status status = inflight::bench::Run(opt);
+  if (!status.ok()) {
+    std::fprintf(stderr, "inflight-bench-executor: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

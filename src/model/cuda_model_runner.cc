@@ -1,0 +1,568 @@
+#include "model/cuda_model_runner.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "common/logging.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cuda/activations.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/paged_attention_context.h"
+#include "kernels/cuda/paged_attention_decode.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope_kv_write.h"
+#include "model/safetensors.h"
+#include "model/transformer_weights.h"
+
+namespace inflight::model {
+namespace {
+
+namespace kc = kernels::cuda;
+
+Status CudaStatus(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::Ok();
+  return Internal(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+#define CUDA_RETURN(expr) RETURN_IF_ERROR(CudaStatus((expr), #expr))
+
+Status CublasStatus(cublasStatus_t st, const char* what) {
+  if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+  return Internal(std::string(what) + ": cuBLASLt status " + std::to_string(static_cast<int>(st)));
+}
+
+std::string MiB(std::int64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
+
+// One device allocation, freed on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { Reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  Status Allocate(std::int64_t bytes) {
+    Reset();
+    if (bytes <= 0) return Status::Ok();
+    CUDA_RETURN(cudaMalloc(&ptr_, static_cast<std::size_t>(bytes)));
+    bytes_ = bytes;
+    return Status::Ok();
+  }
+  void Reset() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  template <typename T = void>
+  T* get() const {
+    return static_cast<T*>(ptr_);
+  }
+  std::int64_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::int64_t bytes_ = 0;
+};
+
+struct DeviceLayer {
+  const void *attn_norm = nullptr, *attn_norm_bias = nullptr, *qkv = nullptr, *qkv_bias = nullptr,
+             *attn_out = nullptr, *attn_out_bias = nullptr, *mlp_norm = nullptr,
+             *mlp_norm_bias = nullptr, *mlp_in = nullptr, *mlp_in_bias = nullptr, *down = nullptr,
+             *down_bias = nullptr;
+};
+
+class CudaModelRunner final : public ModelRunner {
+ public:
+  static Result<std::unique_ptr<CudaModelRunner>> Create(const std::string& engine_dir,
+                                                         const CudaRunnerOptions& options);
+  ~CudaModelRunner() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  const EngineConfig& config() const override { return config_; }
+  std::int64_t num_kv_blocks() const override { return num_blocks_; }
+  const char* device_name() const override { return device_name_.c_str(); }
+  std::int64_t memory_bytes() const override {
+    return weights_buf_.bytes() + kv_buf_.bytes() + workspace_bytes_;
+  }
+  Result<StepOutput> Step(const StepInput& input) override;
+
+ private:
+  CudaModelRunner() = default;
+  Status LoadWeights(const std::string& engine_dir);
+  Status AllocateWorkspace();
+  Status ValidateStep(const StepInput& input) const;
+  Status Norm(void* out, const void* x, void* residual, const void* w, const void* b,
+              std::int64_t rows);
+  Status Linear(void* y, const void* x, const void* w, const void* bias, std::int64_t m,
+                std::int64_t n, std::int64_t k);
+  Status Forward(const StepInput& input, StepOutput& out);
+
+  EngineConfig config_;
+  DType dtype_ = DType::kBFloat16;
+  std::string device_name_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<kc::CublasLtGemm> gemm_;
+
+  DeviceBuffer weights_buf_;
+  const void* embed_ = nullptr;
+  const void* pos_embed_ = nullptr;
+  const void* final_norm_ = nullptr;
+  const void* final_norm_bias_ = nullptr;
+  const void* lm_head_ = nullptr;
+  std::vector<DeviceLayer> layers_;
+  DeviceBuffer inv_freq_;
+
+  std::int64_t num_blocks_ = 0;
+  std::int64_t pool_elems_ = 0;  // one pool (K or V of one layer)
+  DeviceBuffer kv_buf_;
+
+  // Activations for up to max_num_tokens rows; logits in chunks of kLogitChunk rows.
+  static constexpr std::int64_t kLogitChunk = 128;
+  std::int64_t max_tokens_ = 0;
+  DeviceBuffer residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logit_res_,
+      logits_, step_ints_, decode_ws_;
+  std::int64_t workspace_bytes_ = 0;
+  std::mutex step_mutex_;
+};
+
+Status CudaModelRunner::LoadWeights(const std::string& engine_dir) {
+  const std::string path = (std::filesystem::path(engine_dir) / "rank0.safetensors").string();
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+  ASSIGN_OR_RETURN(TransformerWeights w, BindTransformerWeights(config_, *file));
+  const EngineConfig& c = config_;
+  const std::int64_t H = c.hidden_size, q_dim = c.num_attention_heads * c.head_dim;
+  const std::int64_t qkv_rows = c.QkvRows(1), inter = c.intermediate_size;
+  const bool swiglu = c.activation == Activation::kSwiGlu;
+  const std::int64_t mlp_rows = swiglu ? 2 * inter : inter;
+
+  // Every tensor (host pointer, element count), laid out back to back in one device buffer.
+  struct Item {
+    WeightPtr src;
+    std::int64_t n;
+    const void** dst;
+  };
+  std::vector<Item> items;
+  const auto add = [&](WeightPtr p, std::int64_t n, const void** dst) {
+    if (p) items.push_back({p, n, dst});
+  };
+  add(w.embed, c.vocab_size * H, &embed_);
+  add(w.pos_embed, c.max_position_embeddings * H, &pos_embed_);
+  add(w.final_norm, H, &final_norm_);
+  add(w.final_norm_bias, H, &final_norm_bias_);
+  layers_.resize(w.layers.size());
+  for (std::size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    DeviceLayer& d = layers_[i];
+    add(l.attn_norm, H, &d.attn_norm);
+    add(l.attn_norm_bias, H, &d.attn_norm_bias);
+    add(l.qkv, qkv_rows * H, &d.qkv);
+    add(l.qkv_bias, qkv_rows, &d.qkv_bias);
+    add(l.attn_out, H * q_dim, &d.attn_out);
+    add(l.attn_out_bias, H, &d.attn_out_bias);
+    add(l.mlp_norm, H, &d.mlp_norm);
+    add(l.mlp_norm_bias, H, &d.mlp_norm_bias);
+    add(swiglu ? l.gate_up : l.fc, mlp_rows * H, &d.mlp_in);
+    add(swiglu ? l.gate_up_bias : l.fc_bias, mlp_rows, &d.mlp_in_bias);
+    add(l.down, H * inter, &d.down);
+    add(l.down_bias, H, &d.down_bias);
+  }
+  const bool tied = w.lm_head.data == w.embed.data;
+  if (!tied) add(w.lm_head, c.vocab_size * H, &lm_head_);
+
+  const std::int64_t elem = static_cast<std::int64_t>(DTypeSize(dtype_));
+  std::int64_t total = 0;
+  std::vector<std::int64_t> offsets;
+  for (const Item& it : items) {
+    offsets.push_back(total);
+    total += (it.n * elem + 255) / 256 * 256;  // 256-byte aligned for cuBLASLt
+  }
+  std::size_t free_b = 0, total_b = 0;
+  CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
+  if (total > static_cast<std::int64_t>(free_b)) {
+    return Unavailable("not enough device memory for the weights of " + engine_dir + ": need " +
+                       MiB(total) + ", " + MiB(static_cast<std::int64_t>(free_b)) + " free of " +
+                       MiB(static_cast<std::int64_t>(total_b)));
+  }
+  RETURN_IF_ERROR(weights_buf_.Allocate(total));
+  std::vector<float> staging_f;
+  std::vector<std::uint16_t> staging;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    char* dst = weights_buf_.get<char>() + offsets[i];
+    staging_f.resize(static_cast<std::size_t>(it.n));
+    it.src.LoadRange(0, it.n, staging_f.data());
+    staging.resize(static_cast<std::size_t>(it.n));
+    ConvertFromFloat(dtype_, staging_f.data(), staging.data(), staging.size());
+    CUDA_RETURN(cudaMemcpy(dst, staging.data(), staging.size() * 2, cudaMemcpyHostToDevice));
+    *it.dst = dst;
+  }
+  if (tied) lm_head_ = embed_;
+
+  if (c.position_embedding == PositionEmbedding::kRope) {
+    kernels::cpu::RopeParams p;
+    p.head_dim = c.head_dim;
+    p.theta = c.rope_theta;
+    if (c.rope_scaling) {
+      p.llama3 = true;
+      p.factor = c.rope_scaling->factor;
+      p.low_freq_factor = c.rope_scaling->low_freq_factor;
+      p.high_freq_factor = c.rope_scaling->high_freq_factor;
+      p.original_max_position_embeddings =
+          static_cast<double>(c.rope_scaling->original_max_position_embeddings);
+    }
+    std::vector<float> inv(static_cast<std::size_t>(c.head_dim / 2));
+    kernels::cpu::RopeInvFrequencies(p, inv.data());
+    RETURN_IF_ERROR(inv_freq_.Allocate(static_cast<std::int64_t>(inv.size() * sizeof(float))));
+    CUDA_RETURN(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float),
+                           cudaMemcpyHostToDevice));
+  }
+  return Status::Ok();
+}
+
+Status CudaModelRunner::AllocateWorkspace() {
+  const EngineConfig& c = config_;
+  const std::int64_t T = max_tokens_, H = c.hidden_size,
+                     e = static_cast<std::int64_t>(DTypeSize(dtype_));
+  const std::int64_t inter = c.intermediate_size;
+  const bool swiglu = c.activation == Activation::kSwiGlu;
+  const std::int64_t R = kLogitChunk;
+  struct {
+    DeviceBuffer* buf;
+    std::int64_t bytes;
+  } plan[] = {
+      {&residual_, T * H * e},
+      {&normed_, T * H * e},
+      {&hidden_, T * H * e},
+      {&qkv_, T * c.QkvRows(1) * e},
+      {&attn_, T * c.num_attention_heads * c.head_dim * e},
+      {&mlp_, T * (swiglu ? 2 * inter : inter) * e},
+      {&mlp_act_, T * inter * e},
+      {&logit_x_, R * H * e},
+      {&logit_res_, R * H * e},
+      {&logits_, R * c.vocab_size * 4},
+      // query_start, num_cached, token_ids, positions, logit_rows and block tables (grown per step)
+      {&step_ints_, (4 * T + 2 * c.build.max_batch_size + 2) * 4},
+  };
+  workspace_bytes_ = 0;
+  for (auto& p : plan) {
+    RETURN_IF_ERROR(p.buf->Allocate(p.bytes));
+    workspace_bytes_ += p.bytes;
+  }
+  workspace_bytes_ += 32 << 20;  // cuBLASLt workspace
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::string& engine_dir,
+                                                                 const CudaRunnerOptions& options) {
+  if (!(options.kv_cache_free_gpu_mem_fraction > 0.0 &&
+        options.kv_cache_free_gpu_mem_fraction <= 1.0)) {
+    return InvalidArgument("kv_cache_free_gpu_mem_fraction " +
+                           std::to_string(options.kv_cache_free_gpu_mem_fraction) +
+                           " is not in (0, 1]");
+  }
+  std::unique_ptr<CudaModelRunner> r(new CudaModelRunner());
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count <= options.device) {
+    return Unavailable("CUDA device " + std::to_string(options.device) + " requested, but " +
+                       std::to_string(count) + " device(s) are visible");
+  }
+  r->device_ = options.device;
+  CUDA_RETURN(cudaSetDevice(r->device_));
+  cudaDeviceProp prop{};
+  CUDA_RETURN(cudaGetDeviceProperties(&prop, r->device_));
+  r->device_name_ = "cuda:" + std::to_string(r->device_);
+  CUDA_RETURN(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
+
+  ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
+  const EngineConfig& c = r->config_;
+  if (c.tp_size != 1 || c.pp_size != 1) {
+    return Unsupported("the CUDA runner runs tp_size 1, pp_size 1 engines; this one has tp_size " +
+                       std::to_string(c.tp_size) + ", pp_size " + std::to_string(c.pp_size));
+  }
+  if (c.head_dim != 64 && c.head_dim != 80 && c.head_dim != 96 && c.head_dim != 128) {
+    return Unsupported("head_dim " + std::to_string(c.head_dim) +
+                       " has no CUDA attention kernel; accepted: 64, 80, 96, 128");
+  }
+  r->dtype_ = c.dtype == DType::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
+  if (c.dtype == DType::kFloat32) LOG_INFO("cuda model runner: fp32 engine runs in bfloat16");
+  r->max_tokens_ = std::max<std::int64_t>(c.build.max_num_tokens, c.build.max_batch_size);
+
+  r->gemm_ = std::make_unique<kc::CublasLtGemm>();
+  RETURN_IF_ERROR(CublasStatus(r->gemm_->status(), "cuBLASLt init"));
+  RETURN_IF_ERROR(r->LoadWeights(engine_dir));
+  RETURN_IF_ERROR(r->AllocateWorkspace());
+
+  const std::int64_t tpb = c.build.tokens_per_block;
+  const std::int64_t elem = static_cast<std::int64_t>(DTypeSize(r->dtype_));
+  const std::int64_t block_bytes_all_layers =
+      2 * c.num_layers * c.num_kv_heads * tpb * c.head_dim * elem;
+  std::size_t free_b = 0, total_b = 0;
+  CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
+  const auto budget = static_cast<std::int64_t>(static_cast<double>(free_b) *
+                                                options.kv_cache_free_gpu_mem_fraction);
+  std::int64_t blocks = budget / block_bytes_all_layers;
+  if (options.max_kv_tokens > 0) blocks = std::min(blocks, options.max_kv_tokens / tpb);
+  if (blocks < 1) {
+    return Unavailable("not enough device memory for the KV cache: weights " +
+                       MiB(r->weights_buf_.bytes()) + ", activations " + MiB(r->workspace_bytes_) +
+                       ", " + MiB(static_cast<std::int64_t>(free_b)) + " free x fraction " +
+                       std::to_string(options.kv_cache_free_gpu_mem_fraction) + " = " +
+                       MiB(budget) + ", one KV block (all layers) needs " +
+                       std::to_string(block_bytes_all_layers) + " bytes; max_kv_tokens " +
+                       std::to_string(options.max_kv_tokens));
+  }
+  r->num_blocks_ = blocks;
+  r->pool_elems_ = blocks * c.num_kv_heads * tpb * c.head_dim;
+  RETURN_IF_ERROR(r->kv_buf_.Allocate(blocks * block_bytes_all_layers));
+  LOG_INFO(
+      "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} blocks x {} tokens = {} "
+      "tokens ({}), activation workspace {}",
+      r->device_name_, prop.name, c.architecture_name, c.num_layers, MiB(r->weights_buf_.bytes()),
+      blocks, tpb, blocks * tpb, MiB(r->kv_buf_.bytes()), MiB(r->workspace_bytes_));
+  return r;
+}
+
+Status CudaModelRunner::ValidateStep(const StepInput& input) const {
+  const std::int64_t tpb = config_.build.tokens_per_block;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < input.sequences.size(); ++i) {
+    const SequenceStep& s = input.sequences[i];
+    const std::string who =
+        "sequence " + std::to_string(i) + " (seq_id " + std::to_string(s.seq_id) + "): ";
+    if (s.tokens.empty())
+      return InvalidArgument(who + "tokens is empty; at least 1 token is needed");
+    if (s.num_cached < 0) {
+      return InvalidArgument(who + "num_cached is " + std::to_string(s.num_cached) +
+                             ", must be >= 0");
+    }
+    total += static_cast<std::int64_t>(s.tokens.size());
+    const std::int64_t end =
+        static_cast<std::int64_t>(s.num_cached) + static_cast<std::int64_t>(s.tokens.size());
+    if (config_.position_embedding == PositionEmbedding::kLearned &&
+        end > config_.max_position_embeddings) {
+      return InvalidArgument(who + "last position " + std::to_string(end - 1) +
+                             " is past max_position_embeddings " +
+                             std::to_string(config_.max_position_embeddings));
+    }
+    for (std::size_t t = 0; t < s.tokens.size(); ++t) {
+      if (s.tokens[t] < 0 || s.tokens[t] >= config_.vocab_size) {
+        return InvalidArgument(who + "token " + std::to_string(t) + " is id " +
+                               std::to_string(s.tokens[t]) + ", must be in [0, " +
+                               std::to_string(config_.vocab_size) + ")");
+      }
+    }
+    const std::int64_t blocks_needed = (end + tpb - 1) / tpb;
+    if (static_cast<std::int64_t>(s.block_table.size()) < blocks_needed) {
+      return InvalidArgument(who + "block_table has " + std::to_string(s.block_table.size()) +
+                             " blocks but positions [0, " + std::to_string(end) + ") need " +
+                             std::to_string(blocks_needed));
+    }
+    for (std::int64_t b = 0; b < blocks_needed; ++b) {
+      if (s.block_table[static_cast<std::size_t>(b)] < 0 ||
+          s.block_table[static_cast<std::size_t>(b)] >= num_blocks_) {
+        return InvalidArgument(who + "block_table[" + std::to_string(b) + "] is " +
+                               std::to_string(s.block_table[static_cast<std::size_t>(b)]) +
+                               ", must be in [0, " + std::to_string(num_blocks_) + ")");
+      }
+    }
+  }
+  if (total > max_tokens_) {
+    return InvalidArgument("the step has " + std::to_string(total) +
+                           " tokens; the engine's max_num_tokens is " +
+                           std::to_string(max_tokens_));
+  }
+  return Status::Ok();
+}
+
+Status CudaModelRunner::Norm(void* out, const void* x, void* residual, const void* w, const void* b,
+                             std::int64_t rows) {
+  if (config_.norm == NormKind::kRmsNorm) {
+    return CudaStatus(kc::RmsNorm(out, x, residual, w, dtype_, rows, config_.hidden_size,
+                                  config_.norm_eps, stream_),
+                      "RmsNorm");
+  }
+  return CudaStatus(kc::LayerNorm(out, x, residual, w, b, dtype_, rows, config_.hidden_size,
+                                  config_.norm_eps, stream_),
+                    "LayerNorm");
+}
+
+Status CudaModelRunner::Linear(void* y, const void* x, const void* w, const void* bias,
+                               std::int64_t m, std::int64_t n, std::int64_t k) {
+  return CublasStatus(gemm_->Linear(y, dtype_, n, x, k, w, bias, dtype_, m, n, k, stream_),
+                      "Linear");
+}
+
+Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
+  const EngineConfig& c = config_;
+  const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
+  // Host side of the page-table format (kernels/cuda/paged_batch.h), sent in one copy.
+  std::int32_t max_blocks = 1, max_q = 0, max_kv = 0;
+  for (const auto& s : input.sequences) {
+    max_blocks = std::max(max_blocks, static_cast<std::int32_t>(s.block_table.size()));
+    max_q = std::max(max_q, static_cast<std::int32_t>(s.tokens.size()));
+    max_kv = std::max(max_kv, s.num_cached + static_cast<std::int32_t>(s.tokens.size()));
+  }
+  std::vector<std::int32_t> query_start{0}, num_cached, token_ids, positions, logit_rows, tables;
+  tables.assign(static_cast<std::size_t>(num_seqs) * static_cast<std::size_t>(max_blocks), 0);
+  for (std::int32_t i = 0; i < num_seqs; ++i) {
+    const SequenceStep& s = input.sequences[static_cast<std::size_t>(i)];
+    const std::int32_t first = query_start.back();
+    const auto n = static_cast<std::int32_t>(s.tokens.size());
+    query_start.push_back(first + n);
+    num_cached.push_back(s.num_cached);
+    std::copy(s.block_table.begin(), s.block_table.end(),
+              tables.begin() + static_cast<std::ptrdiff_t>(i) * max_blocks);
+    for (std::int32_t t = 0; t < n; ++t) {
+      token_ids.push_back(s.tokens[static_cast<std::size_t>(t)]);
+      positions.push_back(s.num_cached + t);
+    }
+    out.row_begin.push_back(static_cast<std::int32_t>(logit_rows.size()));
+    if (s.logits == SequenceStep::Logits::kLast) {
+      logit_rows.push_back(first + n - 1);
+    } else if (s.logits == SequenceStep::Logits::kAll) {
+      for (std::int32_t t = 0; t < n; ++t) logit_rows.push_back(first + t);
+    }
+  }
+  const std::int32_t T = query_start.back();
+  std::vector<std::int32_t> ints;
+  const auto append = [&](const std::vector<std::int32_t>& v) {
+    const std::size_t at = ints.size();
+    ints.insert(ints.end(), v.begin(), v.end());
+    return at;
+  };
+  const std::size_t o_qs = append(query_start), o_nc = append(num_cached),
+                    o_tok = append(token_ids), o_pos = append(positions),
+                    o_rows = append(logit_rows), o_tab = append(tables);
+  if (static_cast<std::int64_t>(ints.size() * 4) > step_ints_.bytes()) {
+    RETURN_IF_ERROR(step_ints_.Allocate(static_cast<std::int64_t>(ints.size() * 4) * 2));
+  }
+  auto* d_ints = step_ints_.get<std::int32_t>();
+  CUDA_RETURN(
+      cudaMemcpyAsync(d_ints, ints.data(), ints.size() * 4, cudaMemcpyHostToDevice, stream_));
+
+  kc::PagedBatch batch;
+  batch.num_seqs = num_seqs;
+  batch.num_tokens = T;
+  batch.max_query_len = max_q;
+  batch.max_kv_len = max_kv;
+  batch.query_start = d_ints + o_qs;
+  batch.num_cached = d_ints + o_nc;
+  batch.block_tables = d_ints + o_tab;
+  batch.max_blocks_per_seq = max_blocks;
+  const kc::PagedKvShape shape{c.num_kv_heads, c.build.tokens_per_block, c.head_dim};
+  const bool decode_only = max_q == 1;
+
+  const std::int64_t H = c.hidden_size, hd = c.head_dim, nq = c.num_attention_heads,
+                     nkv = c.num_kv_heads;
+  const std::int64_t q_dim = nq * hd, qkv_dim = c.QkvRows(1), inter = c.intermediate_size;
+  const bool swiglu = c.activation == Activation::kSwiGlu;
+  const std::int64_t e = static_cast<std::int64_t>(DTypeSize(dtype_));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+
+  CUDA_RETURN(kc::EmbeddingGather(residual_.get(), d_ints + o_tok, T, embed_, H, pos_embed_,
+                                  d_ints + o_pos, dtype_, stream_));
+  std::int32_t partition = 0;
+  if (decode_only) {
+    partition = kc::DecodePartitionTokens(batch, nkv);
+    const auto ws =
+        static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(batch, nq, hd, partition));
+    if (ws > decode_ws_.bytes()) RETURN_IF_ERROR(decode_ws_.Allocate(ws));
+  }
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const DeviceLayer& l = layers_[i];
+    if (i == 0) {
+      RETURN_IF_ERROR(
+          Norm(normed_.get(), residual_.get(), nullptr, l.attn_norm, l.attn_norm_bias, T));
+    } else {
+      RETURN_IF_ERROR(
+          Norm(normed_.get(), hidden_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
+    }
+    RETURN_IF_ERROR(Linear(qkv_.get(), normed_.get(), l.qkv, l.qkv_bias, T, qkv_dim, H));
+    char* q = qkv_.get<char>();
+    char* k = q + q_dim * e;
+    char* v = k + nkv * hd * e;
+    char* k_pool = kv_buf_.get<char>() + static_cast<std::int64_t>(2 * i) * pool_elems_ * e;
+    char* v_pool = k_pool + pool_elems_ * e;
+    CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape,
+                                inv_freq_.get<float>(), dtype_, stream_));
+    if (decode_only) {
+      CUDA_RETURN(kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, batch, shape,
+                                           nq, scale, dtype_, partition, decode_ws_.get(),
+                                           static_cast<std::size_t>(decode_ws_.bytes()), stream_));
+    } else {
+      CUDA_RETURN(kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, batch, shape,
+                                            nq, scale, dtype_, stream_));
+    }
+    RETURN_IF_ERROR(Linear(hidden_.get(), attn_.get(), l.attn_out, l.attn_out_bias, T, H, q_dim));
+    RETURN_IF_ERROR(
+        Norm(normed_.get(), hidden_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
+    if (swiglu) {
+      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, 2 * inter, H));
+      CUDA_RETURN(kc::SwiGlu(mlp_act_.get(), mlp_.get(), dtype_, T, inter, stream_));
+    } else {
+      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, inter, H));
+      CUDA_RETURN(kc::GeluNew(mlp_act_.get(), mlp_.get(), dtype_, T * inter, stream_));
+    }
+    RETURN_IF_ERROR(Linear(hidden_.get(), mlp_act_.get(), l.down, l.down_bias, T, H, inter));
+  }
+
+  // Only the wanted rows go through the final norm and lm_head, kLogitChunk rows at a time: the
+  // row gather is the embedding kernel with the activations as its table.
+  const auto R = static_cast<std::int64_t>(logit_rows.size());
+  out.logits.resize(static_cast<std::size_t>(R * c.vocab_size));
+  for (std::int64_t r0 = 0; r0 < R; r0 += kLogitChunk) {
+    const std::int64_t n = std::min(kLogitChunk, R - r0);
+    const std::int32_t* rows = d_ints + o_rows + r0;
+    CUDA_RETURN(kc::EmbeddingGather(logit_x_.get(), rows, n, hidden_.get(), H, nullptr, nullptr,
+                                    dtype_, stream_));
+    CUDA_RETURN(kc::EmbeddingGather(logit_res_.get(), rows, n, residual_.get(), H, nullptr, nullptr,
+                                    dtype_, stream_));
+    RETURN_IF_ERROR(
+        Norm(logit_x_.get(), logit_x_.get(), logit_res_.get(), final_norm_, final_norm_bias_, n));
+    RETURN_IF_ERROR(
+        CublasStatus(gemm_->Linear(logits_.get(), DType::kFloat32, c.vocab_size, logit_x_.get(), H,
+                                   lm_head_, nullptr, dtype_, n, c.vocab_size, H, stream_),
+                     "lm_head"));
+    CUDA_RETURN(cudaMemcpyAsync(out.logits.data() + r0 * c.vocab_size, logits_.get(),
+                                static_cast<std::size_t>(n * c.vocab_size) * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream_));
+  }
+  CUDA_RETURN(cudaStreamSynchronize(stream_));
+  return Status::Ok();
+}
+
+Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  RETURN_IF_ERROR(ValidateStep(input));
+  CUDA_RETURN(cudaSetDevice(device_));
+  StepOutput out;
+  out.vocab_size = config_.vocab_size;
+  if (input.sequences.empty()) return out;
+  RETURN_IF_ERROR(Forward(input, out));
+  return out;
+}
+
+}  // namespace
+
+bool CudaDeviceAvailable() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const std::string& engine_dir,
+                                                           const CudaRunnerOptions& options) {
+  ASSIGN_OR_RETURN(auto runner, CudaModelRunner::Create(engine_dir, options));
+  return std::unique_ptr<ModelRunner>(std::move(runner));
+}
+
+}  // namespace inflight::model

@@ -1,0 +1,29 @@
+// The CUDA ModelRunner: weights, KV pools and activations in device memory (fp16 or bf16), the
+// forward pass from kernels/cuda, logits copied to the host per the StepOutput contract.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/model_runner.h"
+
+namespace inflight::model {
+
+struct CudaRunnerOptions {
+  // KV pool: at most max_kv_tokens tokens (0: no token cap) and at most this fraction of the
+  // device memory free after weights and activations are allocated. Valid range (0, 1].
+  double kv_cache_free_gpu_mem_fraction = 0.9;
+  std::int64_t max_kv_tokens = 0;
+  int device = 0;  // CUDA device ordinal
+};
+
+// Loads <engine_dir>/config.json and rank0.safetensors onto the device. fp32 engines run in bf16.
+// Errors: no device, or not enough device memory (the message gives weights, activations and free
+// bytes).
+Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const std::string& engine_dir,
+                                                           const CudaRunnerOptions& options);
+
+// True when a CUDA device is visible (for device "auto").
+bool CudaDeviceAvailable();
+
+}  // namespace inflight::model

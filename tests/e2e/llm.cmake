@@ -1,0 +1,34 @@
+# End-to-end tests of the LLM repository: tools/prepare_demo.sh makes a random-weight GPT-2 engine and fills
+# all_models/inflight_batcher_llm with fill_template.py (once for default settings, once with a 10-block KV
+# cache under max_utilization), then test_llm_ensemble.py and test_llm_repository.py talk to inflight-server.
+if(NOT TARGET inflight-server OR NOT TARGET triton_inflight OR NOT TARGET triton_inflight_tokenizer
+   OR NOT TARGET make_checkpoint OR NOT TARGET inflight-build)
+  message(STATUS "e2e: the LLM tests need inflight-server, both backends and the model tools")
+  return()
+endif()
+
+set(_llm_work ${PROJECT_BINARY_DIR}/e2e_llm)
+set(_tokenizer ${PROJECT_SOURCE_DIR}/.testdata/gpt2)
+add_test(NAME e2e_llm_prepare_repos
+  COMMAND sh -c "set -e; t=\${INFLIGHT_TEST_DATA:+\$INFLIGHT_TEST_DATA/gpt2}; t=\${t:-$2}; \
+\"$0\" \"$1\" \"$t\" \"$3/default\"; \
+\"$0\" \"$1\" \"$t\" \"$3/tiny_kv\" max_tokens_in_paged_kv_cache:640,batch_scheduler_policy:max_utilization"
+    ${PROJECT_SOURCE_DIR}/tools/prepare_demo.sh $<TARGET_FILE_DIR:make_checkpoint> ${_tokenizer} ${_llm_work})
+set_tests_properties(e2e_llm_prepare_repos PROPERTIES
+  FIXTURES_SETUP llm_repos FIXTURES_REQUIRED testdata LABELS e2e TIMEOUT 300)
+
+set(_llm_env
+  "INFLIGHT_SERVER=$<TARGET_FILE:inflight-server>"
+  "INFLIGHT_BACKEND_DIR=${PROJECT_BINARY_DIR}/backends"
+  "INFLIGHT_LLM_REPO=${_llm_work}/default/triton_model_repo"
+  "INFLIGHT_LLM_TINY_KV_REPO=${_llm_work}/tiny_kv/triton_model_repo"
+  "INFLIGHT_LLM_ENGINE=${_llm_work}/default/engine"
+  "INFLIGHT_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+  "PYTHONDONTWRITEBYTECODE=1")
+foreach(_test test_llm_ensemble test_llm_repository)
+  add_test(NAME e2e_${_test}
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v ${_test}
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+  set_tests_properties(e2e_${_test} PROPERTIES
+    LABELS e2e TIMEOUT 600 ENVIRONMENT "${_llm_env}" FIXTURES_REQUIRED llm_repos)
+endforeach()

@@ -1,0 +1,62 @@
+"""The tensorrt_llm template, filled as NVIDIA's README fills it, loads into inflight-server; what is wrong
+with it is reported per model with a clear reason, and the rest of the repository still serves."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import inflight_client as ic
+
+SRC = os.environ["INFLIGHT_SOURCE_DIR"]
+TEMPLATE = os.path.join(SRC, "all_models", "inflight_batcher_llm", "tensorrt_llm")
+README_SUBS = ("triton_backend:inflight,triton_max_batch_size:64,decoupled_mode:False,max_beam_width:1,"
+               "engine_dir:{engine},max_tokens_in_paged_kv_cache:2560,max_attention_window_size:2560,"
+               "kv_cache_free_gpu_mem_fraction:0.5,exclude_input_in_output:True,enable_kv_cache_reuse:False,"
+               "batching_strategy:{strategy},max_queue_delay_microseconds:0,"
+               "encoder_input_features_data_type:TYPE_FP16,logits_datatype:TYPE_FP32")
+
+
+def make_model(repo, name, engine, strategy):
+    model = os.path.join(repo, name)
+    shutil.copytree(TEMPLATE, model)
+    config = os.path.join(model, "config.pbtxt")
+    subprocess.run([sys.executable, os.path.join(SRC, "tools", "fill_template.py"), "-i", config,
+                    README_SUBS.format(engine=engine, strategy=strategy)], check=True)
+    with open(config) as f:
+        text = f.read()
+    with open(config, "w") as f:  # the folder name is the model name
+        f.write(text.replace('name: "tensorrt_llm"', f'name: "{name}"'))
+
+
+class RepositoryTest(unittest.TestCase):
+    def test_readme_fill_reports_only_what_is_missing(self):
+        with tempfile.TemporaryDirectory() as repo:
+            missing = os.path.join(repo, "no_engine_here")
+            make_model(repo, "llm_missing_engine", missing, "inflight_fused_batching")
+            make_model(repo, "llm_bad_strategy", os.environ["INFLIGHT_LLM_ENGINE"], "foo")
+            make_model(repo, "llm_good", os.environ["INFLIGHT_LLM_ENGINE"], "inflight_fused_batching")
+            server = ic.InflightServer(model_repository=repo, wait_ready=False,
+                                       backend_directory=os.environ["INFLIGHT_BACKEND_DIR"]).start()
+            try:
+                status, models = ic.post_json(server.http_port, "/v2/repository/index", {})
+                self.assertEqual(status, 200, models)
+                index = {m["name"]: m for m in models}
+                self.assertEqual(index["llm_good"]["state"], "READY")
+                self.assertEqual(index["llm_missing_engine"]["state"], "UNAVAILABLE")
+                self.assertIn(missing, index["llm_missing_engine"]["reason"])
+                self.assertEqual(index["llm_bad_strategy"]["state"], "UNAVAILABLE")
+                self.assertIn('Invalid gpt_model_type "foo". Must be v1/inflight_batching/inflight_fused_batching.',
+                              index["llm_bad_strategy"]["reason"])
+                # The good model serves (not decoupled: one response).
+                status, out = ic.post_json(server.http_port, "/v2/models/llm_good/generate",
+                                           {"input_ids": [[1, 2, 3]], "input_lengths": [3], "request_output_len": [4]})
+                self.assertEqual(status, 200, out)
+                self.assertEqual(len(out["output_ids"]), 4)
+            finally:
+                self.assertEqual(server.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

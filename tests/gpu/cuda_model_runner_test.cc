@@ -1,0 +1,103 @@
+// The CUDA runner against the CPU runner on the same random-weight engines (bf16 and fp16 weights):
+// a prompt step, then decode steps, with logits compared relative to their scale. Built only in the
+// main build (it needs the engine loader); skipped without a device.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "gpu_test_util.h"
+#include "model/checkpoint_converter.h"
+#include "model/cuda_model_runner.h"
+#include "model/random_checkpoint.h"
+
+namespace inflight::gpu_test {
+namespace {
+
+std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_dim) {
+  const auto root =
+      std::filesystem::temp_directory_path() /
+      ("inflight_gpu_runner_" + arch + "_" + DTypeName(dtype) + "_" + std::to_string(Seed()));
+  model::RandomCheckpointOptions ck;
+  ck.arch = arch;
+  ck.hidden_size = 4 * head_dim;
+  ck.num_heads = 4;
+  ck.num_kv_heads = arch == "gpt2" ? 4 : 2;
+  if (arch != "gpt2") ck.head_dim = head_dim;  // gpt2: hidden / heads
+  ck.intermediate_size = 300;
+  ck.vocab_size = 1111;
+  ck.dtype = dtype;
+  ck.seed = Seed();
+  ck.init_std = 0.05;
+  auto written = model::WriteRandomCheckpoint(ck, (root / "hf").string());
+  GPU_CHECK(written.ok(), written.status().ToString());
+  model::BuildOptions b;
+  b.checkpoint_dir = (root / "hf").string();
+  b.output_dir = (root / "engine").string();
+  b.dtype = dtype;
+  b.max_batch_size = 8;
+  b.max_num_tokens = 512;
+  b.tokens_per_block = 16;
+  auto built = model::BuildEngine(b);
+  GPU_CHECK(built.ok(), built.status().ToString());
+  return b.output_dir;
+}
+
+void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim) {
+  const std::string name =
+      "runner " + arch + " " + Describe(dtype) + " hd=" + std::to_string(head_dim);
+  const std::string engine = MakeEngine(arch, dtype, head_dim);
+  model::RunnerOptions cpu_opts;
+  cpu_opts.max_kv_tokens = 64 * 16;
+  auto cpu = model::CreateCpuModelRunner(engine, cpu_opts);
+  GPU_CHECK(cpu.ok(), cpu.status().ToString());
+  model::CudaRunnerOptions gpu_opts;
+  gpu_opts.max_kv_tokens = 64 * 16;
+  auto gpu = model::CreateCudaModelRunner(engine, gpu_opts);
+  GPU_CHECK(gpu.ok(), gpu.status().ToString());
+
+  // Two sequences with shuffled blocks: a 37-token prompt (all logits) and a 5-token prompt.
+  std::vector<std::int32_t> blocks(64);
+  for (int i = 0; i < 64; ++i) blocks[static_cast<std::size_t>(i)] = i;
+  std::shuffle(blocks.begin(), blocks.end(), Rng());
+  model::StepInput step;
+  std::uniform_int_distribution<int> tok(0, 1110);
+  for (int len : {37, 5}) {
+    model::SequenceStep s;
+    for (int i = 0; i < len; ++i) s.tokens.push_back(tok(Rng()));
+    const std::size_t first = step.sequences.size() * 8;
+    s.block_table.assign(blocks.begin() + static_cast<std::ptrdiff_t>(first),
+                         blocks.begin() + static_cast<std::ptrdiff_t>(first + 8));
+    s.logits = len == 37 ? model::SequenceStep::Logits::kAll : model::SequenceStep::Logits::kLast;
+    step.sequences.push_back(s);
+  }
+  for (int round = 0; round < 4; ++round) {
+    auto want = (*cpu)->Step(step);
+    auto got = (*gpu)->Step(step);
+    GPU_CHECK(want.ok(), want.status().ToString());
+    GPU_CHECK(got.ok(), got.status().ToString());
+    GPU_CHECK(got->row_begin == want->row_begin, name + ": row_begin differs");
+    float scale = 0.0f;
+    for (float x : want->logits) scale = std::max(scale, std::fabs(x));
+    // Activations are rounded to dtype at every op on the device, kept fp32 on the CPU.
+    ExpectClose(name + " step " + std::to_string(round), got->logits, want->logits, 0.05f * scale,
+                0.0f);
+    // Next: one decode token per sequence.
+    for (auto& s : step.sequences) {
+      s.num_cached += static_cast<std::int32_t>(s.tokens.size());
+      s.tokens = {tok(Rng())};
+      s.logits = model::SequenceStep::Logits::kLast;
+    }
+  }
+}
+
+GPU_TEST(CudaRunnerMatchesCpuRunner) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    CompareRunners("llama", dtype, 64);
+    CompareRunners("gpt2", dtype, 64);
+    CompareRunners("qwen2", dtype, 128);
+  }
+}
+
+}  // namespace
+}  // namespace inflight::gpu_test

@@ -1,0 +1,649 @@
+#!/usr/bin/env python3
+"""Benchmark a served LLM over HTTP: offline (all requests at once) or at a request rate.
+
+Command-line compatible with NVIDIA tensorrtllm_backend's tools/inflight_batcher_llm/benchmark_core_model.py
+and printing the same lines and table, with Python 3's standard library only:
+
+    benchmark_core_model.py --max-input-len 1024 --num-requests 500 \\
+        token-norm-dist --input-mean 256 --input-stdev 0 --output-mean 256 --output-stdev 0
+    benchmark_core_model.py --max-input-len 1024 dataset --dataset data.json [--tokenizer-dir DIR]
+    benchmark_core_model.py --max-input-len 1024 token-from-histogram --histogram-key example
+
+Workloads
+  token-norm-dist, token-from-histogram: random token ids (below --vocab-size) POSTed to
+    /v2/models/<model>/generate of the LLM model itself (default tensorrt_llm) as
+    {"input_ids": [...], "input_lengths": n, "request_output_len": m, "end_id": -1}; end_id -1 never
+    matches, so every request generates exactly m tokens (NVIDIA's script sends the same).
+  dataset: a JSON list of {"input", "instruction"?, "output"} (NVIDIA's format; the prompt is input + " " +
+    instruction) or ShareGPT-like {"conversations": [{"from": "human", "value"}, {"from": "gpt", ...}]}.
+    The output length asked for is words(output) * --op-tokens-per-word.
+    Without --tokenizer-dir the prompts go as text to the ensemble ({"text_input", "max_tokens"}) and
+      lengths are in WORDS (whitespace-split), an approximation of tokens; non-streaming output counts are
+      the lengths asked for, streaming ones count the events received (one per token).
+    With --tokenizer-dir (this client has no tokenizer of its own) each prompt is tokenized once, before
+      timing, by the server's preprocessing model (which must be configured with that tokenizer_dir), and
+      the ids go to the LLM model as in the token workloads: counts are exact.
+
+Output: "[INFO] Warm up for benchmarking.", "[INFO] Start benchmarking on N prompts.",
+"[INFO] Total Latency: X ms", "[INFO] Total request latencies: X ms" and the table of NVIDIA's script.
+Latencies are per request, from send to the last byte; P99/P90 are nearest-rank percentiles. Ours:
+"Avg. InFlight requests" is measured (sum of latencies / total time; NVIDIA's prints 0); with --decoupled
+(requests go to /generate_stream) TTFT avg/p50/p99 and TPOT ((last - first token) / (tokens - 1)) rows.
+--plot FILE.svg writes latency over time and a latency histogram; --dump-perfetto-trace writes a trace
+(NVIDIA's names it prfetto_dump.json; ours defaults to perfetto_dump.json); --op-stats-csv appends a row.
+Only -i http is served (inflight-server has no gRPC endpoint).
+"""
+import argparse
+import csv
+import http.client
+import json
+import math
+import queue
+import random
+import sys
+import threading
+import time
+import urllib.parse
+
+# Token-length histograms for token-from-histogram: "<key>_ip" / "<key>_op" → (bucket upper edges,
+# counts). Each count draws that many lengths uniformly in (previous edge, edge].
+HISTOGRAMS = {
+    "example_ip": ([64, 128, 256, 512, 1024], [10, 40, 30, 15, 5]),
+    "example_op": ([16, 64, 128, 256, 512], [20, 35, 25, 15, 5]),
+}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Workloads
+
+
+class Prompt:
+    """One request to send: token ids (token mode) or text (ensemble mode)."""
+
+    def __init__(self, input_len, output_len, input_ids=None, text=None):
+        self.input_len = input_len
+        self.output_len = output_len
+        self.input_ids = input_ids
+        self.text = text
+
+
+def norm_dist_lengths(rng, mean, stdev, count):
+    return [max(1, math.ceil(rng.gauss(mean, stdev))) for _ in range(count)]
+
+
+def histogram_lengths(rng, key, histograms=HISTOGRAMS):
+    if key not in histograms:
+        keys = sorted({k.rsplit("_", 1)[0] for k in histograms})
+        raise SystemExit(f"--histogram-key: no histogram \"{key}\"; known keys: {', '.join(keys)}")
+    edges, counts = histograms[key]
+    lengths = []
+    lower = 0
+    for edge, count in zip(edges, counts):
+        lengths += [rng.randint(lower + 1, edge) for _ in range(count)]
+        lower = edge
+    rng.shuffle(lengths)
+    return lengths
+
+
+def random_ids(rng, length, vocab_size):
+    # Id 0 is often padding or <unk>; any other id below the vocabulary is a valid prompt token.
+    return [rng.randrange(1, vocab_size) for _ in range(length)]
+
+
+def read_dataset(path):
+    """(prompt, expected output) pairs from NVIDIA's {"input","instruction","output"} list or ShareGPT."""
+    with open(path, "r", encoding="utf-8") as f:
+        data = json.load(f)
+    if isinstance(data, dict):
+        data = data.get("data") or data.get("samples") or list(data.values())
+    pairs = []
+    for item in data:
+        if "conversations" in item:
+            turns = item["conversations"]
+            if len(turns) >= 2:
+                pairs.append((turns[0].get("value", ""), turns[1].get("value", "")))
+        elif "input" in item:
+            prompt = item["input"]
+            if item.get("instruction"):
+                prompt += " " + item["instruction"]
+            pairs.append((prompt, item.get("output", "")))
+    if not pairs:
+        raise SystemExit(f"--dataset {path}: no prompts found; expected a JSON list of "
+                         "{\"input\", \"instruction\"?, \"output\"} or {\"conversations\": [...]} items")
+    return pairs
+
+
+# ----------------------------------------------------------------------------------------------------
+# HTTP
+
+
+def parse_url(url):
+    if "://" not in url:
+        url = "http://" + url
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme != "http":
+        raise SystemExit(f"-u {url}: only http:// URLs are supported")
+    return parsed.hostname or "localhost", parsed.port or 8000
+
+
+class RequestRecord:
+    def __init__(self, index, prompt):
+        self.index = index
+        self.prompt = prompt
+        self.start = 0.0  # time.perf_counter() seconds
+        self.end = 0.0
+        self.first_token = None
+        self.output_tokens = 0
+        self.error = None
+
+    @property
+    def latency_ms(self):
+        return (self.end - self.start) * 1000.0
+
+
+class Client:
+    """One keep-alive connection; each worker thread owns one."""
+
+    def __init__(self, host, port, timeout=600.0):
+        self.host, self.port, self.timeout = host, port, timeout
+        self.conn = None
+
+    def _connection(self):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        return self.conn
+
+    def post(self, path, body):
+        """(status, response object); the caller reads the body before the next post."""
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
+        for attempt in range(2):
+            conn = self._connection()
+            try:
+                conn.request("POST", path, body=data, headers=headers)
+                response = conn.getresponse()
+                return response.status, response
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                # The server closed an idle keep-alive connection: reconnect once.
+                self.close()
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def count_ids(value):
+    if isinstance(value, list):
+        return sum(count_ids(v) for v in value)
+    return 0 if value is None or value == -1 else 1
+
+
+class Sender:
+    """Turns a Prompt into a request body and counts the output tokens of the reply."""
+
+    def __init__(self, models, decoupled, exclude_input_in_output, text_mode):
+        self.models = models
+        self.decoupled = decoupled
+        self.exclude_input_in_output = exclude_input_in_output
+        self.text_mode = text_mode
+
+    def body(self, prompt):
+        if self.text_mode:
+            return {"text_input": prompt.text, "max_tokens": prompt.output_len, "stream": self.decoupled}
+        body = {"input_ids": prompt.input_ids, "input_lengths": prompt.input_len,
+                "request_output_len": prompt.output_len, "end_id": -1}
+        if self.decoupled:
+            body["streaming"] = True
+        return body
+
+    def path(self, index):
+        model = urllib.parse.quote(self.models[index % len(self.models)])
+        return f"/v2/models/{model}/" + ("generate_stream" if self.decoupled else "generate")
+
+    def output_tokens(self, prompt, reply):
+        """Generated tokens in a non-streaming reply (dict)."""
+        if self.text_mode:
+            return prompt.output_len
+        if "sequence_length" in reply:
+            total = int(_first(reply["sequence_length"]))
+        else:
+            total = count_ids(reply.get("output_ids", []))
+        return total if self.exclude_input_in_output else total - prompt.input_len
+
+    def event_tokens(self, event):
+        """Tokens carried by one streamed event (streaming responses carry only new tokens)."""
+        if self.text_mode:
+            return 1 if event.get("text_output") else 0
+        return count_ids(event.get("output_ids", []))
+
+    def send(self, client, record):
+        prompt = record.prompt
+        record.start = time.perf_counter()
+        try:
+            status, response = client.post(self.path(record.index), self.body(prompt))
+            if status != 200:
+                text = response.read().decode("utf-8", "replace")
+                record.error = f"HTTP {status}: {text.strip()[:300]}"
+            elif self.decoupled:
+                self._read_stream(response, record)
+            else:
+                reply = json.loads(response.read())
+                record.output_tokens = self.output_tokens(prompt, reply)
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            record.error = f"{type(e).__name__}: {e}"
+            client.close()
+        record.end = time.perf_counter()
+
+    def _read_stream(self, response, record):
+        while True:
+            line = response.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            event = json.loads(line[5:])
+            if "error" in event:
+                record.error = f"stream error: {event['error']}"
+                continue
+            tokens = self.event_tokens(event)
+            if tokens and record.first_token is None:
+                record.first_token = time.perf_counter()
+            record.output_tokens += tokens
+
+
+def _first(value):
+    while isinstance(value, list):
+        value = value[0]
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------
+# Running
+
+
+def arrival_offsets(rng, request_rate, dist, count):
+    """Seconds after the start at which each request is released (NVIDIA's script sleeps the delay
+    before each send, so arrivals are the running sum of the delays)."""
+    if request_rate is None or request_rate <= 0:
+        return [0.0] * count
+    offsets, now = [], 0.0
+    for _ in range(count):
+        now += (1.0 / request_rate) if dist == "constant" else rng.expovariate(request_rate)
+        offsets.append(now)
+    return offsets
+
+
+def run_requests(host, port, sender, prompts, offsets, concurrency):
+    """Sends every prompt at its offset through `concurrency` keep-alive connections; returns the records
+    and the wall time in seconds from the first release to the last completion."""
+    records = [RequestRecord(i, p) for i, p in enumerate(prompts)]
+    pending = queue.Queue()
+    workers_n = max(1, min(concurrency, len(records)))
+
+    def worker():
+        client = Client(host, port)
+        while True:
+            record = pending.get()
+            if record is None:
+                break
+            sender.send(client, record)
+        client.close()
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers_n)]
+    for t in threads:
+        t.start()
+    t0 = time.perf_counter()
+    for record, offset in zip(records, offsets):
+        delay = t0 + offset - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        pending.put(record)
+    for _ in threads:
+        pending.put(None)
+    for t in threads:
+        t.join()
+    return records, time.perf_counter() - t0
+
+
+# ----------------------------------------------------------------------------------------------------
+# Statistics and output
+
+
+def percentile(sorted_values, fraction):
+    """Nearest rank: the smallest value with at least `fraction` of the values at or below it (what
+    NVIDIA's script computes: sorted[ceil(n * p) - 1])."""
+    if not sorted_values:
+        return 0.0
+    index = max(1, math.ceil(len(sorted_values) * fraction))
+    return sorted_values[min(index, len(sorted_values)) - 1]
+
+
+def compute_stats(records, streaming):
+    """The summary table as an ordered list of (name, value), over the successful records."""
+    ok = [r for r in records if r.error is None]
+    if not ok:
+        return []
+    latencies = [r.latency_ms for r in ok]
+    ordered = sorted(latencies)
+    total_s = max(r.end for r in ok) - min(r.start for r in ok)
+    total_s = total_s if total_s > 0 else 1e-9
+    op_tokens = sum(r.output_tokens for r in ok)
+    rows = [
+        ("Requests/Sec", len(ok) / total_s),
+        ("OP tokens/sec", op_tokens / total_s),
+        ("Avg. latency (ms)", sum(latencies) / len(ok)),
+        ("P99 latency (ms)", percentile(ordered, 0.99)),
+        ("P90 latency (ms)", percentile(ordered, 0.90)),
+        ("Avg. IP tokens per request", sum(r.prompt.input_len for r in ok) / len(ok)),
+        ("Avg. OP tokens per request", op_tokens / len(ok)),
+        # Little's law: the time-average number of requests between send and completion.
+        ("Avg. InFlight requests", sum(latencies) / 1000.0 / total_s),
+        ("Total latency (ms)", total_s * 1000.0),
+        ("Total requests", len(ok)),
+    ]
+    if streaming:
+        ttfts = sorted((r.first_token - r.start) * 1000.0 for r in ok if r.first_token is not None)
+        tpots = [(r.end - r.first_token) * 1000.0 / (r.output_tokens - 1)
+                 for r in ok if r.first_token is not None and r.output_tokens > 1]
+        if ttfts:
+            rows += [("Avg. TTFT (ms)", sum(ttfts) / len(ttfts)), ("P50 TTFT (ms)", percentile(ttfts, 0.5)),
+                     ("P99 TTFT (ms)", percentile(ttfts, 0.99))]
+        if tpots:
+            rows.append(("Avg. TPOT (ms)", sum(tpots) / len(tpots)))
+    return rows
+
+
+def format_table(rows):
+    """Like tabulate's "pretty" format, as NVIDIA's script prints: centred cells, values to 2 decimals."""
+    cells = [("Stat", "Value")] + [(name, f"{value:.2f}") for name, value in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(2)]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def line(cell):
+        parts = []
+        for text, width in zip(cell, widths):
+            left = (width - len(text)) // 2
+            parts.append(" " + " " * left + text + " " * (width - len(text) - left) + " ")
+        return "|" + "|".join(parts) + "|"
+
+    return "\n".join([rule, line(cells[0]), rule] + [line(c) for c in cells[1:]] + [rule])
+
+
+# CSV column names of NVIDIA's script (its table says IP/OP, its CSV spells them out).
+CSV_NAMES = {"Avg. IP tokens per request": "Avg. Input tokens per request",
+             "Avg. OP tokens per request": "Avg. Output tokens per request"}
+
+
+def append_csv(path, rows):
+    fields = {CSV_NAMES.get(name, name): value for name, value in rows}
+    with open(path, "a", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields))
+        if f.tell() == 0:
+            writer.writeheader()
+        writer.writerow(fields)
+
+
+def write_perfetto(path, records):
+    ok = [r for r in records if r.error is None]
+    t0 = min(r.start for r in ok)
+    events = [{"name": f"req_{r.index}", "cat": "batch", "ph": "X", "pid": "1",
+               "ts": (r.start - t0) * 1e6, "dur": (r.end - r.start) * 1e6,
+               "args": {"isl": r.prompt.input_len, "osl": r.output_tokens}} for r in ok]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(events, f, indent=1)
+
+
+def _nice_ticks(lo, hi, count=5):
+    span = hi - lo if hi > lo else 1.0
+    step = 10 ** math.floor(math.log10(span / count))
+    for mult in (1, 2, 5, 10):
+        if span / (step * mult) <= count:
+            step *= mult
+            break
+    first = math.ceil(lo / step) * step
+    ticks = []
+    value = first
+    while value <= hi + step * 1e-9:
+        ticks.append(value)
+        value += step
+    return ticks
+
+
+def _panel(x0, y0, width, height, x_range, y_range, x_label, y_label, title):
+    """SVG of one panel's axes; returns (svg list, x→px, y→px)."""
+    (xlo, xhi), (ylo, yhi) = x_range, y_range
+    sx = lambda x: x0 + (x - xlo) / ((xhi - xlo) or 1.0) * width  # noqa: E731
+    sy = lambda y: y0 + height - (y - ylo) / ((yhi - ylo) or 1.0) * height  # noqa: E731
+    out = [f'<rect x="{x0}" y="{y0}" width="{width}" height="{height}" fill="none" stroke="#444"/>',
+           f'<text x="{x0 + width / 2}" y="{y0 - 10}" text-anchor="middle" font-size="14">{title}</text>',
+           f'<text x="{x0 + width / 2}" y="{y0 + height + 36}" text-anchor="middle">{x_label}</text>',
+           f'<text x="{x0 - 52}" y="{y0 + height / 2}" text-anchor="middle" '
+           f'transform="rotate(-90 {x0 - 52} {y0 + height / 2})">{y_label}</text>']
+    for t in _nice_ticks(xlo, xhi):
+        out.append(f'<line x1="{sx(t):.1f}" y1="{y0 + height}" x2="{sx(t):.1f}" y2="{y0 + height + 5}" '
+                   'stroke="#444"/>')
+        out.append(f'<text x="{sx(t):.1f}" y="{y0 + height + 18}" text-anchor="middle">{t:g}</text>')
+    for t in _nice_ticks(ylo, yhi):
+        out.append(f'<line x1="{x0}" y1="{sy(t):.1f}" x2="{x0 + width}" y2="{sy(t):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{x0 - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{t:g}</text>')
+    return out, sx, sy
+
+
+def write_plot(path, records, rows):
+    """Two panels: each request's latency at its send time, with completed requests per second; and the
+    latency histogram with P50/P90/P99 marked."""
+    ok = [r for r in records if r.error is None]
+    t0 = min(r.start for r in ok)
+    starts = [r.start - t0 for r in ok]
+    lat = [r.latency_ms for r in ok]
+    ordered = sorted(lat)
+    t_end = max(r.end for r in ok) - t0
+    lat_hi = ordered[-1] * 1.05 or 1.0
+    svg = ['<svg xmlns="http://www.w3.org/2000/svg" width="1000" height="440" font-family="sans-serif" '
+           'font-size="11">', '<rect width="1000" height="440" fill="white"/>']
+    part, sx, sy = _panel(80, 40, 380, 330, (0, t_end or 1.0), (0, lat_hi), "send time (s)",
+                          "latency (ms)", "Request latency over time")
+    svg += part
+    svg += [f'<circle cx="{sx(s):.1f}" cy="{sy(v):.1f}" r="2" fill="#1f77b4" fill-opacity="0.6"/>'
+            for s, v in zip(starts, lat)]
+    # Completions per second, scaled onto the latency axis, with its own maximum written in the legend.
+    seconds = max(1, math.ceil(t_end))
+    done = [0] * seconds
+    for r in ok:
+        done[min(seconds - 1, int(r.end - t0))] += 1
+    peak = max(done) or 1
+    points = " ".join(f"{sx(i + 0.5):.1f},{sy(c / peak * lat_hi * 0.95):.1f}" for i, c in enumerate(done))
+    svg.append(f'<polyline points="{points}" fill="none" stroke="#d62728" stroke-width="1.5"/>')
+    svg.append(f'<text x="90" y="58" fill="#d62728">completed requests/s (peak {peak})</text>')
+    # Histogram.
+    num_bins = max(5, min(40, int(math.sqrt(len(lat))) + 1))
+    lo, hi = ordered[0], ordered[-1]
+    width = (hi - lo) / num_bins or 1.0
+    bins = [0] * num_bins
+    for v in lat:
+        bins[min(num_bins - 1, int((v - lo) / width))] += 1
+    part, hx, hy = _panel(580, 40, 380, 330, (lo, lo + width * num_bins), (0, max(bins) * 1.1),
+                          "latency (ms)", "requests", "Latency histogram")
+    svg += part
+    for i, count in enumerate(bins):
+        x_left, x_right = hx(lo + i * width), hx(lo + (i + 1) * width)
+        svg.append(f'<rect x="{x_left:.1f}" y="{hy(count):.1f}" width="{max(0.5, x_right - x_left - 1):.1f}" '
+                   f'height="{hy(0) - hy(count):.1f}" fill="#1f77b4"/>')
+    for name, fraction, color in (("P50", 0.5, "#2ca02c"), ("P90", 0.9, "#ff7f0e"), ("P99", 0.99, "#d62728")):
+        x = hx(percentile(ordered, fraction))
+        svg.append(f'<line x1="{x:.1f}" y1="40" x2="{x:.1f}" y2="370" stroke="{color}" stroke-dasharray="4 3"/>')
+        svg.append(f'<text x="{x + 3:.1f}" y="52" fill="{color}">{name}</text>')
+    summary = ", ".join(f"{name} {value:.2f}" for name, value in rows[:3])
+    svg.append(f'<text x="80" y="425">{summary}</text>')
+    svg.append("</svg>")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(svg) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_arguments(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    sub = parser.add_subparsers(dest="workload", required=True)
+    ds = sub.add_parser("dataset", help="prompts from a JSON dataset")
+    ds.add_argument("--dataset", required=True, help="JSON dataset path")
+    ds.add_argument("--tokenizer-dir", "--tokenizer_dir", default=None,
+                    help="tokenize with the server's preprocessing model (set up with this tokenizer)")
+    ds.add_argument("--tokenizer-type", "--tokenizer_type", default="auto", choices=["auto", "t5", "llama"],
+                    help="accepted for compatibility; the server's tokenizer decides")
+    ds.add_argument("--op-tokens-per-word", type=float, default=1.3,
+                    help="output length asked for = words in the dataset's output * this (default 1.3)")
+    ds.add_argument("--preprocessing-model", default="preprocessing",
+                    help="ours: the model that tokenizes with --tokenizer-dir (default preprocessing)")
+    nd = sub.add_parser("token-norm-dist", aliases=["token_norm_dist"], help="normally distributed lengths")
+    for name in ("input-mean", "input-stdev", "output-mean", "output-stdev"):
+        nd.add_argument("--" + name, "--" + name.replace("-", "_"), type=float, required=True,
+                        dest=name.replace("-", "_"))
+    hist = sub.add_parser("token-from-histogram", aliases=["token_from_histogram"],
+                          help="lengths from a histogram")
+    hist.add_argument("--histogram-key", "--histogram_key", required=True,
+                      help="key of the built-in histograms (" +
+                           ", ".join(sorted({k.rsplit('_', 1)[0] for k in HISTOGRAMS})) + ")")
+
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("-u", "--url", default=None, help="server URL (default localhost:8000)")
+    parser.add_argument("-i", "--protocol", default="http", choices=["http", "grpc"],
+                        help="only http is supported")
+    parser.add_argument("--decoupled", action="store_true",
+                        help="stream: POST to /generate_stream and measure TTFT/TPOT")
+    parser.add_argument("-c", "--concurrency", type=int, default=128,
+                        help="connections (requests in flight at most); default 128")
+    parser.add_argument("--max-input-len", "--max_input_len", type=int, required=True,
+                        help="prompts longer than this are dropped")
+    parser.add_argument("--request-rate", "--request_rate", type=float, default=-1.0,
+                        help="requests/s; -1 (default) sends all at once (offline)")
+    parser.add_argument("--time-delay-dist", "--time_delay_dist", default="exponential_dist",
+                        choices=["constant", "exponential_dist"])
+    parser.add_argument("--num-requests", "--num_requests", type=int, default=30000,
+                        help="requests (dataset: at most this many); default 30000")
+    parser.add_argument("--exclude-input-in-output", action="store_true",
+                        help="the server's output_ids hold only generated tokens")
+    parser.add_argument("--dump-perfetto-trace", nargs="?", const="perfetto_dump.json", default=None,
+                        metavar="FILE", help="write a perfetto trace (default file perfetto_dump.json)")
+    parser.add_argument("--op-stats-csv", default=None, help="append the table as a CSV row")
+    parser.add_argument("--model", "--tensorrt-llm-model-name", action="append", dest="models", default=None,
+                        help="model to send to (repeatable: round robin); default tensorrt_llm, or "
+                             "ensemble for dataset text without --tokenizer-dir")
+    parser.add_argument("--vocab-size", type=int, default=1000,
+                        help="ours: random prompt ids are in [1, this); default 1000 (valid for any model)")
+    parser.add_argument("--plot", default=None, metavar="FILE.svg", help="ours: write an SVG plot")
+    parser.add_argument("--seed", type=int, default=420, help="random seed (default 420, as NVIDIA's)")
+    parser.add_argument("--warmup-requests", type=int, default=10, help="ours: default 10, as NVIDIA's")
+    args = parser.parse_args(argv)
+    if args.protocol == "grpc":
+        parser.error("-i grpc is not supported: this client and inflight-server speak HTTP only; use -i http "
+                     "(the HTTP port, default localhost:8000)")
+    if args.concurrency < 1:
+        parser.error(f"--concurrency {args.concurrency} is not accepted: it must be >= 1")
+    if args.num_requests < 1:
+        parser.error(f"--num-requests {args.num_requests} is not accepted: it must be >= 1")
+    if args.vocab_size < 2:
+        parser.error(f"--vocab-size {args.vocab_size} is not accepted: it must be >= 2")
+    args.workload = args.workload.replace("_", "-")
+    return args
+
+
+def tokenize_with_server(host, port, model, text):
+    client = Client(host, port)
+    try:
+        status, response = client.post(f"/v2/models/{model}/generate", {"QUERY": text, "REQUEST_OUTPUT_LEN": 1})
+        body = response.read()
+        if status != 200:
+            raise SystemExit(f"tokenizing with model \"{model}\" failed: HTTP {status}: {body[:300]!r}")
+        ids = json.loads(body)["INPUT_ID"]
+        return ids if isinstance(ids, list) else [ids]
+    finally:
+        client.close()
+
+
+def make_prompts(args, rng, host, port):
+    """(prompts, text_mode)."""
+    if args.workload == "token-norm-dist":
+        lengths = norm_dist_lengths(rng, args.input_mean, args.input_stdev, args.num_requests)
+        lengths = [n for n in lengths if n <= args.max_input_len]
+        outputs = norm_dist_lengths(rng, args.output_mean, args.output_stdev, len(lengths))
+    elif args.workload == "token-from-histogram":
+        lengths = histogram_lengths(rng, args.histogram_key + "_ip")
+        outputs = histogram_lengths(rng, args.histogram_key + "_op")
+        count = min(len(lengths), len(outputs), args.num_requests)
+        lengths, outputs = [n for n in lengths[:count]], outputs[:count]
+        keep = [i for i, n in enumerate(lengths) if n <= args.max_input_len]
+        lengths, outputs = [lengths[i] for i in keep], [outputs[i] for i in keep]
+    else:
+        prompts = []
+        for text, expected in read_dataset(args.dataset):
+            output_len = max(1, int(len(expected.split()) * args.op_tokens_per_word))
+            if args.tokenizer_dir:
+                ids = tokenize_with_server(host, port, args.preprocessing_model, text)
+                if len(ids) <= args.max_input_len:
+                    prompts.append(Prompt(len(ids), output_len, input_ids=ids))
+            else:
+                words = len(text.split())
+                if words <= args.max_input_len:
+                    prompts.append(Prompt(words, output_len, text=text))
+            if len(prompts) >= args.num_requests:
+                break
+        return prompts, not args.tokenizer_dir
+    prompts = [Prompt(n, m, input_ids=random_ids(rng, n, args.vocab_size)) for n, m in zip(lengths, outputs)]
+    return prompts, False
+
+
+def main(argv=None):
+    args = parse_arguments(argv)
+    host, port = parse_url(args.url or "localhost:8000")
+    rng = random.Random(args.seed)
+    prompts, text_mode = make_prompts(args, rng, host, port)
+    if not prompts:
+        raise SystemExit(f"no prompt fits --max-input-len {args.max_input_len}")
+    models = args.models or (["ensemble"] if text_mode else ["tensorrt_llm"])
+    sender = Sender(models, args.decoupled, args.exclude_input_in_output, text_mode)
+    offsets = arrival_offsets(rng, args.request_rate, args.time_delay_dist, len(prompts))
+
+    print("[INFO] Warm up for benchmarking.", flush=True)
+    warm = Prompt(prompts[0].input_len, 100, prompts[0].input_ids, prompts[0].text)
+    warm_records, _ = run_requests(host, port, sender, [warm] * args.warmup_requests,
+                                   [0.0] * args.warmup_requests, 1)
+    failed = [r for r in warm_records if r.error]
+    if failed:
+        print(f"Failed receiving responses: {failed[0].error}")
+        return 1
+
+    print(f"[INFO] Start benchmarking on {len(prompts)} prompts.", flush=True)
+    records, wall_s = run_requests(host, port, sender, prompts, offsets, args.concurrency)
+    print(f"[INFO] Total Latency: {round(wall_s * 1000.0, 3)} ms")
+    ok = [r for r in records if r.error is None]
+    print(f"[INFO] Total request latencies: {sum(r.latency_ms for r in ok)} ms")
+    failed = [r for r in records if r.error]
+    if failed:
+        print(f"[WARNING] {len(failed)} of {len(records)} requests failed; first: {failed[0].error}")
+    if not ok:
+        print("Failed receiving responses: every request failed")
+        return 1
+    rows = compute_stats(records, args.decoupled)
+    print(format_table(rows), flush=True)
+    if args.op_stats_csv:
+        append_csv(args.op_stats_csv, rows)
+    if args.dump_perfetto_trace:
+        write_perfetto(args.dump_perfetto_trace, records)
+    if args.plot:
+        write_plot(args.plot, records, rows)
+        print(f"[INFO] Plot written to {args.plot}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
