@@ -3,17 +3,24 @@
 # everything is already there.
 set -euo pipefail
 
+# Libraries: checked as Debian packages.
 packages=(
-  build-essential cmake pkg-config git python3 npm curl
+  build-essential pkg-config
   libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libspdlog-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev libpcre2-dev
 )
+# Tools: checked as commands, since a machine may have them from elsewhere (a Node.js or Python
+# install of its own); only a missing command is installed from Debian.
+declare -A tools=([cmake]=cmake [git]=git [python3]=python3 [npm]=npm [curl]=curl)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+for cmd in "${!tools[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${tools[$cmd]}")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
