@@ -1,12 +1,13 @@
 // The executor: in-flight batching over a paged KV cache, in process.
 //
 // Usage:
-//   auto ex = Executor::Create(engine_dir, ExecutorConfig{});      // Result<std::unique_ptr<Executor>>
-//   Result<IdType> id = ex.value()->enqueueRequest(request);       // validation errors come back here
-//   for (Response& r : ex.value()->awaitResponses(std::chrono::milliseconds(100))) { ... }
+//   auto ex = Executor::Create(engine_dir, ExecutorConfig{});      //
+//   Result<std::unique_ptr<Executor>> Result<IdType> id = ex.value()->enqueueRequest(request); //
+//   validation errors come back here for (Response& r :
+//   ex.value()->awaitResponses(std::chrono::milliseconds(100))) { ... }
 //
-// Responses for one request arrive in order; exactly one of them has result.is_final (or carries an error).
-// Thread-safe: enqueue, await, cancel and stats may be called from any thread.
+// Responses for one request arrive in order; exactly one of them has result.is_final (or carries an
+// error). Thread-safe: enqueue, await, cancel and stats may be called from any thread.
 #pragma once
 
 #include <chrono>
@@ -24,53 +25,53 @@ namespace inflight {
 
 // Sampling parameters of one request. Unset fields take the default named in the comment.
 struct SamplingConfig {
-  SizeType beam_width = 1;                     // 1; beam search (>1) is not supported yet
-  std::optional<SizeType> top_k;               // unset or 0: no top-k limit; range [0, vocab]
-  std::optional<float> top_p;                  // unset or <= 0: off; else (0, 1]
-  std::optional<float> temperature;            // 1.0; range [0, inf); 0 means greedy
-  std::optional<float> repetition_penalty;     // 1.0 (off); range (0, inf)
-  std::optional<float> presence_penalty;       // 0.0 (off)
-  std::optional<float> frequency_penalty;      // 0.0 (off)
-  std::optional<SizeType> min_tokens;          // 0; end_id and stop words are ignored before this many
-  std::optional<std::uint64_t> seed;           // 0; same seed and inputs give the same output
-  std::optional<float> length_penalty;         // beam search only; accepted and ignored for beam 1
-  std::optional<bool> early_stopping;          // beam search only
+  SizeType beam_width = 1;                  // 1; beam search (>1) is not supported yet
+  std::optional<SizeType> top_k;            // unset or 0: no top-k limit; range [0, vocab]
+  std::optional<float> top_p;               // unset or <= 0: off; else (0, 1]
+  std::optional<float> temperature;         // 1.0; range [0, inf); 0 means greedy
+  std::optional<float> repetition_penalty;  // 1.0 (off); range (0, inf)
+  std::optional<float> presence_penalty;    // 0.0 (off)
+  std::optional<float> frequency_penalty;   // 0.0 (off)
+  std::optional<SizeType> min_tokens;       // 0; end_id and stop words are ignored before this many
+  std::optional<std::uint64_t> seed;        // 0; same seed and inputs give the same output
+  std::optional<float> length_penalty;      // beam search only; accepted and ignored for beam 1
+  std::optional<bool> early_stopping;       // beam search only
   // Greedy when top_k == 1, or temperature == 0, or neither top_k nor top_p nor temperature is set.
   bool IsGreedy() const;
   Status Validate() const;  // names the field, its value and the accepted range
 };
 
 struct OutputConfig {
-  bool return_log_probs = false;          // output_log_probs and cum_log_probs
-  bool return_context_logits = false;     // logits of every prompt position
-  bool return_generation_logits = false;  // logits of every generated position
-  bool exclude_input_from_output = false; // output_token_ids hold only generated tokens
+  bool return_log_probs = false;           // output_log_probs and cum_log_probs
+  bool return_context_logits = false;      // logits of every prompt position
+  bool return_generation_logits = false;   // logits of every generated position
+  bool exclude_input_from_output = false;  // output_token_ids hold only generated tokens
 };
 
 struct Request {
-  VecTokens input_token_ids;                     // the prompt; 1 .. max_input_len tokens
-  SizeType max_tokens = 0;                       // new tokens to generate; >= 1
-  bool streaming = false;                        // a response per new token (only new tokens in each)
-  std::optional<TokenIdType> end_id;             // generation stops after emitting it (unset: never)
-  std::optional<TokenIdType> pad_id;             // padding for outputs
+  VecTokens input_token_ids;          // the prompt; 1 .. max_input_len tokens
+  SizeType max_tokens = 0;            // new tokens to generate; >= 1
+  bool streaming = false;             // a response per new token (only new tokens in each)
+  std::optional<TokenIdType> end_id;  // generation stops after emitting it (unset: never)
+  std::optional<TokenIdType> pad_id;  // padding for outputs
   SamplingConfig sampling_config;
   OutputConfig output_config;
-  std::vector<VecTokens> stop_words;             // stop after any of these sequences; it is kept in the output
-  std::vector<VecTokens> bad_words;              // these sequences are never generated
+  std::vector<VecTokens> stop_words;  // stop after any of these sequences; it is kept in the output
+  std::vector<VecTokens> bad_words;   // these sequences are never generated
   std::optional<std::vector<float>> embedding_bias;  // [vocab_size], added to the logits
-  SizeType num_return_sequences = 1;             // only 1 is supported
+  SizeType num_return_sequences = 1;                 // only 1 is supported
 };
 
 // One response's payload. Beam dimension first; with beam_width 1 every vector has one beam.
 struct ResponseResult {
   bool is_final = false;
-  BeamTokens output_token_ids;                          // streaming: only the new tokens
-  std::vector<FinishReason> finish_reasons;             // per beam
-  std::vector<float> cum_log_probs;                     // per beam, when return_log_probs
-  std::vector<std::vector<float>> log_probs;            // [beam][token], when return_log_probs
-  std::vector<float> context_logits;                    // [prompt_len * vocab], when requested
-  std::vector<float> generation_logits;                 // [beam * num_new_tokens * vocab]
-  SizeType vocab_size = 0;                              // row size of the logits above
+  BeamTokens output_token_ids;                // streaming: only the new tokens
+  std::vector<FinishReason> finish_reasons;   // per beam
+  std::vector<float> cum_log_probs;           // per beam, when return_log_probs
+  std::vector<std::vector<float>> log_probs;  // [beam][token], when return_log_probs
+  std::vector<float> context_logits;          // [prompt_len * vocab], when requested
+  std::vector<float> generation_logits;       // [beam * num_new_tokens * vocab]
+  SizeType vocab_size = 0;                    // row size of the logits above
   SizeType sequence_index = 0;
   // KV cache use of this request (final response).
   SizeType kv_cache_alloc_new_blocks = 0;
@@ -92,31 +93,32 @@ struct Response {
 };
 
 struct KvCacheConfig {
-  bool enable_block_reuse = true;                       // prefix reuse of full blocks
-  std::optional<std::int64_t> max_tokens;               // max_tokens_in_paged_kv_cache; >= tokens_per_block
-  std::optional<float> free_gpu_memory_fraction;        // 0.9 on GPU; range (0, 1]
-  std::int64_t host_cache_size = 0;                     // bytes of host offload pool (not used yet)
+  bool enable_block_reuse = true;          // prefix reuse of full blocks
+  std::optional<std::int64_t> max_tokens;  // max_tokens_in_paged_kv_cache; >= tokens_per_block
+  std::optional<float> free_gpu_memory_fraction;  // 0.9 on GPU; range (0, 1]
+  std::int64_t host_cache_size = 0;               // bytes of host offload pool (not used yet)
   std::optional<std::vector<SizeType>> max_attention_window;  // unset: max_seq_len
-  std::optional<SizeType> sink_token_length;            // unset: 0
+  std::optional<SizeType> sink_token_length;                  // unset: 0
   Status Validate() const;
 };
 
 struct SchedulerConfig {
   CapacitySchedulerPolicy policy = CapacitySchedulerPolicy::kGuaranteedNoEvict;
-  bool enable_chunked_context = false;  // split long prompts into chunks that share steps with decoding
+  bool enable_chunked_context =
+      false;  // split long prompts into chunks that share steps with decoding
   Status Validate() const { return Status::Ok(); }
 };
 
 struct ExecutorConfig {
   BatchingType batching_type = BatchingType::kInflight;
-  SizeType max_beam_width = 1;                    // 1
-  std::optional<SizeType> max_batch_size;         // engine's max_batch_size; range [1, engine's]
-  std::optional<SizeType> max_num_tokens;         // engine's max_num_tokens; range [1, engine's]
-  std::optional<std::size_t> max_queue_size;      // unset or 0: unlimited
-  bool normalize_log_probs = true;                // log-probs of the distribution actually sampled from
-  SizeType iter_stats_max_iterations = 1000;      // iteration stats kept for getLatestIterationStats
-  DeviceKind device = DeviceKind::kAuto;          // auto: CUDA when a GPU is present, else CPU
-  std::optional<std::vector<int>> gpu_device_ids; // unset: device 0
+  SizeType max_beam_width = 1;                // 1
+  std::optional<SizeType> max_batch_size;     // engine's max_batch_size; range [1, engine's]
+  std::optional<SizeType> max_num_tokens;     // engine's max_num_tokens; range [1, engine's]
+  std::optional<std::size_t> max_queue_size;  // unset or 0: unlimited
+  bool normalize_log_probs = true;            // log-probs of the distribution actually sampled from
+  SizeType iter_stats_max_iterations = 1000;  // iteration stats kept for getLatestIterationStats
+  DeviceKind device = DeviceKind::kAuto;      // auto: CUDA when a GPU is present, else CPU
+  std::optional<std::vector<int>> gpu_device_ids;  // unset: device 0
   SchedulerConfig scheduler_config;
   KvCacheConfig kv_cache_config;
   Status Validate() const;
@@ -167,9 +169,10 @@ class Executor {
 
   // Blocks until at least one response is ready or the timeout passes (nullopt: wait forever, until
   // shutdown). Returns every ready response.
-  std::vector<Response> awaitResponses(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-  std::vector<Response> awaitResponses(IdType request_id,
-                                       std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  std::vector<Response> awaitResponses(
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  std::vector<Response> awaitResponses(
+      IdType request_id, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   // Stops the request at the next step; its blocks are freed and it gets a final response with
   // finish reason kCancelled. Unknown or finished ids are ignored.
@@ -182,7 +185,8 @@ class Executor {
   SizeType maxBatchSize() const;  // effective, after defaults
   bool canEnqueueRequests() const;
 
-  // Finishes nothing more: pending requests get a kCancelled error response; awaitResponses returns.
+  // Finishes nothing more: pending requests get a kCancelled error response; awaitResponses
+  // returns.
   void shutdown();
 
   class Impl;

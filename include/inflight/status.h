@@ -43,11 +43,21 @@ class [[nodiscard]] Status {
 inline Status InvalidArgument(std::string msg) {
   return {StatusCode::kInvalidArgument, std::move(msg)};
 }
-inline Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
-inline Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
-inline Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
-inline Status Unsupported(std::string msg) { return {StatusCode::kUnsupported, std::move(msg)}; }
-inline Status Cancelled(std::string msg) { return {StatusCode::kCancelled, std::move(msg)}; }
+inline Status NotFound(std::string msg) {
+  return {StatusCode::kNotFound, std::move(msg)};
+}
+inline Status Internal(std::string msg) {
+  return {StatusCode::kInternal, std::move(msg)};
+}
+inline Status Unavailable(std::string msg) {
+  return {StatusCode::kUnavailable, std::move(msg)};
+}
+inline Status Unsupported(std::string msg) {
+  return {StatusCode::kUnsupported, std::move(msg)};
+}
+inline Status Cancelled(std::string msg) {
+  return {StatusCode::kCancelled, std::move(msg)};
+}
 inline Status AlreadyExists(std::string msg) {
   return {StatusCode::kAlreadyExists, std::move(msg)};
 }
@@ -56,7 +66,7 @@ inline Status AlreadyExists(std::string msg) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result built from an ok Status has no value");
   }
@@ -84,17 +94,16 @@ class [[nodiscard]] Result {
 #define INFLIGHT_CONCAT(a, b) INFLIGHT_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not ok.
-#define RETURN_IF_ERROR(expr)                 \
-  do {                                        \
-    ::inflight::Status _st = (expr);          \
-    if (!_st.ok()) return _st;                \
+#define RETURN_IF_ERROR(expr)        \
+  do {                               \
+    ::inflight::Status _st = (expr); \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
 // `ASSIGN_OR_RETURN(auto x, MakeX());` unwraps a Result or returns its Status.
-#define ASSIGN_OR_RETURN(lhs, rexpr)                                          \
-  auto INFLIGHT_CONCAT(_res_, __LINE__) = (rexpr);                            \
-  if (!INFLIGHT_CONCAT(_res_, __LINE__).ok())                                 \
-    return INFLIGHT_CONCAT(_res_, __LINE__).status();                         \
+#define ASSIGN_OR_RETURN(lhs, rexpr)                                                            \
+  auto INFLIGHT_CONCAT(_res_, __LINE__) = (rexpr);                                              \
+  if (!INFLIGHT_CONCAT(_res_, __LINE__).ok()) return INFLIGHT_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(INFLIGHT_CONCAT(_res_, __LINE__)).value()
 
 // Fails with kInternal naming file:line and the condition; for invariants, not user input.

@@ -6,9 +6,9 @@
 
 namespace inflight {
 
-using IdType = std::uint64_t;        // request id assigned by the executor
-using TokenIdType = std::int32_t;    // token id
-using SizeType = std::int32_t;       // counts, lengths
+using IdType = std::uint64_t;      // request id assigned by the executor
+using TokenIdType = std::int32_t;  // token id
+using SizeType = std::int32_t;     // counts, lengths
 using VecTokens = std::vector<TokenIdType>;
 using BeamTokens = std::vector<VecTokens>;
 

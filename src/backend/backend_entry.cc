@@ -19,8 +19,9 @@ TRITONSERVER_Error* Guarded(const char* where, F&& body) {
   try {
     return ToTritonError(body());
   } catch (const std::exception& e) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                 (std::string(where) + ": unexpected exception: " + e.what()).c_str());
+    return TRITONSERVER_ErrorNew(
+        TRITONSERVER_ERROR_INTERNAL,
+        (std::string(where) + ": unexpected exception: " + e.what()).c_str());
   } catch (...) {
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
                                  (std::string(where) + ": unexpected exception").c_str());

@@ -1,5 +1,5 @@
-// A tensor copied out of (or into) a Triton request/response, on the host. Used by the pure conversion
-// functions, so those are testable without a Triton core.
+// A tensor copied out of (or into) a Triton request/response, on the host. Used by the pure
+// conversion functions, so those are testable without a Triton core.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +40,12 @@ struct HostTensor {
 
 using TensorMap = std::map<std::string, HostTensor>;
 
-// Triton's name of a datatype ("INT32", "BYTES", ...). Ours, so the conversions need no Triton core.
+// Triton's name of a datatype ("INT32", "BYTES", ...). Ours, so the conversions need no Triton
+// core.
 inline const char* DataTypeName(TRITONSERVER_DataType t) {
-  static const char* const kNames[] = {"INVALID", "BOOL",  "UINT8", "UINT16", "UINT32",
-                                       "UINT64",  "INT8",  "INT16", "INT32",  "INT64",
-                                       "FP16",    "FP32",  "FP64",  "BYTES",  "BF16"};
+  static const char* const kNames[] = {"INVALID", "BOOL", "UINT8", "UINT16", "UINT32",
+                                       "UINT64",  "INT8", "INT16", "INT32",  "INT64",
+                                       "FP16",    "FP32", "FP64",  "BYTES",  "BF16"};
   const auto i = static_cast<unsigned>(t);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "INVALID";
 }

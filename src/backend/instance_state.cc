@@ -28,18 +28,19 @@ void LogTritonError(TRITONSERVER_Error* err, const char* what) {
 InstanceState::InstanceState(ModelState& model, TRITONBACKEND_ModelInstance* instance)
     : model_(model), instance_(instance) {}
 
-Result<std::unique_ptr<InstanceState>> InstanceState::Create(ModelState& model,
-                                                             TRITONBACKEND_ModelInstance* instance) {
+Result<std::unique_ptr<InstanceState>> InstanceState::Create(
+    ModelState& model, TRITONBACKEND_ModelInstance* instance) {
   auto state = std::unique_ptr<InstanceState>(new InstanceState(model, instance));
   const config::LlmParams& p = model.params();
   auto executor = Executor::Create(p.gpt_model_path, model.MakeExecutorConfig());
   if (!executor.ok()) {
-    return Status(executor.status().code(), "model '" + model.name() + "': cannot start the executor: " +
-                                                executor.status().message());
+    return Status(
+        executor.status().code(),
+        "model '" + model.name() + "': cannot start the executor: " + executor.status().message());
   }
   state->executor_ = std::move(executor).value();
-  state->metrics_ = std::make_unique<MetricsReporter>(
-      model.name(), model.version(), p.batching_type == config::BatchingType::kV1);
+  state->metrics_ = std::make_unique<MetricsReporter>(model.name(), model.version(),
+                                                      p.batching_type == config::BatchingType::kV1);
   state->response_thread_ = std::thread([s = state.get()] { s->ResponseLoop(); });
   state->cancellation_thread_ = std::thread([s = state.get()] { s->CancellationLoop(); });
   state->stats_thread_ = std::thread([s = state.get()] { s->StatsLoop(); });
@@ -81,8 +82,9 @@ void InstanceState::RespondError(TRITONBACKEND_Request* request, const Status& s
   TRITONSERVER_Error* err = TRITONBACKEND_ResponseNew(&response, request);
   if (err == nullptr) {
     TRITONSERVER_Error* reason = ToTritonError(status);
-    LogTritonError(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, reason),
-                   "send error response");
+    LogTritonError(
+        TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, reason),
+        "send error response");
     TRITONSERVER_ErrorDelete(reason);
   } else {
     LogTritonError(err, "create error response");
@@ -118,7 +120,8 @@ void InstanceState::ExecuteOne(TRITONBACKEND_Request* request) {
   Status st = FromTritonError(TRITONBACKEND_ResponseFactoryNew(&parent->factory, request));
   if (!st.ok()) return RespondError(request, st, start);
 
-  std::lock_guard<std::mutex> lock(mu_);  // the response thread must not see ids before they are mapped
+  std::lock_guard<std::mutex> lock(
+      mu_);  // the response thread must not see ids before they are mapped
   std::vector<Result<IdType>> ids = executor_->enqueueRequests(converted->rows);
   Status first_error;
   for (std::size_t b = 0; b < ids.size(); ++b) {
@@ -132,18 +135,20 @@ void InstanceState::ExecuteOne(TRITONBACKEND_Request* request) {
   }
   parent->remaining_rows = static_cast<int>(parent->executor_ids.size());
   if (!first_error.ok()) {
-    // One row was refused: the whole Triton request fails; rows already queued are cancelled and their
-    // responses dropped.
+    // One row was refused: the whole Triton request fails; rows already queued are cancelled and
+    // their responses dropped.
     for (IdType eid : parent->executor_ids) executor_->cancelRequest(eid);
     parent->failed = true;
     parent->any_row_error = true;
     TRITONBACKEND_Response* response = nullptr;
-    if (TRITONSERVER_Error* err = TRITONBACKEND_ResponseNewFromFactory(&response, parent->factory)) {
+    if (TRITONSERVER_Error* err =
+            TRITONBACKEND_ResponseNewFromFactory(&response, parent->factory)) {
       LogTritonError(err, "create error response");
     } else {
       TRITONSERVER_Error* reason = ToTritonError(first_error);
-      LogTritonError(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, reason),
-                     "send error response");
+      LogTritonError(
+          TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, reason),
+          "send error response");
       TRITONSERVER_ErrorDelete(reason);
     }
     if (parent->remaining_rows == 0) FinishRequest(*parent);
@@ -161,8 +166,9 @@ void InstanceState::HandleStop(TRITONBACKEND_Request* request, const std::string
   if (TRITONSERVER_Error* err = TRITONBACKEND_ResponseNew(&response, request)) {
     LogTritonError(err, "create stop response");
   } else {
-    LogTritonError(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, nullptr),
-                   "send stop response");
+    LogTritonError(
+        TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, nullptr),
+        "send stop response");
   }
   LogTritonError(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL),
                  "release stop request");
@@ -199,8 +205,9 @@ void InstanceState::HandleResponse(Response& response) {
         Status st = WriteOutputs(out, BuildOutputs(response.result, ctx, parent.outputs));
         if (!st.ok()) reason = ToTritonError(st);
       }
-      LogTritonError(TRITONBACKEND_ResponseSend(out, last ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0, reason),
-                     "send response");
+      LogTritonError(
+          TRITONBACKEND_ResponseSend(out, last ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0, reason),
+          "send response");
       if (reason != nullptr) TRITONSERVER_ErrorDelete(reason);
     }
   }
@@ -213,9 +220,9 @@ void InstanceState::HandleResponse(Response& response) {
 
 void InstanceState::FinishRequest(TritonRequest& parent) {
   const std::uint64_t end = NowNs();
-  LogTritonError(TRITONBACKEND_ModelInstanceReportStatistics(instance_, parent.request, !parent.any_row_error,
-                                                             parent.exec_start_ns, parent.exec_start_ns,
-                                                             end, end),
+  LogTritonError(TRITONBACKEND_ModelInstanceReportStatistics(
+                     instance_, parent.request, !parent.any_row_error, parent.exec_start_ns,
+                     parent.exec_start_ns, end, end),
                  "report statistics");
   LogTritonError(TRITONBACKEND_ResponseFactoryDelete(parent.factory), "delete response factory");
   parent.factory = nullptr;
@@ -225,8 +232,8 @@ void InstanceState::FinishRequest(TritonRequest& parent) {
 }
 
 void InstanceState::ResponseLoop() {
-  // awaitResponses blocks on the executor's condition variable: no polling. The timeout only bounds how
-  // long shutdown waits. Requests left without a final response at shutdown are finished by the
+  // awaitResponses blocks on the executor's condition variable: no polling. The timeout only bounds
+  // how long shutdown waits. Requests left without a final response at shutdown are finished by the
   // destructor.
   while (true) {
     std::vector<Response> responses = executor_->awaitResponses(std::chrono::milliseconds(200));

@@ -1,7 +1,8 @@
 // One instance of the LLM model: owns an Executor and the threads that answer Triton requests.
 //
 //   Execute (Triton's thread)  ──convert + enqueue──▶ Executor ──awaitResponses──▶ response thread
-//                                                        ▲                          (sends, releases)
+//                                                        ▲                          (sends,
+//                                                        releases)
 //   cancellation thread: polls ResponseFactoryIsCancelled ┘ cancelRequest
 //   stats thread: getLatestIterationStats → MetricsReporter
 #pragma once
@@ -46,7 +47,7 @@ class InstanceState {
     int remaining_rows = 0;
     bool report_batch_index = false;
     bool return_perf_metrics = false;
-    bool failed = false;       // an error response was sent with FINAL: later responses are dropped
+    bool failed = false;  // an error response was sent with FINAL: later responses are dropped
     bool any_row_error = false;
     std::uint64_t exec_start_ns = 0;
   };
@@ -62,8 +63,8 @@ class InstanceState {
   void HandleStop(TRITONBACKEND_Request* request, const std::string& id);
   // Sends an error as the only response of a request the backend has not enqueued, and releases it.
   void RespondError(TRITONBACKEND_Request* request, const Status& status, std::uint64_t start_ns);
-  void HandleResponse(Response& response);           // response thread; takes mu_
-  void FinishRequest(TritonRequest& parent);          // report stats, release; mu_ held
+  void HandleResponse(Response& response);    // response thread; takes mu_
+  void FinishRequest(TritonRequest& parent);  // report stats, release; mu_ held
   void ResponseLoop();
   void CancellationLoop();
   void StatsLoop();

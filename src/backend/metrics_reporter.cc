@@ -34,17 +34,25 @@ MetricsReporter::MetricsReporter(const std::string& model_name, std::uint64_t ve
                                  bool static_batching)
     : model_(model_name), version_(std::to_string(version)) {
   const std::vector<FamilySpec> gauges = {
-      {"inflight_request_metrics", "Request counts of the LLM model", "request_type",
+      {"inflight_request_metrics",
+       "Request counts of the LLM model",
+       "request_type",
        {"active", "max", "scheduled", "context", "waiting"}},
-      {"inflight_runtime_memory_metrics", "Runtime memory of the LLM model, bytes", "memory_type",
+      {"inflight_runtime_memory_metrics",
+       "Runtime memory of the LLM model, bytes",
+       "memory_type",
        {"cpu", "gpu", "pinned"}},
-      {"inflight_kv_cache_block_metrics", "KV cache blocks of the LLM model", "kv_cache_block_type",
+      {"inflight_kv_cache_block_metrics",
+       "KV cache blocks of the LLM model",
+       "kv_cache_block_type",
        {"max", "free", "used", "tokens_per", "reused", "fraction"}},
       {static_batching ? "inflight_v1_metrics" : "inflight_batcher_metrics",
        static_batching ? "Static batching metrics" : "In-flight batching metrics",
        static_batching ? "v1_specific_metric" : "inflight_batcher_specific_metric",
        {"total_context_tokens", "generation_requests", "micro_batch_id", "paused_requests"}},
-      {"inflight_general_metrics", "General metrics of the LLM model", "general_type",
+      {"inflight_general_metrics",
+       "General metrics of the LLM model",
+       "general_type",
        {"timestamp", "iteration_counter"}},
   };
   for (const FamilySpec& spec : gauges) {
@@ -85,7 +93,8 @@ MetricsReporter::MetricsReporter(const std::string& model_name, std::uint64_t ve
           TRITONSERVER_ParameterNew("model", TRITONSERVER_PARAMETER_STRING, model_.c_str()),
           TRITONSERVER_ParameterNew("version", TRITONSERVER_PARAMETER_STRING, version_.c_str())};
       TRITONSERVER_Metric* metric = nullptr;
-      if (!LogIfError(TRITONSERVER_MetricNewWithArgs(&metric, fam->family, labels, 2, args), name)) {
+      if (!LogIfError(TRITONSERVER_MetricNewWithArgs(&metric, fam->family, labels, 2, args),
+                      name)) {
         fam->metrics[""] = metric;
       }
       for (const TRITONSERVER_Parameter* p : labels) {
@@ -104,7 +113,8 @@ MetricsReporter::~MetricsReporter() {
   }
 }
 
-TRITONSERVER_Metric* MetricsReporter::Get(const std::string& family, const std::string& label) const {
+TRITONSERVER_Metric* MetricsReporter::Get(const std::string& family,
+                                          const std::string& label) const {
   for (const auto& fam : families_) {
     if (fam->name != family) continue;
     auto it = fam->metrics.find(label);
@@ -114,7 +124,8 @@ TRITONSERVER_Metric* MetricsReporter::Get(const std::string& family, const std::
 }
 
 void MetricsReporter::Set(const std::string& family, const std::string& label, double value) const {
-  if (TRITONSERVER_Metric* m = Get(family, label)) LogIfError(TRITONSERVER_MetricSet(m, value), family);
+  if (TRITONSERVER_Metric* m = Get(family, label))
+    LogIfError(TRITONSERVER_MetricSet(m, value), family);
 }
 
 void MetricsReporter::ReportIteration(const IterationStats& s) {
@@ -150,7 +161,8 @@ void MetricsReporter::ObserveRequest(std::int64_t input_tokens, std::int64_t out
     LogIfError(TRITONSERVER_MetricObserve(m, static_cast<double>(input_tokens)), "input_token_len");
   }
   if (auto* m = Get("inflight_output_token_len", "")) {
-    LogIfError(TRITONSERVER_MetricObserve(m, static_cast<double>(output_tokens)), "output_token_len");
+    LogIfError(TRITONSERVER_MetricObserve(m, static_cast<double>(output_tokens)),
+               "output_token_len");
   }
 }
 

@@ -1,5 +1,5 @@
-// Custom metrics of the LLM model through Triton's metrics API, with NVIDIA's structure and labels under
-// the inflight_ prefix (nv_trt_llm_request_metrics{request_type=...} becomes
+// Custom metrics of the LLM model through Triton's metrics API, with NVIDIA's structure and labels
+// under the inflight_ prefix (nv_trt_llm_request_metrics{request_type=...} becomes
 // inflight_request_metrics{request_type=...}).
 #pragma once
 
@@ -15,8 +15,8 @@ namespace inflight::backend {
 
 class MetricsReporter {
  public:
-  // Creates the families and one metric per label value. Failures are logged and leave that metric out:
-  // metrics never stop a model from loading.
+  // Creates the families and one metric per label value. Failures are logged and leave that metric
+  // out: metrics never stop a model from loading.
   MetricsReporter(const std::string& model_name, std::uint64_t version, bool static_batching);
   ~MetricsReporter();
   MetricsReporter(const MetricsReporter&) = delete;

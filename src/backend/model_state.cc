@@ -20,7 +20,8 @@ Result<std::unique_ptr<ModelState>> ModelState::Create(TRITONBACKEND_Model* mode
   std::size_t size = 0;
   Status st = FromTritonError(TRITONSERVER_MessageSerializeToJson(message, &json, &size));
   Result<inference::ModelConfig> cfg =
-      st.ok() ? config::ParseModelConfigJson(std::string_view(json, size)) : Result<inference::ModelConfig>(st);
+      st.ok() ? config::ParseModelConfigJson(std::string_view(json, size))
+              : Result<inference::ModelConfig>(st);
   TRITONSERVER_MessageDelete(message);
   if (!cfg.ok()) return cfg.status();
 
@@ -51,7 +52,8 @@ ExecutorConfig ModelState::MakeExecutorConfig() const {
              : p.device == config::Device::kCpu ? DeviceKind::kCpu
                                                 : DeviceKind::kAuto;
   if (p.gpu_device_ids && !p.gpu_device_ids->empty()) {
-    c.gpu_device_ids = std::vector<int>(p.gpu_device_ids->front().begin(), p.gpu_device_ids->front().end());
+    c.gpu_device_ids =
+        std::vector<int>(p.gpu_device_ids->front().begin(), p.gpu_device_ids->front().end());
   }
   c.scheduler_config.policy = p.batch_scheduler_policy == config::SchedulerPolicy::kMaxUtilization
                                   ? CapacitySchedulerPolicy::kMaxUtilization

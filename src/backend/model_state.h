@@ -1,4 +1,5 @@
-// Per-model state of the LLM backend: the parsed configuration and the executor settings derived from it.
+// Per-model state of the LLM backend: the parsed configuration and the executor settings derived
+// from it.
 #pragma once
 
 #include <memory>

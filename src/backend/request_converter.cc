@@ -8,10 +8,12 @@
 namespace inflight::backend {
 namespace {
 
-const char* TypeName(TRITONSERVER_DataType t) { return DataTypeName(t); }
+const char* TypeName(TRITONSERVER_DataType t) {
+  return DataTypeName(t);
+}
 
-// Reads the tensors of one request, knowing its batch size. A per-row scalar may come as [B], [B, 1] or a
-// single element shared by every row.
+// Reads the tensors of one request, knowing its batch size. A per-row scalar may come as [B], [B,
+// 1] or a single element shared by every row.
 class RowReader {
  public:
   RowReader(const TensorMap& inputs, std::int64_t batch) : inputs_(inputs), batch_(batch) {}
@@ -22,7 +24,8 @@ class RowReader {
   }
 
   template <typename T>
-  Result<std::optional<T>> Scalar(const char* name, TRITONSERVER_DataType dtype, std::int64_t row) const {
+  Result<std::optional<T>> Scalar(const char* name, TRITONSERVER_DataType dtype,
+                                  std::int64_t row) const {
     const HostTensor* t = Find(name);
     if (t == nullptr) return std::optional<T>();
     RETURN_IF_ERROR(CheckType(*t, dtype));
@@ -41,7 +44,8 @@ class RowReader {
     const HostTensor* t = Find(name);
     if (t == nullptr) return std::optional<std::uint64_t>();
     switch (t->dtype) {
-      case TRITONSERVER_TYPE_UINT64: return Scalar<std::uint64_t>(name, t->dtype, row);
+      case TRITONSERVER_TYPE_UINT64:
+        return Scalar<std::uint64_t>(name, t->dtype, row);
       case TRITONSERVER_TYPE_INT64: {
         ASSIGN_OR_RETURN(auto v, Scalar<std::int64_t>(name, t->dtype, row));
         if (!v) return std::optional<std::uint64_t>();
@@ -60,8 +64,8 @@ class RowReader {
 
   // Row `row` of a [B, ...] tensor (or the whole tensor when the model does not batch).
   template <typename T>
-  Result<std::span<const T>> Row(const HostTensor& t, TRITONSERVER_DataType dtype,
-                                 bool batched, std::int64_t row) const {
+  Result<std::span<const T>> Row(const HostTensor& t, TRITONSERVER_DataType dtype, bool batched,
+                                 std::int64_t row) const {
     RETURN_IF_ERROR(CheckType(t, dtype));
     auto all = t.As<T>();
     if (!batched) return all;
@@ -83,7 +87,8 @@ class RowReader {
 
   static std::string ShapeString(const HostTensor& t) {
     std::string s = "[";
-    for (std::size_t i = 0; i < t.shape.size(); ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
+    for (std::size_t i = 0; i < t.shape.size(); ++i)
+      s += (i ? "," : "") + std::to_string(t.shape[i]);
     return s + "]";
   }
 
@@ -99,7 +104,8 @@ Result<std::vector<VecTokens>> WordList(const RowReader& r, const char* name, bo
   ASSIGN_OR_RETURN(auto data, r.Row<std::int32_t>(*t, TRITONSERVER_TYPE_INT32, batched, row));
   // NOTE: NVIDIA's layout is [2, N]: row 0 the flat ids, row 1 the cumulative end offsets.
   if (data.size() % 2 != 0) {
-    return InvalidArgument("input '" + std::string(name) + "' must have shape [2, N] per request, got " +
+    return InvalidArgument("input '" + std::string(name) +
+                           "' must have shape [2, N] per request, got " +
                            RowReader::ShapeString(*t));
   }
   const std::size_t n = data.size() / 2;
@@ -118,10 +124,12 @@ Result<ConvertedRequest> ConvertRequest(const TensorMap& inputs, const ModelSett
   if (batch < 1) return InvalidArgument("input 'input_ids' has an empty batch dimension");
   if (batch > 1 && !settings.decoupled) {
     return InvalidArgument(
-        "Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction policy");
+        "Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction "
+        "policy");
   }
   RowReader r(inputs, batch);
-  if (r.Find("input_lengths") == nullptr) return InvalidArgument("input 'input_lengths' is required");
+  if (r.Find("input_lengths") == nullptr)
+    return InvalidArgument("input 'input_lengths' is required");
   if (r.Find("request_output_len") == nullptr) {
     return InvalidArgument("input 'request_output_len' is required");
   }
@@ -130,7 +138,8 @@ Result<ConvertedRequest> ConvertRequest(const TensorMap& inputs, const ModelSett
   ASSIGN_OR_RETURN(auto streaming, r.Scalar<bool>("streaming", TRITONSERVER_TYPE_BOOL, 0));
   out.streaming = streaming.value_or(false);
   if (out.streaming && !settings.decoupled) {
-    return InvalidArgument("Streaming is only supported if model is deployed using decoupled mode.");
+    return InvalidArgument(
+        "Streaming is only supported if model is deployed using decoupled mode.");
   }
   ASSIGN_OR_RETURN(auto stop, r.Scalar<bool>("stop", TRITONSERVER_TYPE_BOOL, 0));
   out.stop = stop.value_or(false);
@@ -171,7 +180,8 @@ Result<ConvertedRequest> ConvertRequest(const TensorMap& inputs, const ModelSett
                      r.Scalar<float>("presence_penalty", TRITONSERVER_TYPE_FP32, b));
     ASSIGN_OR_RETURN(s.frequency_penalty,
                      r.Scalar<float>("frequency_penalty", TRITONSERVER_TYPE_FP32, b));
-    ASSIGN_OR_RETURN(s.min_tokens, r.Scalar<std::int32_t>("min_tokens", TRITONSERVER_TYPE_INT32, b));
+    ASSIGN_OR_RETURN(s.min_tokens,
+                     r.Scalar<std::int32_t>("min_tokens", TRITONSERVER_TYPE_INT32, b));
     ASSIGN_OR_RETURN(s.length_penalty, r.Scalar<float>("len_penalty", TRITONSERVER_TYPE_FP32, b));
     ASSIGN_OR_RETURN(s.early_stopping, r.Scalar<bool>("early_stopping", TRITONSERVER_TYPE_BOOL, b));
     ASSIGN_OR_RETURN(s.seed, r.U64("seed", b));
@@ -187,7 +197,8 @@ Result<ConvertedRequest> ConvertRequest(const TensorMap& inputs, const ModelSett
     o.return_log_probs = lp.value_or(false);
     ASSIGN_OR_RETURN(auto cl, r.Scalar<bool>("return_context_logits", TRITONSERVER_TYPE_BOOL, b));
     o.return_context_logits = cl.value_or(false);
-    ASSIGN_OR_RETURN(auto gl, r.Scalar<bool>("return_generation_logits", TRITONSERVER_TYPE_BOOL, b));
+    ASSIGN_OR_RETURN(auto gl,
+                     r.Scalar<bool>("return_generation_logits", TRITONSERVER_TYPE_BOOL, b));
     o.return_generation_logits = gl.value_or(false);
     ASSIGN_OR_RETURN(auto ex, r.Scalar<bool>("exclude_input_in_output", TRITONSERVER_TYPE_BOOL, b));
     o.exclude_input_from_output = ex.value_or(settings.exclude_input_in_output);

@@ -11,14 +11,14 @@ namespace inflight::backend {
 
 struct ModelSettings {
   bool decoupled = false;
-  std::int32_t max_batch_size = 0;        // > 0: inputs carry a leading batch dimension
-  bool exclude_input_in_output = false;   // model default; the request's input overrides it
+  std::int32_t max_batch_size = 0;       // > 0: inputs carry a leading batch dimension
+  bool exclude_input_in_output = false;  // model default; the request's input overrides it
 };
 
 struct ConvertedRequest {
-  std::vector<Request> rows;       // one executor request per batch row
+  std::vector<Request> rows;  // one executor request per batch row
   bool streaming = false;
-  bool stop = false;               // a `stop` request: cancel the request with the same id
+  bool stop = false;  // a `stop` request: cancel the request with the same id
   bool return_perf_metrics = false;
 };
 

@@ -51,7 +51,8 @@ template <typename T>
 std::vector<T> PadRows(const std::vector<std::vector<T>>& rows, std::size_t width, T pad) {
   std::vector<T> flat(rows.size() * width, pad);
   for (std::size_t b = 0; b < rows.size(); ++b) {
-    std::copy(rows[b].begin(), rows[b].end(), flat.begin() + static_cast<std::ptrdiff_t>(b * width));
+    std::copy(rows[b].begin(), rows[b].end(),
+              flat.begin() + static_cast<std::ptrdiff_t>(b * width));
   }
   return flat;
 }
@@ -76,7 +77,8 @@ std::vector<HostTensor> BuildOutputs(const ResponseResult& result, const RowOutp
                       {beams, static_cast<std::int64_t>(max_len)},
                       PadRows<std::int32_t>(result.output_token_ids, max_len, -1));
   std::vector<std::int32_t> lengths;
-  for (const auto& r : result.output_token_ids) lengths.push_back(static_cast<std::int32_t>(r.size()));
+  for (const auto& r : result.output_token_ids)
+    lengths.push_back(static_cast<std::int32_t>(r.size()));
   b.Add<std::int32_t>("sequence_length", TRITONSERVER_TYPE_INT32, {beams}, lengths);
 
   if (!result.cum_log_probs.empty()) {
@@ -96,7 +98,8 @@ std::vector<HostTensor> BuildOutputs(const ResponseResult& result, const RowOutp
                 result.context_logits);
   }
   if (!result.generation_logits.empty() && vocab > 0 && beams > 0) {
-    const std::int64_t steps = static_cast<std::int64_t>(result.generation_logits.size()) / vocab / beams;
+    const std::int64_t steps =
+        static_cast<std::int64_t>(result.generation_logits.size()) / vocab / beams;
     b.AddLogits("generation_logits", {beams, steps, vocab}, result.generation_logits);
   }
   if (ctx.report_batch_index) b.AddScalarI32("batch_index", ctx.batch_index);

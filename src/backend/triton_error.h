@@ -1,4 +1,5 @@
-// Conversions between inflight::Status and TRITONSERVER_Error*, and an owning handle for the latter.
+// Conversions between inflight::Status and TRITONSERVER_Error*, and an owning handle for the
+// latter.
 #pragma once
 
 #include <memory>
@@ -21,8 +22,8 @@ Status FromTritonError(TRITONSERVER_Error* error);
 }  // namespace inflight::backend
 
 // Evaluates a TRITONSERVER_Error* expression; on error returns it as a Status.
-#define RETURN_IF_TRITON_ERROR(expr)                                     \
-  do {                                                                   \
-    TRITONSERVER_Error* _terr = (expr);                                  \
+#define RETURN_IF_TRITON_ERROR(expr)                                          \
+  do {                                                                        \
+    TRITONSERVER_Error* _terr = (expr);                                       \
     if (_terr != nullptr) return ::inflight::backend::FromTritonError(_terr); \
   } while (0)

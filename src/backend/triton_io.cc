@@ -34,7 +34,8 @@ Result<TensorMap> ReadInputs(TRITONBACKEND_Request* request) {
       std::int64_t mem_id = 0;
       RETURN_IF_TRITON_ERROR(TRITONBACKEND_InputBuffer(input, b, &ptr, &size, &mem, &mem_id));
       if (mem == TRITONSERVER_MEMORY_GPU) {
-        return Unsupported("input '" + t.name + "' is in GPU memory; the backend reads inputs from CPU memory");
+        return Unsupported("input '" + t.name +
+                           "' is in GPU memory; the backend reads inputs from CPU memory");
       }
       if (offset + size > t.data.size()) {
         return InvalidArgument("input '" + t.name + "' buffers exceed its byte size " +
@@ -71,15 +72,17 @@ Result<std::set<std::string>> RequestedOutputs(TRITONBACKEND_Request* request) {
 Status WriteOutputs(TRITONBACKEND_Response* response, const std::vector<HostTensor>& tensors) {
   for (const HostTensor& t : tensors) {
     TRITONBACKEND_Output* output = nullptr;
-    RETURN_IF_TRITON_ERROR(TRITONBACKEND_ResponseOutput(response, &output, t.name.c_str(), t.dtype,
-                                                        t.shape.data(),
-                                                        static_cast<std::uint32_t>(t.shape.size())));
+    RETURN_IF_TRITON_ERROR(
+        TRITONBACKEND_ResponseOutput(response, &output, t.name.c_str(), t.dtype, t.shape.data(),
+                                     static_cast<std::uint32_t>(t.shape.size())));
     void* buffer = nullptr;
     TRITONSERVER_MemoryType mem = TRITONSERVER_MEMORY_CPU;
     std::int64_t mem_id = 0;
-    RETURN_IF_TRITON_ERROR(TRITONBACKEND_OutputBuffer(output, &buffer, t.data.size(), &mem, &mem_id));
+    RETURN_IF_TRITON_ERROR(
+        TRITONBACKEND_OutputBuffer(output, &buffer, t.data.size(), &mem, &mem_id));
     if (mem == TRITONSERVER_MEMORY_GPU) {
-      return Internal("output '" + t.name + "' was given GPU memory; the backend writes CPU memory");
+      return Internal("output '" + t.name +
+                      "' was given GPU memory; the backend writes CPU memory");
     }
     if (!t.data.empty()) std::memcpy(buffer, t.data.data(), t.data.size());
   }

@@ -1,4 +1,5 @@
-// Validate() of the public configuration structs: each error names the field, the value and the range.
+// Validate() of the public configuration structs: each error names the field, the value and the
+// range.
 #include <cmath>
 #include <string>
 
@@ -13,7 +14,8 @@ Status KvCacheConfig::Validate() const {
   }
   if (free_gpu_memory_fraction &&
       (!(*free_gpu_memory_fraction > 0.0f) || *free_gpu_memory_fraction > 1.0f)) {
-    return InvalidArgument("kv_cache_free_gpu_mem_fraction " + std::to_string(*free_gpu_memory_fraction) +
+    return InvalidArgument("kv_cache_free_gpu_mem_fraction " +
+                           std::to_string(*free_gpu_memory_fraction) +
                            " is out of range: must be in (0, 1]");
   }
   if (host_cache_size < 0) {
@@ -47,8 +49,8 @@ Status ExecutorConfig::Validate() const {
     return InvalidArgument("max_num_tokens " + std::to_string(*max_num_tokens) + " must be >= 1");
   }
   if (iter_stats_max_iterations < 0) {
-    return InvalidArgument("iter_stats_max_iterations " + std::to_string(iter_stats_max_iterations) +
-                           " must be >= 0");
+    return InvalidArgument("iter_stats_max_iterations " +
+                           std::to_string(iter_stats_max_iterations) + " must be >= 0");
   }
   RETURN_IF_ERROR(scheduler_config.Validate());
   return kv_cache_config.Validate();

@@ -14,7 +14,9 @@ Result<std::unique_ptr<Executor>> Executor::Create(const std::string& engine_dir
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
-Result<IdType> Executor::enqueueRequest(const Request& request) { return impl_->Enqueue(request); }
+Result<IdType> Executor::enqueueRequest(const Request& request) {
+  return impl_->Enqueue(request);
+}
 
 std::vector<Result<IdType>> Executor::enqueueRequests(const std::vector<Request>& requests) {
   std::vector<Result<IdType>> ids;
@@ -32,12 +34,26 @@ std::vector<Response> Executor::awaitResponses(IdType request_id,
   return impl_->Await(request_id, timeout);
 }
 
-void Executor::cancelRequest(IdType request_id) { impl_->Cancel(request_id); }
-std::deque<IterationStats> Executor::getLatestIterationStats() { return impl_->TakeIterationStats(); }
-KvCacheStats Executor::getKvCacheStats() const { return impl_->kv_cache_stats(); }
-SizeType Executor::vocabSize() const { return impl_->vocab_size(); }
-SizeType Executor::maxBatchSize() const { return impl_->max_batch_size(); }
-bool Executor::canEnqueueRequests() const { return impl_->accepting(); }
-void Executor::shutdown() { impl_->Shutdown(); }
+void Executor::cancelRequest(IdType request_id) {
+  impl_->Cancel(request_id);
+}
+std::deque<IterationStats> Executor::getLatestIterationStats() {
+  return impl_->TakeIterationStats();
+}
+KvCacheStats Executor::getKvCacheStats() const {
+  return impl_->kv_cache_stats();
+}
+SizeType Executor::vocabSize() const {
+  return impl_->vocab_size();
+}
+SizeType Executor::maxBatchSize() const {
+  return impl_->max_batch_size();
+}
+bool Executor::canEnqueueRequests() const {
+  return impl_->accepting();
+}
+void Executor::shutdown() {
+  impl_->Shutdown();
+}
 
 }  // namespace inflight

@@ -64,14 +64,17 @@ Result<std::unique_ptr<Executor::Impl>> Executor::Impl::Create(const std::string
   ASSIGN_OR_RETURN(model::EngineConfig engine, model::LoadEngineConfig(engine_dir));
   ASSIGN_OR_RETURN(executor::SchedulerLimits limits, MakeLimits(engine, config));
   ASSIGN_OR_RETURN(auto runner, executor::CreateModelRunner(engine_dir, engine, config));
-  LOG_INFO("executor: {} on {}, {} KV blocks of {} tokens, max_batch_size {}, max_num_tokens {}, "
-           "max_seq_len {}",
-           engine.architecture_name, runner->device_name(), runner->num_kv_blocks(),
-           limits.tokens_per_block, limits.max_batch_size, limits.max_num_tokens, limits.max_seq_len);
+  LOG_INFO(
+      "executor: {} on {}, {} KV blocks of {} tokens, max_batch_size {}, max_num_tokens {}, "
+      "max_seq_len {}",
+      engine.architecture_name, runner->device_name(), runner->num_kv_blocks(),
+      limits.tokens_per_block, limits.max_batch_size, limits.max_num_tokens, limits.max_seq_len);
   return std::unique_ptr<Impl>(new Impl(config, std::move(runner), limits));
 }
 
-Executor::Impl::~Impl() { Shutdown(); }
+Executor::Impl::~Impl() {
+  Shutdown();
+}
 
 Status Executor::Impl::Validate(const Request& r) const {
   const model::EngineConfig& engine = runner_->config();
@@ -80,8 +83,9 @@ Status Executor::Impl::Validate(const Request& r) const {
     return InvalidArgument("input_token_ids is empty: a request needs at least one prompt token");
   }
   if (prompt_len > engine.build.max_input_len) {
-    return InvalidArgument("input length " + std::to_string(prompt_len) + " exceeds max_input_len " +
-                           std::to_string(engine.build.max_input_len) + " of the engine");
+    return InvalidArgument("input length " + std::to_string(prompt_len) +
+                           " exceeds max_input_len " + std::to_string(engine.build.max_input_len) +
+                           " of the engine");
   }
   if (r.max_tokens < 1) {
     return InvalidArgument("request_output_len " + std::to_string(r.max_tokens) +
@@ -91,7 +95,8 @@ Status Executor::Impl::Validate(const Request& r) const {
     const TokenIdType t = r.input_token_ids[i];
     if (t < 0 || t >= engine.vocab_size) {
       return InvalidArgument("input_ids[" + std::to_string(i) + "] = " + std::to_string(t) +
-                             " is outside the vocabulary [0, " + std::to_string(engine.vocab_size) + ")");
+                             " is outside the vocabulary [0, " + std::to_string(engine.vocab_size) +
+                             ")");
     }
   }
   RETURN_IF_ERROR(sampling::ValidateDecodingInputs(r, engine.vocab_size));
@@ -208,8 +213,8 @@ void Executor::Impl::Loop() {
       busy_ = true;
     }
     if (busy_ && !scheduler_.HasWork()) {
-      // Going idle: one more stats record, so gauges read from the latest iteration (active requests,
-      // KV blocks) show the idle state instead of the last step's.
+      // Going idle: one more stats record, so gauges read from the latest iteration (active
+      // requests, KV blocks) show the idle state instead of the last step's.
       RecordIteration(executor::ScheduleResult{}, 0.0);
       busy_ = false;
     }
@@ -252,7 +257,8 @@ void Executor::Impl::RunStep() {
   Result<model::StepOutput> out = runner_->Step(scheduler_.BuildStepInput(step));
   if (!out.ok()) {
     LOG_ERROR("executor: model step failed: {}", out.status().ToString());
-    for (const ScheduledItem& item : step.items) FailRequest(*states_.at(item.seq->id), out.status());
+    for (const ScheduledItem& item : step.items)
+      FailRequest(*states_.at(item.seq->id), out.status());
     return;
   }
   scheduler_.OnStepComputed(step);
@@ -260,19 +266,22 @@ void Executor::Impl::RunStep() {
   for (std::size_t i = 0; i < step.items.size(); ++i) {
     const ScheduledItem& item = step.items[i];
     RequestState& s = *states_.at(item.seq->id);
-    const std::size_t num_rows = item.logits == model::SequenceStep::Logits::kAll    ? item.num_tokens
+    const std::size_t num_rows = item.logits == model::SequenceStep::Logits::kAll ? item.num_tokens
                                  : item.logits == model::SequenceStep::Logits::kLast ? 1
                                                                                      : 0;
-    std::span<const float> rows(out->logits.data() + static_cast<std::size_t>(out->row_begin[i]) * vocab,
-                                num_rows * static_cast<std::size_t>(vocab));
-    if (item.logits == model::SequenceStep::Logits::kAll && s.request.output_config.return_context_logits) {
+    std::span<const float> rows(
+        out->logits.data() + static_cast<std::size_t>(out->row_begin[i]) * vocab,
+        num_rows * static_cast<std::size_t>(vocab));
+    if (item.logits == model::SequenceStep::Logits::kAll &&
+        s.request.output_config.return_context_logits) {
       CollectContextLogits(s, item, rows);
     }
     if (item.needs_sampling && num_rows > 0) {
       SampleItem(s, rows.last(static_cast<std::size_t>(vocab)));
     }
   }
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   RecordIteration(step, ms);
 }
 
@@ -293,10 +302,11 @@ void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
   executor::Sequence& seq = s.sequence;
   std::vector<float> logits(row.begin(), row.end());
   auto sampled = sampling::Sample(logits, s.request.sampling_config,
-                                  sampling::MakeDecodeContext(s.request, seq.generated()), s.sampler,
-                                  config_.normalize_log_probs);
+                                  sampling::MakeDecodeContext(s.request, seq.generated()),
+                                  s.sampler, config_.normalize_log_probs);
   if (!sampled.ok()) return FailRequest(s, sampled.status());
-  const sampling::StepOutcome outcome = sampling::EvaluateStep(sampled->token, seq.generated(), s.criteria);
+  const sampling::StepOutcome outcome =
+      sampling::EvaluateStep(sampled->token, seq.generated(), s.criteria);
   const std::int64_t now = NowNs();
   if (s.first_token_time_ns == 0) s.first_token_time_ns = now;
   s.last_token_time_ns = now;
@@ -308,7 +318,8 @@ void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
       s.generation_logits.insert(s.generation_logits.end(), row.begin(), row.end());
     }
   }
-  if (outcome.finish_reason != FinishReason::kNotFinished) return FinishRequest(s, outcome.finish_reason);
+  if (outcome.finish_reason != FinishReason::kNotFinished)
+    return FinishRequest(s, outcome.finish_reason);
   if (s.request.streaming) Emit(executor::MakeStreamingResponse(s, false, vocab_size()));
 }
 
@@ -360,7 +371,8 @@ void Executor::Impl::RecordIteration(const executor::ScheduleResult& step, doubl
   num_queued_ = st.num_queued_requests;
   kv_stats_snapshot_ = st.kv_cache_stats;
   iteration_stats_.push_back(st);
-  while (iteration_stats_.size() > static_cast<std::size_t>(std::max(config_.iter_stats_max_iterations, 1))) {
+  while (iteration_stats_.size() >
+         static_cast<std::size_t>(std::max(config_.iter_stats_max_iterations, 1))) {
     iteration_stats_.pop_front();
   }
 }

@@ -22,11 +22,13 @@ namespace inflight {
 
 class Executor::Impl {
  public:
-  static Result<std::unique_ptr<Impl>> Create(const std::string& engine_dir, const ExecutorConfig& config);
+  static Result<std::unique_ptr<Impl>> Create(const std::string& engine_dir,
+                                              const ExecutorConfig& config);
   ~Impl();
 
   Result<IdType> Enqueue(const Request& request);
-  std::vector<Response> Await(std::optional<IdType> id, std::optional<std::chrono::milliseconds> timeout);
+  std::vector<Response> Await(std::optional<IdType> id,
+                              std::optional<std::chrono::milliseconds> timeout);
   void Cancel(IdType id);
   std::deque<IterationStats> TakeIterationStats();
   KvCacheStats kv_cache_stats() const;

@@ -1,5 +1,5 @@
-// Everything the executor keeps about one request while it runs: the request, its sequence (tokens and KV
-// progress), its random stream, and what it has produced but not yet sent.
+// Everything the executor keeps about one request while it runs: the request, its sequence (tokens
+// and KV progress), its random stream, and what it has produced but not yet sent.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +27,12 @@ struct RequestState {
   sampling::SamplerState sampler;
   sampling::StopCriteria criteria;  // views into `request`
 
-  std::vector<float> log_probs;            // one per generated token
+  std::vector<float> log_probs;  // one per generated token
   float cum_log_prob = 0.0f;
-  std::vector<float> context_logits;       // [rows so far, vocab]
-  std::vector<float> generation_logits;    // [generated, vocab]
-  SizeType num_streamed_tokens = 0;        // generated tokens already sent (streaming)
-  SizeType num_streamed_logit_rows = 0;    // generation logits rows already sent (streaming)
+  std::vector<float> context_logits;     // [rows so far, vocab]
+  std::vector<float> generation_logits;  // [generated, vocab]
+  SizeType num_streamed_tokens = 0;      // generated tokens already sent (streaming)
+  SizeType num_streamed_logit_rows = 0;  // generation logits rows already sent (streaming)
   FinishReason finish_reason = FinishReason::kNotFinished;
 
   std::int64_t arrival_time_ns = 0;

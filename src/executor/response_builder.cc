@@ -27,17 +27,19 @@ Response MakeStreamingResponse(RequestState& state, bool is_final, SizeType voca
   FillCommon(state, r, vocab_size, is_final);
   auto generated = state.sequence.generated();
   const auto from = static_cast<std::size_t>(state.num_streamed_tokens);
-  r.output_token_ids = {VecTokens(generated.begin() + static_cast<std::ptrdiff_t>(from), generated.end())};
+  r.output_token_ids = {
+      VecTokens(generated.begin() + static_cast<std::ptrdiff_t>(from), generated.end())};
   if (state.request.output_config.return_log_probs) {
     r.log_probs = {std::vector<float>(state.log_probs.begin() + static_cast<std::ptrdiff_t>(from),
                                       state.log_probs.end())};
   }
   if (state.request.output_config.return_generation_logits) {
-    const auto row = static_cast<std::size_t>(state.num_streamed_logit_rows) * static_cast<std::size_t>(vocab_size);
+    const auto row = static_cast<std::size_t>(state.num_streamed_logit_rows) *
+                     static_cast<std::size_t>(vocab_size);
     r.generation_logits.assign(state.generation_logits.begin() + static_cast<std::ptrdiff_t>(row),
                                state.generation_logits.end());
-    state.num_streamed_logit_rows =
-        static_cast<SizeType>(state.generation_logits.size() / static_cast<std::size_t>(vocab_size));
+    state.num_streamed_logit_rows = static_cast<SizeType>(state.generation_logits.size() /
+                                                          static_cast<std::size_t>(vocab_size));
   }
   // Context logits travel once, with the first streamed response.
   if (state.num_streamed_tokens == 0 && state.request.output_config.return_context_logits) {
@@ -60,7 +62,8 @@ Response MakeFinalResponse(const RequestState& state, SizeType vocab_size) {
   }
   if (state.request.output_config.return_log_probs) r.log_probs = {state.log_probs};
   if (state.request.output_config.return_context_logits) r.context_logits = state.context_logits;
-  if (state.request.output_config.return_generation_logits) r.generation_logits = state.generation_logits;
+  if (state.request.output_config.return_generation_logits)
+    r.generation_logits = state.generation_logits;
   return resp;
 }
 

@@ -6,8 +6,8 @@
 
 namespace inflight::executor {
 
-// A streaming response with the tokens (and log-probs, logits) generated since the last one; advances the
-// state's streaming cursors. `is_final` marks the request's last response.
+// A streaming response with the tokens (and log-probs, logits) generated since the last one;
+// advances the state's streaming cursors. `is_final` marks the request's last response.
 Response MakeStreamingResponse(RequestState& state, bool is_final, SizeType vocab_size);
 
 // The one response of a non-streaming request: the whole output (the prompt first unless excluded).

@@ -16,22 +16,28 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string&
   if (config.device == DeviceKind::kCuda ||
       (config.device == DeviceKind::kAuto && model::CudaDeviceAvailable())) {
     model::CudaRunnerOptions o;
-    o.kv_cache_free_gpu_mem_fraction = config.kv_cache_config.free_gpu_memory_fraction.value_or(0.9f);
+    o.kv_cache_free_gpu_mem_fraction =
+        config.kv_cache_config.free_gpu_memory_fraction.value_or(0.9f);
     if (config.kv_cache_config.max_tokens) o.max_kv_tokens = *config.kv_cache_config.max_tokens;
-    if (config.gpu_device_ids && !config.gpu_device_ids->empty()) o.device = config.gpu_device_ids->front();
+    if (config.gpu_device_ids && !config.gpu_device_ids->empty())
+      o.device = config.gpu_device_ids->front();
     LOG_INFO("executor: CUDA runner on device {}", o.device);
     return model::CreateCudaModelRunner(engine_dir, o);
   }
 #else
   if (config.device == DeviceKind::kCuda) {
-    return Unsupported("device \"cuda\" was requested, but this build has no CUDA runtime "
-                       "(built with INFLIGHT_CUDA=OFF or without a CUDA toolkit); accepted here: auto, cpu");
+    return Unsupported(
+        "device \"cuda\" was requested, but this build has no CUDA runtime "
+        "(built with INFLIGHT_CUDA=OFF or without a CUDA toolkit); accepted here: auto, cpu");
   }
 #endif
   // fp32 K and V for every layer.
-  const std::int64_t bytes_per_token = 2 * engine.num_layers * engine.num_kv_heads * engine.head_dim * 4;
-  const std::int64_t full = static_cast<std::int64_t>(engine.build.max_batch_size) * engine.build.max_seq_len;
-  std::int64_t tokens = std::min(full, kDefaultCpuKvCacheBytes / std::max<std::int64_t>(bytes_per_token, 1));
+  const std::int64_t bytes_per_token =
+      2 * engine.num_layers * engine.num_kv_heads * engine.head_dim * 4;
+  const std::int64_t full =
+      static_cast<std::int64_t>(engine.build.max_batch_size) * engine.build.max_seq_len;
+  std::int64_t tokens =
+      std::min(full, kDefaultCpuKvCacheBytes / std::max<std::int64_t>(bytes_per_token, 1));
   tokens = std::max<std::int64_t>(tokens, engine.build.max_seq_len);
   if (config.kv_cache_config.max_tokens) tokens = *config.kv_cache_config.max_tokens;
   if (tokens < engine.build.tokens_per_block) {

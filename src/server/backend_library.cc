@@ -60,7 +60,8 @@ Result<std::string> FindBackendLibrary(const std::string& backend, const std::st
   // --backend-directory is given); each entry is searched in order.
   for (std::size_t begin = 0; begin <= backend_directory.size();) {
     const std::size_t end = std::min(backend_directory.find(':', begin), backend_directory.size());
-    if (end > begin) dirs.push_back(fs::path(backend_directory.substr(begin, end - begin)) / backend);
+    if (end > begin)
+      dirs.push_back(fs::path(backend_directory.substr(begin, end - begin)) / backend);
     begin = end + 1;
   }
   std::string tried;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/triton_status.h"
 #include "triton/core/tritonbackend.h"
 #include "triton/core/tritonserver.h"
 
@@ -46,8 +47,8 @@ class BackendResponse;
 struct ResponseOutput;
 class ResponseFactory;
 
-TRITONSERVER_Error_Code ToTritonCode(StatusCode code);
-StatusCode FromTritonCode(TRITONSERVER_Error_Code code);
+using ::inflight::FromTritonCode;
+using ::inflight::ToTritonCode;
 // nullptr for an ok status; the caller (usually a backend) owns the returned error.
 TRITONSERVER_Error* ToTritonError(const Status& status);
 // Reads `error` without taking it; ok for nullptr.

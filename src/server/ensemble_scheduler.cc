@@ -98,7 +98,8 @@ class EnsembleContext : public InflightRequest,
       // Missing: wait for its producer, unless the producer finished without it (an optional output
       // such as preprocessing's OUT_PROMPT_TABLE_EXTRA_IDS); the step then runs without the input.
       auto producer = sched_->produced().find(tensor);
-      if (producer != sched_->produced().end() && flow.finished.count(producer->second) == 0) return false;
+      if (producer != sched_->produced().end() && flow.finished.count(producer->second) == 0)
+        return false;
     }
     return true;
   }

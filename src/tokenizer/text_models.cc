@@ -276,12 +276,14 @@ Result<std::vector<HostTensor>> Preprocess(const Tokenizer& tokenizer,
       RETURN_IF_ERROR(get_pad_ids());
       outputs.push_back(*pad_ids);
     } else if (name == "OUT_PROMPT_TABLE_EXTRA_IDS") {
-      // NOTE: only made from PROMPT_TABLE_EXTRA_ID, which serves prompt tables (p-tuning); the LLM model
-      // has none yet, so without that input the output is simply absent, as in NVIDIA's model.
+      // NOTE: only made from PROMPT_TABLE_EXTRA_ID, which serves prompt tables (p-tuning); the LLM
+      // model has none yet, so without that input the output is simply absent, as in NVIDIA's
+      // model.
       for (const HostTensor& t : inputs) {
         if (t.name == "PROMPT_TABLE_EXTRA_ID") {
-          return Unsupported("input PROMPT_TABLE_EXTRA_ID is not supported: prompt tables are not "
-                             "implemented yet");
+          return Unsupported(
+              "input PROMPT_TABLE_EXTRA_ID is not supported: prompt tables are not "
+              "implemented yet");
         }
       }
     } else {

@@ -5,50 +5,6 @@
 namespace inflight::tokenizer::backend {
 namespace {
 
-TRITONSERVER_Error_Code ToTritonCode(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-    case StatusCode::kUnknown:
-      return TRITONSERVER_ERROR_UNKNOWN;
-    case StatusCode::kInternal:
-      return TRITONSERVER_ERROR_INTERNAL;
-    case StatusCode::kNotFound:
-      return TRITONSERVER_ERROR_NOT_FOUND;
-    case StatusCode::kInvalidArgument:
-      return TRITONSERVER_ERROR_INVALID_ARG;
-    case StatusCode::kUnavailable:
-      return TRITONSERVER_ERROR_UNAVAILABLE;
-    case StatusCode::kUnsupported:
-      return TRITONSERVER_ERROR_UNSUPPORTED;
-    case StatusCode::kAlreadyExists:
-      return TRITONSERVER_ERROR_ALREADY_EXISTS;
-    case StatusCode::kCancelled:
-      return TRITONSERVER_ERROR_CANCELLED;
-  }
-  return TRITONSERVER_ERROR_UNKNOWN;
-}
-
-StatusCode FromTritonCode(TRITONSERVER_Error_Code code) {
-  switch (code) {
-    case TRITONSERVER_ERROR_INTERNAL:
-      return StatusCode::kInternal;
-    case TRITONSERVER_ERROR_NOT_FOUND:
-      return StatusCode::kNotFound;
-    case TRITONSERVER_ERROR_INVALID_ARG:
-      return StatusCode::kInvalidArgument;
-    case TRITONSERVER_ERROR_UNAVAILABLE:
-      return StatusCode::kUnavailable;
-    case TRITONSERVER_ERROR_UNSUPPORTED:
-      return StatusCode::kUnsupported;
-    case TRITONSERVER_ERROR_ALREADY_EXISTS:
-      return StatusCode::kAlreadyExists;
-    case TRITONSERVER_ERROR_CANCELLED:
-      return StatusCode::kCancelled;
-    default:
-      return StatusCode::kUnknown;
-  }
-}
-
 // Copies the input's buffers (there may be several) into one host string.
 Result<std::string> InputBytes(TRITONBACKEND_Input* input, const char* name, uint64_t byte_size,
                                uint32_t buffer_count) {
@@ -110,18 +66,6 @@ Status CopyNumbers(const std::string& bytes, const char* name, int64_t count, st
 }
 
 }  // namespace
-
-TRITONSERVER_Error* ToTritonError(const Status& status) {
-  if (status.ok()) return nullptr;
-  return TRITONSERVER_ErrorNew(ToTritonCode(status.code()), status.message().c_str());
-}
-
-Status FromTritonError(TRITONSERVER_Error* error) {
-  if (error == nullptr) return Status::Ok();
-  Status status(FromTritonCode(TRITONSERVER_ErrorCode(error)), TRITONSERVER_ErrorMessage(error));
-  TRITONSERVER_ErrorDelete(error);
-  return status;
-}
 
 Result<std::vector<HostTensor>> ReadInputs(TRITONBACKEND_Request* request) {
   uint32_t count = 0;

@@ -1,20 +1,20 @@
-// Conversions between Triton's request/response C API and host tensors, and between
-// TRITONSERVER_Error and Status. Nothing here knows what the tensors mean.
+// Conversions between Triton's request/response C API and host tensors. Nothing here knows what the
+// tensors mean.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "backend/triton_error.h"
 #include "common/status.h"
 #include "tokenizer/host_tensor.h"
 #include "triton/core/tritonbackend.h"
 
 namespace inflight::tokenizer::backend {
 
-// nullptr for an ok Status; the caller owns the returned error.
-TRITONSERVER_Error* ToTritonError(const Status& status);
-// Takes ownership of `error` (deletes it); Ok for nullptr.
-Status FromTritonError(TRITONSERVER_Error* error);
+// Status <-> TRITONSERVER_Error: shared with the LLM backend (backend/triton_error.h).
+using ::inflight::backend::FromTritonError;
+using ::inflight::backend::ToTritonError;
 
 // Every input of the request, copied to the host. INT32, FP32 and BYTES inputs are accepted;
 // another data type is InvalidArgument naming the input, its type and the accepted ones.

@@ -22,7 +22,7 @@ TEST(DType, RoundsToNearestEven) {
   // 1 + 2^-11 lies exactly between two fp16 values: ties go to the even mantissa (1.0).
   EXPECT_EQ(FloatToFp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
   EXPECT_EQ(FloatToFp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
-  EXPECT_EQ(FloatToFp16(70000.0f), 0x7c00);   // overflow to inf
+  EXPECT_EQ(FloatToFp16(70000.0f), 0x7c00);  // overflow to inf
   EXPECT_EQ(FloatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
   std::mt19937 rng(7);
   std::normal_distribution<float> d(0, 3);

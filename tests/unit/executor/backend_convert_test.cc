@@ -1,4 +1,5 @@
-// The backend's tensor conversions, without a Triton core: NVIDIA's tensor names, shapes and errors.
+// The backend's tensor conversions, without a Triton core: NVIDIA's tensor names, shapes and
+// errors.
 #include <gtest/gtest.h>
 
 #include "backend/request_converter.h"
@@ -8,21 +9,25 @@ namespace inflight::backend {
 namespace {
 
 template <typename T>
-HostTensor T1(const char* name, TRITONSERVER_DataType dt, std::vector<std::int64_t> shape, std::vector<T> v) {
+HostTensor T1(const char* name, TRITONSERVER_DataType dt, std::vector<std::int64_t> shape,
+              std::vector<T> v) {
   return HostTensor::From<T>(name, dt, std::move(shape), std::span<const T>(v));
 }
 
 HostTensor Bool(const char* name, bool v) {
   const bool values[] = {v};
-  return HostTensor::From<bool>(name, TRITONSERVER_TYPE_BOOL, {1, 1}, std::span<const bool>(values));
+  return HostTensor::From<bool>(name, TRITONSERVER_TYPE_BOOL, {1, 1},
+                                std::span<const bool>(values));
 }
 
 TensorMap BasicInputs(std::vector<std::int32_t> ids, std::int32_t out_len) {
   TensorMap m;
   const auto n = static_cast<std::int64_t>(ids.size());
   m["input_ids"] = T1<std::int32_t>("input_ids", TRITONSERVER_TYPE_INT32, {1, n}, ids);
-  m["input_lengths"] = T1<std::int32_t>("input_lengths", TRITONSERVER_TYPE_INT32, {1, 1}, {static_cast<std::int32_t>(n)});
-  m["request_output_len"] = T1<std::int32_t>("request_output_len", TRITONSERVER_TYPE_INT32, {1, 1}, {out_len});
+  m["input_lengths"] = T1<std::int32_t>("input_lengths", TRITONSERVER_TYPE_INT32, {1, 1},
+                                        {static_cast<std::int32_t>(n)});
+  m["request_output_len"] =
+      T1<std::int32_t>("request_output_len", TRITONSERVER_TYPE_INT32, {1, 1}, {out_len});
   return m;
 }
 
@@ -62,9 +67,11 @@ TEST(RequestConverter, NvidiaErrorTexts) {
   TensorMap two;
   two["input_ids"] = T1<std::int32_t>("input_ids", TRITONSERVER_TYPE_INT32, {2, 2}, {1, 2, 3, 4});
   two["input_lengths"] = T1<std::int32_t>("input_lengths", TRITONSERVER_TYPE_INT32, {2, 1}, {2, 1});
-  two["request_output_len"] = T1<std::int32_t>("request_output_len", TRITONSERVER_TYPE_INT32, {2, 1}, {3, 4});
-  EXPECT_EQ(ConvertRequest(two, kBatched).status().message(),
-            "Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction policy");
+  two["request_output_len"] =
+      T1<std::int32_t>("request_output_len", TRITONSERVER_TYPE_INT32, {2, 1}, {3, 4});
+  EXPECT_EQ(
+      ConvertRequest(two, kBatched).status().message(),
+      "Batch size > 1 requires the tensorrt_llm backend to be using decoupled transaction policy");
   auto ok = ConvertRequest(two, kDecoupled);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   ASSERT_EQ(ok->rows.size(), 2u);
@@ -77,9 +84,11 @@ TEST(RequestConverter, NvidiaErrorTexts) {
             "input 'temperature' has datatype FP64; expected FP32");
   TensorMap missing = BasicInputs({1}, 3);
   missing.erase("request_output_len");
-  EXPECT_EQ(ConvertRequest(missing, kBatched).status().message(), "input 'request_output_len' is required");
+  EXPECT_EQ(ConvertRequest(missing, kBatched).status().message(),
+            "input 'request_output_len' is required");
   TensorMap bad_words = BasicInputs({1}, 3);
-  bad_words["bad_words_list"] = T1<std::int32_t>("bad_words_list", TRITONSERVER_TYPE_INT32, {1, 2, 2}, {4, 5, 3, -1});
+  bad_words["bad_words_list"] =
+      T1<std::int32_t>("bad_words_list", TRITONSERVER_TYPE_INT32, {1, 2, 2}, {4, 5, 3, -1});
   EXPECT_FALSE(ConvertRequest(bad_words, kBatched).ok()) << "offset 3 is past the 2 flat ids";
 }
 
@@ -94,7 +103,7 @@ TEST(ResponseConverter, ShapesAndPadding) {
   RowOutputContext ctx;
   ctx.batch_index = 3;
   ctx.report_batch_index = true;
-  const std::set<std::string> want = {"output_ids", "sequence_length", "output_log_probs",
+  const std::set<std::string> want = {"output_ids",    "sequence_length",   "output_log_probs",
                                       "cum_log_probs", "generation_logits", "batch_index"};
   auto out = BuildOutputs(r, ctx, want);
   std::map<std::string, HostTensor> by;

@@ -1,6 +1,7 @@
-// The executor end to end on the CPU runner: a tiny random-weight engine, real scheduling, paging and
-// sampling. Outputs are checked against an independent greedy decode that recomputes every prefix from
-// scratch, and against each other under batching, streaming, chunking, pausing and prefix reuse.
+// The executor end to end on the CPU runner: a tiny random-weight engine, real scheduling, paging
+// and sampling. Outputs are checked against an independent greedy decode that recomputes every
+// prefix from scratch, and against each other under batching, streaming, chunking, pausing and
+// prefix reuse.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -68,7 +69,8 @@ std::vector<Response> RunAll(Executor& ex, const std::vector<Request>& reqs,
   return out;
 }
 
-// Greedy tokens by recomputing the whole sequence every step on a fresh runner: no KV reuse across steps.
+// Greedy tokens by recomputing the whole sequence every step on a fresh runner: no KV reuse across
+// steps.
 VecTokens ReferenceGreedy(const VecTokens& prompt, int n, std::optional<TokenIdType> end_id = {}) {
   model::RunnerOptions o;
   o.max_kv_tokens = 256;
@@ -79,7 +81,8 @@ VecTokens ReferenceGreedy(const VecTokens& prompt, int n, std::optional<TokenIdT
     model::SequenceStep s;
     s.tokens = seq;
     s.num_cached = 0;
-    const int blocks = (static_cast<int>(seq.size()) + kOpts.tokens_per_block - 1) / kOpts.tokens_per_block;
+    const int blocks =
+        (static_cast<int>(seq.size()) + kOpts.tokens_per_block - 1) / kOpts.tokens_per_block;
     s.block_table.resize(static_cast<std::size_t>(blocks));
     std::iota(s.block_table.rbegin(), s.block_table.rend(), 0);  // non-monotonic on purpose
     model::StepInput in;
@@ -116,17 +119,20 @@ TEST(Executor, GreedyMatchesFromScratchRecompute) {
 
 TEST(Executor, BatchedStreamedChunkedPausedAllAgree) {
   std::vector<Request> reqs;
-  for (std::uint32_t i = 0; i < 12; ++i) reqs.push_back(Greedy(Prompt(100 + i, 3 + (i * 13) % 60), 10));
+  for (std::uint32_t i = 0; i < 12; ++i)
+    reqs.push_back(Greedy(Prompt(100 + i, 3 + (i * 13) % 60), 10));
   std::vector<VecTokens> alone;
   {
     auto ex = Make();
-    for (const Request& r : reqs) alone.push_back(RunAll(*ex, {r})[0].result.output_token_ids.at(0));
+    for (const Request& r : reqs)
+      alone.push_back(RunAll(*ex, {r})[0].result.output_token_ids.at(0));
   }
   // All at once, in-flight batching.
   {
     auto ex = Make();
     auto res = RunAll(*ex, reqs);
-    for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(res[i].result.output_token_ids.at(0), alone[i]) << i;
+    for (std::size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(res[i].result.output_token_ids.at(0), alone[i]) << i;
     ExpectAllBlocksFree(*ex);
   }
   // Streaming: the pieces concatenate to the same output; every piece but the last holds one token.
@@ -157,7 +163,8 @@ TEST(Executor, BatchedStreamedChunkedPausedAllAgree) {
     cfg.scheduler_config.enable_chunked_context = true;
     auto ex = Make(cfg);
     auto res = RunAll(*ex, reqs);
-    for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(res[i].result.output_token_ids.at(0), alone[i]) << i;
+    for (std::size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(res[i].result.output_token_ids.at(0), alone[i]) << i;
     ExpectAllBlocksFree(*ex);
   }
   // max_utilization with a KV cache far too small for all of them: pauses, same outputs.
@@ -169,9 +176,11 @@ TEST(Executor, BatchedStreamedChunkedPausedAllAgree) {
     auto ex = Make(cfg);
     auto res = RunAll(*ex, reqs);
     std::int64_t paused = 0;
-    for (const IterationStats& s : ex->getLatestIterationStats()) paused = std::max(paused, s.num_paused_requests);
+    for (const IterationStats& s : ex->getLatestIterationStats())
+      paused = std::max(paused, s.num_paused_requests);
     EXPECT_GT(paused, 0) << "the tiny cache should have forced pauses";
-    for (std::size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(res[i].result.output_token_ids.at(0), alone[i]) << i;
+    for (std::size_t i = 0; i < reqs.size(); ++i)
+      EXPECT_EQ(res[i].result.output_token_ids.at(0), alone[i]) << i;
     ExpectAllBlocksFree(*ex);
   }
 }
@@ -197,8 +206,8 @@ TEST(Executor, CancelFreesBlocksAndEndsWithCancelled) {
   auto other = ex->enqueueRequest(neighbour);
   auto id = ex->enqueueRequest(r);
   ASSERT_TRUE(id.ok() && other.ok());
-  // NOTE: the tiny model makes 100 tokens in about a millisecond, so cancel at once rather than after
-  // the first token: the loop sees the cancel within a step or two.
+  // NOTE: the tiny model makes 100 tokens in about a millisecond, so cancel at once rather than
+  // after the first token: the loop sees the cancel within a step or two.
   ex->cancelRequest(*id);
   std::map<IdType, std::vector<Response>> all;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -216,7 +225,8 @@ TEST(Executor, CancelFreesBlocksAndEndsWithCancelled) {
   EXPECT_EQ(all[*id].back().result.finish_reasons.at(0), FinishReason::kCancelled);
   EXPECT_LT(tokens, 100u);
   ASSERT_FALSE(all[*other].empty());
-  EXPECT_EQ(all[*other].back().result.output_token_ids.at(0), ReferenceGreedy(neighbour.input_token_ids, 30));
+  EXPECT_EQ(all[*other].back().result.output_token_ids.at(0),
+            ReferenceGreedy(neighbour.input_token_ids, 30));
   ExpectAllBlocksFree(*ex);
 }
 
@@ -226,8 +236,10 @@ TEST(Executor, InvalidRequestsNameTheFieldAndLeaveOthersAlone) {
     auto id = ex->enqueueRequest(r);
     return id.ok() ? std::string("accepted") : id.status().message();
   };
-  EXPECT_EQ(message(Greedy({}, 4)), "input_token_ids is empty: a request needs at least one prompt token");
-  EXPECT_EQ(message(Greedy(Prompt(1, 97), 4)), "input length 97 exceeds max_input_len 96 of the engine");
+  EXPECT_EQ(message(Greedy({}, 4)),
+            "input_token_ids is empty: a request needs at least one prompt token");
+  EXPECT_EQ(message(Greedy(Prompt(1, 97), 4)),
+            "input length 97 exceeds max_input_len 96 of the engine");
   EXPECT_EQ(message(Greedy({1, 2, 97}, 4)), "input_ids[2] = 97 is outside the vocabulary [0, 97)");
   EXPECT_EQ(message(Greedy({1, 2}, 0)), "request_output_len 0 is not accepted: must be >= 1");
   EXPECT_NE(message(Greedy(Prompt(1, 90), 60)).find("exceeds max_seq_len"), std::string::npos);
@@ -252,7 +264,8 @@ TEST(Executor, SeedReproducibleAndEndIdStops) {
   other.sampling_config.seed = 43;
   auto b = RunAll(*ex, {other});
   EXPECT_NE(a[0].result.output_token_ids, b[0].result.output_token_ids);
-  // end_id: the greedy output's third token ends generation before it; the end id is not in the output.
+  // end_id: the greedy output's third token ends generation before it; the end id is not in the
+  // output.
   const VecTokens greedy = ReferenceGreedy(Prompt(5, 8), 6);
   Request e = Greedy(Prompt(5, 8), 6);
   e.end_id = greedy.at(2);
@@ -297,7 +310,8 @@ TEST(Executor, StaticBatchingRunsABatchToCompletion) {
   for (std::uint32_t i = 0; i < 5; ++i) reqs.push_back(Greedy(Prompt(200 + i, 6 + i), 4 + i));
   auto res = RunAll(*ex, reqs);
   for (std::size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_EQ(res[i].result.output_token_ids.at(0), ReferenceGreedy(reqs[i].input_token_ids, reqs[i].max_tokens));
+    EXPECT_EQ(res[i].result.output_token_ids.at(0),
+              ReferenceGreedy(reqs[i].input_token_ids, reqs[i].max_tokens));
   }
   ExpectAllBlocksFree(*ex);
 }

@@ -25,7 +25,8 @@ struct TinyEngineOptions {
 // Returns the engine folder (built on first use for these options).
 inline std::string TinyEngine(const TinyEngineOptions& o, const std::string& tag) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("inflight_test_" + std::to_string(::getpid()) + "_" + tag);
+  const fs::path root =
+      fs::temp_directory_path() / ("inflight_test_" + std::to_string(::getpid()) + "_" + tag);
   const fs::path ckpt = root / "ckpt", engine = root / "engine";
   if (fs::exists(engine / "config.json")) return engine.string();
   model::RandomCheckpointOptions c;

@@ -1,5 +1,6 @@
-// The numeric values of Triton's enums and flags are ABI: a backend and a core built from different headers
-// must agree on every one of them. Values from Triton's published tritonserver.h / tritonbackend.h.
+// The numeric values of Triton's enums and flags are ABI: a backend and a core built from different
+// headers must agree on every one of them. Values from Triton's published tritonserver.h /
+// tritonbackend.h.
 #include <gtest/gtest.h>
 
 #include "triton/core/tritonbackend.h"
@@ -16,11 +17,11 @@ TEST(TritonAbi, ApiVersions) {
 
 TEST(TritonAbi, DataTypes) {
   const TRITONSERVER_DataType in_order[] = {
-      TRITONSERVER_TYPE_INVALID, TRITONSERVER_TYPE_BOOL,  TRITONSERVER_TYPE_UINT8,
+      TRITONSERVER_TYPE_INVALID, TRITONSERVER_TYPE_BOOL,   TRITONSERVER_TYPE_UINT8,
       TRITONSERVER_TYPE_UINT16,  TRITONSERVER_TYPE_UINT32, TRITONSERVER_TYPE_UINT64,
-      TRITONSERVER_TYPE_INT8,    TRITONSERVER_TYPE_INT16, TRITONSERVER_TYPE_INT32,
-      TRITONSERVER_TYPE_INT64,   TRITONSERVER_TYPE_FP16,  TRITONSERVER_TYPE_FP32,
-      TRITONSERVER_TYPE_FP64,    TRITONSERVER_TYPE_BYTES, TRITONSERVER_TYPE_BF16};
+      TRITONSERVER_TYPE_INT8,    TRITONSERVER_TYPE_INT16,  TRITONSERVER_TYPE_INT32,
+      TRITONSERVER_TYPE_INT64,   TRITONSERVER_TYPE_FP16,   TRITONSERVER_TYPE_FP32,
+      TRITONSERVER_TYPE_FP64,    TRITONSERVER_TYPE_BYTES,  TRITONSERVER_TYPE_BF16};
   for (int i = 0; i < 15; ++i) EXPECT_EQ(static_cast<int>(in_order[i]), i) << "position " << i;
 }
 
