@@ -8,13 +8,14 @@
 # value of a repeated key win, so they override. Result: <work_dir>/triton_model_repo.
 # INFLIGHT_DEMO_DTYPE (float32 | float16 | bfloat16, default float32) is the checkpoint's and the engine's
 # dtype; a GPU runs fp32 engines in bfloat16, so float16/bfloat16 give a GPU engine in its own precision.
+# 4 heads of 256: head_dim 64, which the CUDA attention kernels take (64, 80, 96, 128; not 32).
 set -euo pipefail
 bin="$1" tokenizer="$2" work="$3" extra="${4:-}"
 dtype="${INFLIGHT_DEMO_DTYPE:-float32}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 rm -rf "$work" && mkdir -p "$work"
-"$bin/make_checkpoint" --arch gpt2 --hidden_size 256 --num_layers 4 --num_heads 8 \
+"$bin/make_checkpoint" --arch gpt2 --hidden_size 256 --num_layers 4 --num_heads 4 \
   --intermediate_size 1024 --max_position_embeddings 1024 --dtype "$dtype" --seed 1 \
   --tokenizer_dir "$tokenizer" --output_dir "$work/gpt2-random"
 "$bin/inflight-build" --checkpoint_dir "$work/gpt2-random" --output_dir "$work/engine" \

@@ -6,38 +6,62 @@ namespace inflight {
 
 std::size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kFloat32: case DType::kInt32: return 4;
-    case DType::kFloat16: case DType::kBFloat16: return 2;
-    case DType::kInt64: return 8;
-    case DType::kUInt8: case DType::kInt8: case DType::kBool: return 1;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 2;
+    case DType::kInt64:
+      return 8;
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
 
 const char* DTypeName(DType t) {
   switch (t) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat16: return "float16";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt8: return "int8";
-    case DType::kBool: return "bool";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
 
 const char* SafetensorsDTypeName(DType t) {
   switch (t) {
-    case DType::kFloat32: return "F32";
-    case DType::kFloat16: return "F16";
-    case DType::kBFloat16: return "BF16";
-    case DType::kInt32: return "I32";
-    case DType::kInt64: return "I64";
-    case DType::kUInt8: return "U8";
-    case DType::kInt8: return "I8";
-    case DType::kBool: return "BOOL";
+    case DType::kFloat32:
+      return "F32";
+    case DType::kFloat16:
+      return "F16";
+    case DType::kBFloat16:
+      return "BF16";
+    case DType::kInt32:
+      return "I32";
+    case DType::kInt64:
+      return "I64";
+    case DType::kUInt8:
+      return "U8";
+    case DType::kInt8:
+      return "I8";
+    case DType::kBool:
+      return "BOOL";
   }
   return "?";
 }
@@ -72,7 +96,7 @@ std::uint16_t FloatToFp16(float f) {
   std::memcpy(&x, &f, 4);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds to inf
   if (abs < 0x38800000u) {
     // Subnormal in fp16: scale so the integer part is the mantissa, round to nearest even.
@@ -92,7 +116,9 @@ std::uint16_t FloatToFp16(float f) {
 
 void ConvertToFloat(DType from, const void* src, float* dst, std::size_t n) {
   switch (from) {
-    case DType::kFloat32: std::memcpy(dst, src, n * 4); return;
+    case DType::kFloat32:
+      std::memcpy(dst, src, n * 4);
+      return;
     case DType::kFloat16: {
       const auto* s = static_cast<const std::uint16_t*>(src);
       for (std::size_t i = 0; i < n; ++i) dst[i] = Fp16ToFloat(s[i]);
@@ -103,13 +129,16 @@ void ConvertToFloat(DType from, const void* src, float* dst, std::size_t n) {
       for (std::size_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(s[i]);
       return;
     }
-    default: return;
+    default:
+      return;
   }
 }
 
 void ConvertFromFloat(DType to, const float* src, void* dst, std::size_t n) {
   switch (to) {
-    case DType::kFloat32: std::memcpy(dst, src, n * 4); return;
+    case DType::kFloat32:
+      std::memcpy(dst, src, n * 4);
+      return;
     case DType::kFloat16: {
       auto* d = static_cast<std::uint16_t*>(dst);
       for (std::size_t i = 0; i < n; ++i) d[i] = FloatToFp16(src[i]);
@@ -120,7 +149,8 @@ void ConvertFromFloat(DType to, const float* src, void* dst, std::size_t n) {
       for (std::size_t i = 0; i < n; ++i) d[i] = FloatToBf16(src[i]);
       return;
     }
-    default: return;
+    default:
+      return;
   }
 }
 

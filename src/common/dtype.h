@@ -9,11 +9,21 @@
 
 namespace inflight {
 
-enum class DType : std::uint8_t { kFloat32, kFloat16, kBFloat16, kInt32, kInt64, kUInt8, kInt8, kBool };
+enum class DType : std::uint8_t {
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kInt8,
+  kBool
+};
 
 std::size_t DTypeSize(DType t);
 const char* DTypeName(DType t);  // "float32", "float16", "bfloat16", ...
-// Accepts the builder's names (float32, float16, bfloat16) and safetensors' (F32, F16, BF16, I32, ...).
+// Accepts the builder's names (float32, float16, bfloat16) and safetensors' (F32, F16, BF16, I32,
+// ...).
 std::optional<DType> ParseDType(std::string_view name);
 const char* SafetensorsDTypeName(DType t);  // "F32", "F16", "BF16", ...
 

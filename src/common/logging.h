@@ -1,5 +1,5 @@
-// Logging through spdlog. One logger for the whole process; the host (inflight-server or the backend
-// inside tritonserver) picks the level once at start-up.
+// Logging through spdlog. One logger for the whole process; the host (inflight-server or the
+// backend inside tritonserver) picks the level once at start-up.
 #pragma once
 
 #include <spdlog/spdlog.h>
