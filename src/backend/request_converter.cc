@@ -87,8 +87,10 @@ class RowReader {
 
   static std::string ShapeString(const HostTensor& t) {
     std::string s = "[";
-    for (std::size_t i = 0; i < t.shape.size(); ++i)
-      s += (i ? "," : "") + std::to_string(t.shape[i]);
+    for (std::size_t i = 0; i < t.shape.size(); ++i) {
+      if (i > 0) s += ",";
+      s += std::to_string(t.shape[i]);
+    }
     return s + "]";
   }
 

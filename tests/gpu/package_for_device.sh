@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds what a device round needs (Release, CUDA) on this machine and collects it into .device/, a
+# folder small enough to carry to a device machine that has the CUDA toolkit and Python but none of
+# our Debian libraries. tests/gpu/device_round.sh then runs everything there.
+#
+#   tests/gpu/package_for_device.sh            # build into build-gpu, collect into .device
+#
+# .device/ layout:
+#   libexec/   the stripped programs and GPU test binaries
+#   bin/       one wrapper per program: sets LD_LIBRARY_PATH to lib/, then the CUDA libraries
+#              (INFLIGHT_CUDA_LIB_DIRS, default $CUDA_HOME's lib folders), and execs libexec/<name>, so the
+#              libraries we carry never leak into other processes (python, torch)
+#   backends/  <name>/libtriton_<name>.so, as --backend-directory expects
+#   lib/       the shared libraries those need that are neither glibc, the compiler runtime
+#              (libstdc++, libgcc_s) nor CUDA's (the device has its own toolkit and driver)
+#
+# Environment: INFLIGHT_GPU_BUILD_DIR (default <repo>/build-gpu), INFLIGHT_DEVICE_DIR (default
+# <repo>/.device), INFLIGHT_CUDA_ARCHS (default 90a-real: H100/H200), INFLIGHT_JOBS (default 2).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=${INFLIGHT_GPU_BUILD_DIR:-$root/build-gpu}
+dest=${INFLIGHT_DEVICE_DIR:-$root/.device}
+archs=${INFLIGHT_CUDA_ARCHS:-90a-real}
+jobs=${INFLIGHT_JOBS:-2}
+
+programs=(inflight-server inflight-build make_checkpoint inflight-parity)
+gpu_tests=(gpu_norm_test gpu_elementwise_test gpu_rope_kv_write_test gpu_paged_attention_test
+  gpu_sampling_test gpu_gemm_test gpu_cuda_model_runner_test)
+backends=(inflight inflight_tokenizer)
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DINFLIGHT_CUDA=ON \
+  "-DCMAKE_CUDA_ARCHITECTURES=$archs" -DINFLIGHT_BENCH=OFF >/dev/null
+targets=("${programs[@]}" "${gpu_tests[@]}")
+for b in "${backends[@]}"; do targets+=("triton_$b"); done
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+
+rm -rf "$dest"
+mkdir -p "$dest/libexec" "$dest/bin" "$dest/lib"
+for p in "${programs[@]}"; do cp "$build/bin/$p" "$dest/libexec/"; done
+for t in "${gpu_tests[@]}"; do cp "$(find "$build/tests/gpu" -maxdepth 1 -name "$t" -type f)" "$dest/libexec/"; done
+for b in "${backends[@]}"; do
+  mkdir -p "$dest/backends/$b"
+  cp "$build/backends/$b/libtriton_$b.so" "$dest/backends/$b/"
+done
+strip --strip-unneeded "$dest"/libexec/* "$dest"/backends/*/*.so
+
+for exe in "$dest"/libexec/*; do
+  name=$(basename "$exe")
+  cat >"$dest/bin/$name" <<'WRAP'
+#!/bin/sh
+here=$(cd "$(dirname "$0")/.." && pwd)
+c=${CUDA_HOME:-/usr/local/cuda}
+cuda="${INFLIGHT_CUDA_LIB_DIRS:-$c/lib64:$c/lib:$c/targets/x86_64-linux/lib}"
+LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$cuda" exec "$here/libexec/$(basename "$0")" "$@"
+WRAP
+  chmod +x "$dest/bin/$name"
+done
+
+# Libraries to carry: everything ldd resolves except glibc's own, the compiler runtime (the device's
+# is at least as new, and ours would need this machine's glibc) and CUDA's.
+skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libresolv\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart\.|libcublas|libnvidia)'
+for f in "$dest"/libexec/* "$dest"/backends/*/*.so; do
+  ldd "$f" | awk '/=> \// {print $1, $3}'
+done | sort -u | while read -r soname path; do
+  if ! grep -qE "$skip" <<<"$soname"; then
+    cp -L "$path" "$dest/lib/$soname"
+  fi
+done
+strip --strip-unneeded "$dest"/lib/* 2>/dev/null || true
+
+echo "package_for_device: $dest"
+du -sh "$dest"/* "$dest" | sed 's/^/  /'
+echo "  glibc needed: $(objdump -T "$dest"/libexec/* "$dest"/backends/*/*.so "$dest"/lib/* 2>/dev/null |
+  grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -1)"
