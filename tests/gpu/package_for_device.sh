@@ -34,7 +34,8 @@ targets=("${programs[@]}" "${gpu_tests[@]}")
 for b in "${backends[@]}"; do targets+=("triton_$b"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
-rm -rf "$dest"
+# Only this script's folders: bench/package_gpu_round.sh keeps its own in $dest/bench.
+rm -rf "$dest/libexec" "$dest/bin" "$dest/lib" "$dest/backends"
 mkdir -p "$dest/libexec" "$dest/bin" "$dest/lib"
 for p in "${programs[@]}"; do cp "$build/bin/$p" "$dest/libexec/"; done
 for t in "${gpu_tests[@]}"; do cp "$(find "$build/tests/gpu" -maxdepth 1 -name "$t" -type f)" "$dest/libexec/"; done

@@ -1,0 +1,170 @@
+// inflight-bench-gpu-ceilings: the two ceilings of the card in hand (METHOD.md's "two numbers").
+//
+//   1. device-to-device copy bandwidth: cudaMemcpyAsync and a 16-byte-per-access copy kernel over a
+//      buffer far larger than L2, (bytes read + bytes written) / median time; a read-only stream
+//      beside them for reference;
+//   2. the cuBLASLt bf16 GEMM rate through kernels/cuda/gemm.h (the runner's own class, so the
+//      algorithm the runner gets): 8192^3 and the Llama-3.1-8B linear layers for several token
+//      counts, TFLOP/s and GB/s, each next to its floor max(FLOPs / the 8192^3 rate, bytes / the
+//      copy bandwidth) from this run.
+//
+// Random inputs (never zeros), warm-up first, median over many samples timed with CUDA events,
+// weight sets rotated so that L2 does not hold them. The last line is machine-readable
+// ("ceilings: copy_gbps=... gemm_tflops=..."), for bench/run_gpu_round.sh.
+//
+//   inflight-bench-gpu-ceilings [--copy_mib 1024] [--tokens 1,64,256,2048,8192] [--budget_ms 250]
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu_bench_util.h"
+#include "kernels/cuda/gemm.h"
+#include "table.h"
+
+namespace inflight::bench::gpu {
+namespace {
+
+struct Options {
+  std::size_t copy_mib = 1024;
+  std::vector<std::int64_t> tokens = {1, 64, 256, 2048, 8192};
+  double budget_ms = 250;
+};
+
+[[noreturn]] void Usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "%s\nusage: inflight-bench-gpu-ceilings [--copy_mib N (64..16384, default 1024)] "
+               "[--tokens LIST (default 1,64,256,2048,8192)] [--budget_ms MS (default 250)]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h")
+      Usage("inflight-bench-gpu-ceilings: copy and GEMM ceilings");
+    if (i + 1 >= argc) Usage("unknown argument or missing value: \"" + arg + "\"");
+    const std::string text = argv[++i];
+    std::vector<std::int64_t> v;
+    std::string error;
+    bool ok = true;
+    if (arg == "--copy_mib") {
+      ok = ParseIntList(arg, text, 64, 16384, &v, &error) && v.size() == 1;
+      if (ok) o.copy_mib = static_cast<std::size_t>(v[0]);
+    } else if (arg == "--tokens") {
+      ok = ParseIntList(arg, text, 1, 65536, &o.tokens, &error);
+    } else if (arg == "--budget_ms") {
+      ok = ParseIntList(arg, text, 1, 10000, &v, &error) && v.size() == 1;
+      if (ok) o.budget_ms = static_cast<double>(v[0]);
+    } else {
+      Usage("unknown argument \"" + arg + "\"");
+    }
+    if (!ok) Usage(error.empty() ? arg + " \"" + text + "\" must be a single value" : error);
+  }
+  return o;
+}
+
+int Run(const Options& opt) {
+  cudaStream_t stream = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const DeviceInfo dev = QueryDevice();
+  std::cout << "# GPU ceilings\n\nDevice: " << Describe(dev) << "\n\n";
+
+  // 1. Copy bandwidth.
+  const CopyCeiling copy = MeasureCopyCeiling(opt.copy_mib << 20, stream);
+  std::cout << "## Device-to-device copy (" << opt.copy_mib
+            << " MiB buffer; GB/s = 1e9 bytes/s counting bytes read + bytes written)\n\n";
+  Table ct({"method", "bytes moved/call", "median", "p10", "p90", "samples", "GB/s",
+            "% of attribute peak"});
+  const double moved = 2.0 * static_cast<double>(copy.buffer_bytes);
+  auto copy_row = [&](const std::string& name, const Timing& t, double bytes, double gbps) {
+    ct.AddRow({name, Fmt(bytes / 1e6, 1) + " MB", FmtUs(t.median_us), FmtUs(t.p10_us),
+               FmtUs(t.p90_us), std::to_string(t.samples), Fmt(gbps, 1),
+               Percent(gbps, dev.attribute_peak_gbps)});
+  };
+  copy_row("cudaMemcpyAsync D2D", copy.memcpy_timing, moved, copy.memcpy_gbps);
+  copy_row("copy kernel (16 B/access)", copy.kernel_timing, moved, copy.kernel_gbps);
+  copy_row("read-only kernel (not a copy)", copy.read_timing,
+           static_cast<double>(copy.buffer_bytes), copy.read_gbps);
+  ct.Print(std::cout);
+  std::cout
+      << "\nCopy ceiling (the better copy): **" << Fmt(copy.copy_gbps(), 1)
+      << " GB/s**. The read-only row is for reading decode attention, which mostly reads.\n\n";
+
+  // 2. GEMM rate.
+  kernels::cuda::CublasLtGemm gemm;
+  if (gemm.status() != CUBLAS_STATUS_SUCCESS) {
+    Die(__FILE__, __LINE__, "CublasLtGemm()", CublasStatusName(gemm.status()));
+  }
+  const GemmShape square{"square 8192^3", 8192, 8192, 8192, DType::kBFloat16};
+  const GemmResult peak = TimeGemm(gemm, square, dev, opt.budget_ms, stream);
+  const double peak_tflops = peak.tflops;
+
+  std::vector<GemmShape> shapes = {square};
+  for (std::int64_t m : opt.tokens) {
+    shapes.push_back({"qkv 4096->6144", m, 6144, 4096, DType::kBFloat16});
+    shapes.push_back({"gate_up 4096->2x14336", m, 28672, 4096, DType::kBFloat16});
+    shapes.push_back({"down 14336->4096", m, 4096, 14336, DType::kBFloat16});
+    shapes.push_back({"lm_head 4096->128256 (fp32 out)", m, 128256, 4096, DType::kFloat32});
+  }
+  std::cout << "## cuBLASLt bf16 GEMM (kernels/cuda/gemm.h CublasLtGemm::Linear, fp32 accumulation)"
+               "\n\n";
+  Table gt({"layer", "tokens (m)", "n", "k", "median", "p10..p90", "TFLOP/s", "% of 8192^3",
+            "GB/s (x+w+y once)", "% of copy", "floor", "time / floor", "sets", "graph"});
+  for (const GemmShape& s : shapes) {
+    const GemmResult r = s.m == 8192 && s.n == 8192 && s.k == 8192
+                             ? peak
+                             : TimeGemm(gemm, s, dev, opt.budget_ms, stream);
+    const double compute_us = s.Flops() / (peak_tflops * 1e12) * 1e6;
+    const double memory_us = r.bytes / (copy.copy_gbps() * 1e9) * 1e6;
+    const double floor_us = std::max(compute_us, memory_us);
+    gt.AddRow({s.name, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k),
+               FmtUs(r.timing.median_us), FmtUs(r.timing.p10_us) + ".." + FmtUs(r.timing.p90_us),
+               Fmt(r.tflops, 1), Percent(r.tflops, peak_tflops), Fmt(r.gbps, 0),
+               Percent(r.gbps, copy.copy_gbps()),
+               FmtUs(floor_us) + (compute_us >= memory_us ? " (FLOPs)" : " (bytes)"),
+               Fmt(r.timing.median_us / floor_us, 2) + "x", std::to_string(r.rotations),
+               r.timing.graph ? "yes" : "no"});
+  }
+  gt.Print(std::cout);
+  // The same product once more at the end: the spread between the two is this card's noise.
+  const GemmResult again = TimeGemm(gemm, square, dev, opt.budget_ms, stream);
+  std::cout << "\n8192^3 again after the table: " << Fmt(again.tflops, 1) << " TFLOP/s ("
+            << Fmt(100.0 * (again.tflops - peak_tflops) / peak_tflops, 1)
+            << "% against the first, which sets the floors).\n";
+  std::cout << "\nTFLOP/s = 2*m*n*k / median. Floor = max(2*m*n*k / the 8192^3 rate of this run, "
+               "(x + w + y bytes) / the copy ceiling of this run). \"sets\": input sets rotated "
+               "so that L2 ("
+            << Fmt(static_cast<double>(dev.l2_bytes) / 1048576.0, 0)
+            << " MiB) does not hold the weights between calls.\n\n";
+  std::printf(
+      "ceilings: copy_gbps=%.1f memcpy_gbps=%.1f copy_kernel_gbps=%.1f read_gbps=%.1f "
+      "gemm_tflops=%.1f device=\"%s\"\n",
+      copy.copy_gbps(), copy.memcpy_gbps, copy.kernel_gbps, copy.read_gbps, peak_tflops,
+      dev.name.c_str());
+  std::fflush(stdout);
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace inflight::bench::gpu
+
+int main(int argc, char** argv) {
+  const auto options = inflight::bench::gpu::ParseArgs(argc, argv);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "inflight-bench-gpu-ceilings: no CUDA device visible\n");
+    return 77;
+  }
+  return inflight::bench::gpu::Run(options);
+}

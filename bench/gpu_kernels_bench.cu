@@ -1,0 +1,484 @@
+// inflight-bench-gpu-kernels: our CUDA kernels at Llama-3.1-8B shapes (bf16; 32 query / 8 KV heads
+// of 128; hidden 4096; intermediate 14336; vocabulary 128256; 64-token KV blocks as the runner),
+// each figure next to the ceiling measured at the start of the same run:
+//
+//   decode    paged decode attention, batch x context; GB/s = K and V bytes read / time, against
+//             the copy ceiling (and the read-only stream);
+//   context   paged causal context attention (prefill), TFLOP/s counting 2*2*S^2*d*heads/2 per
+//             sequence of S tokens, against cuBLASLt's 8192^3 bf16 rate;
+//   norm      RMSNorm (with and without the fused residual) and SwiGLU, GB/s of bytes that must
+//   move; rope      RoPE + KV-cache write (decode rows and prefill chunks), GB/s; sampling  argmax
+//   and top-k/top-p over 128256 fp32 logits per row, GB/s of logits read.
+//
+// Random inputs (never zeros), random non-monotonic block tables, warm-up first, median of many
+// samples timed with CUDA events over graph replays; input sets rotated so that L2 does not hold
+// them between calls.
+//
+//   inflight-bench-gpu-kernels [--sections decode,context,norm,rope,sampling]
+//       [--batches 1,8,64,256] [--contexts 512,2048,4096,8192,16384,32768]
+//       [--prefill 512,1024,2048,4096,8192,16384] [--budget_ms 200]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu_bench_util.h"
+#include "gpu_paged_setup.h"
+#include "kernels/cuda/activations.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/paged_attention_context.h"
+#include "kernels/cuda/paged_attention_decode.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope_kv_write.h"
+#include "kernels/cuda/sampling.h"
+#include "table.h"
+
+namespace inflight::bench::gpu {
+namespace {
+
+namespace kc = kernels::cuda;
+
+// Llama-3.1-8B (config.json of meta-llama/Llama-3.1-8B) and the runner's block size.
+constexpr std::int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kHidden = 4096;
+constexpr std::int64_t kInter = 14336, kVocab = 128256, kTokensPerBlock = 64;
+constexpr std::int64_t kQkvDim = (kHeads + 2 * kKvHeads) * kHeadDim;  // 6144: fused qkv row
+constexpr std::int64_t kBf16 = 2;
+constexpr DType kDType = DType::kBFloat16;
+constexpr std::int64_t kBlockBytes = kKvHeads * kTokensPerBlock * kHeadDim * kBf16;  // one pool
+
+const std::vector<std::string> kAllSections = {"decode", "context", "norm", "rope", "sampling"};
+
+struct Options {
+  std::set<std::string> sections{kAllSections.begin(), kAllSections.end()};
+  std::vector<std::int64_t> batches = {1, 8, 64, 256};
+  std::vector<std::int64_t> contexts = {512, 2048, 4096, 8192, 16384, 32768};
+  std::vector<std::int64_t> prefill = {512, 1024, 2048, 4096, 8192, 16384};
+  double budget_ms = 200;
+};
+
+[[noreturn]] void Usage(const std::string& problem) {
+  std::fprintf(
+      stderr,
+      "%s\nusage: inflight-bench-gpu-kernels [--sections decode,context,norm,rope,sampling]"
+      " [--batches 1,8,64,256] [--contexts 512,2048,4096,8192,16384,32768]"
+      " [--prefill 512,1024,2048,4096,8192,16384] [--budget_ms 200]\n",
+      problem.c_str());
+  std::exit(2);
+}
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h")
+      Usage("inflight-bench-gpu-kernels: kernel micro-benchmarks");
+    if (i + 1 >= argc) Usage("unknown argument or missing value: \"" + arg + "\"");
+    const std::string text = argv[++i];
+    std::vector<std::int64_t> v;
+    std::string error;
+    bool ok = true;
+    if (arg == "--sections") {
+      o.sections.clear();
+      std::stringstream ss(text);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        if (std::find(kAllSections.begin(), kAllSections.end(), item) == kAllSections.end()) {
+          Usage("--sections item \"" + item +
+                "\" is not one of: decode, context, norm, rope, "
+                "sampling");
+        }
+        o.sections.insert(item);
+      }
+    } else if (arg == "--batches") {
+      ok = ParseIntList(arg, text, 1, 65535, &o.batches, &error);
+    } else if (arg == "--contexts") {
+      ok = ParseIntList(arg, text, 1, 1 << 20, &o.contexts, &error);
+    } else if (arg == "--prefill") {
+      ok = ParseIntList(arg, text, 1, 1 << 18, &o.prefill, &error);
+    } else if (arg == "--budget_ms") {
+      ok = ParseIntList(arg, text, 1, 10000, &v, &error) && v.size() == 1;
+      if (ok) o.budget_ms = static_cast<double>(v[0]);
+    } else {
+      Usage("unknown argument \"" + arg + "\"");
+    }
+    if (!ok) Usage(error.empty() ? arg + " \"" + text + "\" must be a single value" : error);
+  }
+  return o;
+}
+
+struct Ceilings {
+  DeviceInfo device;
+  CopyCeiling copy;
+  double gemm_tflops = 0;  // cuBLASLt bf16 8192^3, this run
+};
+
+std::string Gb(double bytes) {
+  return Fmt(bytes / 1e9, 2) + " GB";
+}
+std::string Mb(double bytes) {
+  return Fmt(bytes / 1e6, bytes < 1e7 ? 3 : 1);
+}
+std::string Range(const Timing& t) {
+  return FmtUs(t.p10_us) + ".." + FmtUs(t.p90_us);
+}
+
+// The K and V pools of one layer over a setup's blocks, random bf16.
+struct Pools {
+  DeviceBuffer k, v;
+  Pools(std::int64_t num_blocks, cudaStream_t stream)
+      : k(static_cast<std::size_t>(num_blocks * kBlockBytes)),
+        v(static_cast<std::size_t>(num_blocks * kBlockBytes)) {
+    FillUniform(k.get(), kDType, k.bytes() / kBf16, -1.0f, 1.0f, 501, stream);
+    FillUniform(v.get(), kDType, v.bytes() / kBf16, -1.0f, 1.0f, 502, stream);
+  }
+};
+
+const kc::PagedKvShape kShape{kKvHeads, kTokensPerBlock, kHeadDim};
+const float kScale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHeadDim)));
+
+void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
+  std::cout << "## Paged decode attention (bf16, 32 q / 8 kv heads, head dim 128, 64-token blocks)"
+               "\n\nGB/s = K and V bytes read (batch x context x 8 kv heads x 128 x 2 bytes x 2) / "
+               "median. Copy ceiling this run: "
+            << Fmt(c.copy.copy_gbps(), 1) << " GB/s; read-only stream: " << Fmt(c.copy.read_gbps, 1)
+            << " GB/s. Target (issue 5): >= 85% of copy from 4k context.\n\n";
+  Table t({"batch", "context", "KV read", "splits x keys", "median", "p10..p90", "GB/s",
+           "% of copy", "% of read-only", "sets"});
+  for (std::int64_t batch : opt.batches) {
+    for (std::int64_t context : opt.contexts) {
+      const auto B = static_cast<std::int32_t>(batch), C = static_cast<std::int32_t>(context);
+      const std::int64_t blocks_per_seq = (C + kTokensPerBlock - 1) / kTokensPerBlock;
+      const auto set_bytes = static_cast<std::size_t>(2 * B * blocks_per_seq * kBlockBytes);
+      const std::size_t free_now = FreeBytes();
+      const int sets = Rotations(set_bytes, c.device.l2_bytes,
+                                 std::min<std::size_t>(free_now / 3, std::size_t{4} << 30));
+      const double kv_bytes = 2.0 * B * C * kKvHeads * kHeadDim * kBf16;
+      if (static_cast<double>(set_bytes) * sets > 0.85 * static_cast<double>(free_now)) {
+        t.AddRow({std::to_string(B), std::to_string(C), Mb(kv_bytes) + " MB",
+                  "skipped: needs " + Gb(static_cast<double>(set_bytes)) + ", " +
+                      Gb(static_cast<double>(free_now)) + " free"});
+        continue;
+      }
+      PagedSetup p = MakePagedSetup(B, 1, C - 1, kTokensPerBlock, sets, 1000 + B * 7 + C);
+      Pools pools(p.num_blocks, stream);
+      DeviceBuffer q(static_cast<std::size_t>(B * kQkvDim * kBf16));
+      DeviceBuffer out(static_cast<std::size_t>(B * kHeads * kHeadDim * kBf16));
+      FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, 503, stream);
+      const kc::PagedBatch first = p.Batch(0);
+      // The runner's choice of split (kernels/cuda/paged_attention_decode.h).
+      const std::int32_t partition = kc::DecodePartitionTokens(first, kKvHeads);
+      const std::size_t ws_bytes =
+          kc::PagedAttentionDecodeWorkspaceBytes(first, kHeads, kHeadDim, partition);
+      DeviceBuffer ws(ws_bytes);
+      TimingOptions to;
+      to.budget_ms = opt.budget_ms;
+      to.rotations = sets;
+      const Timing tm = TimeCalls(
+          [&](int call) {
+            return kc::PagedAttentionDecode(out.get(), q.get(), kQkvDim, pools.k.get(),
+                                            pools.v.get(), p.Batch(call % sets), kShape, kHeads,
+                                            kScale, kDType, partition, ws.get(), ws_bytes, stream);
+          },
+          stream, to);
+      const double gbps = kv_bytes / (tm.median_us * 1e3);
+      const std::int64_t splits = (C + partition - 1) / partition;
+      t.AddRow({std::to_string(B), std::to_string(C), Mb(kv_bytes) + " MB",
+                std::to_string(splits) + " x " + std::to_string(partition), FmtUs(tm.median_us),
+                Range(tm), Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()),
+                Percent(gbps, c.copy.read_gbps), std::to_string(sets)});
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+}
+
+void Context(const Options& opt, const Ceilings& c, cudaStream_t stream) {
+  std::cout << "## Paged context attention (causal prefill, bf16, 32 q / 8 kv heads, head dim 128)"
+               "\n\nFLOPs per sequence of S tokens = 2 * 2 * S^2 * d * heads / 2 (QK^T and PV, "
+               "half the square under the causal mask; d = 128, heads = 32). Against cuBLASLt's "
+               "bf16 8192^3 rate of this run: "
+            << Fmt(c.gemm_tflops, 1) << " TFLOP/s. Target (issue 5): >= 450 TFLOP/s at 4k+ tokens."
+            << "\n\n";
+  Table t({"sequences x tokens", "total tokens", "median", "p10..p90", "TFLOP/s", "% of GEMM rate",
+           "% of 450 target"});
+  const std::int64_t total = *std::max_element(opt.prefill.begin(), opt.prefill.end());
+  for (std::int64_t s : opt.prefill) {
+    std::vector<std::int64_t> seq_counts = {1};
+    if (total / s > 1) seq_counts.push_back(total / s);
+    for (std::int64_t n : seq_counts) {
+      const auto N = static_cast<std::int32_t>(n), S = static_cast<std::int32_t>(s);
+      PagedSetup p = MakePagedSetup(N, S, 0, kTokensPerBlock, 1, 2000 + N + S);
+      Pools pools(p.num_blocks, stream);
+      const std::int64_t rows = n * s;
+      DeviceBuffer q(static_cast<std::size_t>(rows * kQkvDim * kBf16));
+      DeviceBuffer out(static_cast<std::size_t>(rows * kHeads * kHeadDim * kBf16));
+      FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, 504, stream);
+      TimingOptions to;
+      to.budget_ms = opt.budget_ms;
+      const Timing tm = TimeCalls(
+          [&](int) {
+            return kc::PagedAttentionContext(out.get(), q.get(), kQkvDim, pools.k.get(),
+                                             pools.v.get(), p.Batch(0), kShape, kHeads, kScale,
+                                             kDType, stream);
+          },
+          stream, to);
+      const double flops = static_cast<double>(n) * 2.0 * 2.0 * static_cast<double>(s) *
+                           static_cast<double>(s) * kHeadDim * kHeads / 2.0;
+      const double tflops = flops / (tm.median_us * 1e-6) / 1e12;
+      t.AddRow({std::to_string(n) + " x " + std::to_string(s), std::to_string(rows),
+                FmtUs(tm.median_us), Range(tm), Fmt(tflops, 1), Percent(tflops, c.gemm_tflops),
+                Percent(tflops, 450.0)});
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+}
+
+const std::vector<std::int64_t> kTokenCounts = {1, 16, 64, 256, 1024, 4096, 8192};
+
+void Norm(const Options& opt, const Ceilings& c, cudaStream_t stream) {
+  std::cout << "## RMSNorm and SwiGLU (bf16, hidden 4096, intermediate 14336)\n\nGB/s = bytes "
+               "that must move / median: RMSNorm x read + out written (+ residual read and "
+               "written) + weight; SwiGLU [T, 2 x 14336] read + [T, 14336] written. Copy ceiling "
+               "this run: "
+            << Fmt(c.copy.copy_gbps(), 1) << " GB/s.\n\n";
+  Table t({"op", "tokens", "bytes/call", "median", "p10..p90", "GB/s", "% of copy", "sets"});
+  DeviceBuffer weight(static_cast<std::size_t>(kHidden * kBf16));
+  FillUniform(weight.get(), kDType, kHidden, 0.5f, 1.5f, 601, stream);
+  for (int op = 0; op < 3; ++op) {
+    for (std::int64_t T : kTokenCounts) {
+      const std::int64_t row = op == 2 ? 3 * kInter : kHidden;    // SwiGLU: 2 in + 1 out per token
+      const std::int64_t arrays = op == 0 ? 2 : op == 1 ? 3 : 1;  // x, out (+ residual)
+      const auto set_bytes = static_cast<std::size_t>(T * row * kBf16 * arrays);
+      const int sets = Rotations(set_bytes, c.device.l2_bytes, std::size_t{1} << 30);
+      std::vector<DeviceBuffer> in, out, res;
+      for (int i = 0; i < sets; ++i) {
+        if (op == 2) {
+          in.emplace_back(static_cast<std::size_t>(T * 2 * kInter * kBf16));
+          out.emplace_back(static_cast<std::size_t>(T * kInter * kBf16));
+        } else {
+          in.emplace_back(static_cast<std::size_t>(T * kHidden * kBf16));
+          out.emplace_back(static_cast<std::size_t>(T * kHidden * kBf16));
+          if (op == 1) res.emplace_back(static_cast<std::size_t>(T * kHidden * kBf16));
+        }
+        FillUniform(in.back().get(), kDType, in.back().bytes() / kBf16, -2.0f, 2.0f, 610 + i,
+                    stream);
+        if (op == 1) {
+          FillUniform(res.back().get(), kDType, res.back().bytes() / kBf16, -2.0f, 2.0f, 650 + i,
+                      stream);
+        }
+      }
+      TimingOptions to;
+      to.budget_ms = opt.budget_ms;
+      to.rotations = sets;
+      const Timing tm = TimeCalls(
+          [&](int call) {
+            const int i = call % sets;
+            if (op == 2) return kc::SwiGlu(out[i].get(), in[i].get(), kDType, T, kInter, stream);
+            return kc::RmsNorm(out[i].get(), in[i].get(), op == 1 ? res[i].get() : nullptr,
+                               weight.get(), kDType, T, kHidden, 1e-5f, stream);
+          },
+          stream, to);
+      const double bytes = op == 0   ? (2.0 * T * kHidden + kHidden) * kBf16
+                           : op == 1 ? (4.0 * T * kHidden + kHidden) * kBf16
+                                     : 3.0 * T * kInter * kBf16;
+      const double gbps = bytes / (tm.median_us * 1e3);
+      const char* name = op == 0 ? "rmsnorm" : op == 1 ? "rmsnorm + residual" : "swiglu";
+      t.AddRow({name, std::to_string(T), Mb(bytes) + " MB", FmtUs(tm.median_us), Range(tm),
+                Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()), std::to_string(sets)});
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+}
+
+void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
+  // Per token: q read + written (32 x 128), k read + written in place and to the pool, v read and
+  // written to the pool (8 x 128 each), bf16.
+  constexpr double kBytesPerToken =
+      (2.0 * kHeads * kHeadDim + 3.0 * kKvHeads * kHeadDim + 2.0 * kKvHeads * kHeadDim) * kBf16;
+  std::cout
+      << "## RoPE + KV-cache write (bf16, fused qkv rows of 6144, 64-token blocks)\n\nGB/s = "
+      << Fmt(kBytesPerToken, 0)
+      << " bytes per token (q read+written, k read+written+pooled, v read+pooled) / median. "
+         "Decode: T sequences of one new token at position 63 (one block each, so that the "
+         "rotated pools stay small); prefill: one sequence of T new tokens. Copy ceiling this run: "
+      << Fmt(c.copy.copy_gbps(), 1) << " GB/s.\n\n";
+  // Llama 3's theta; the frequencies do not change the work.
+  std::vector<float> inv_freq(kHeadDim / 2);
+  for (std::int64_t i = 0; i < kHeadDim / 2; ++i) {
+    inv_freq[static_cast<std::size_t>(i)] =
+        static_cast<float>(std::pow(500000.0, -2.0 * static_cast<double>(i) / kHeadDim));
+  }
+  DeviceBuffer d_inv_freq(inv_freq.size() * sizeof(float));
+  BENCH_CUDA(
+      cudaMemcpy(d_inv_freq.get(), inv_freq.data(), d_inv_freq.bytes(), cudaMemcpyHostToDevice));
+  Table t({"mode", "tokens", "bytes/call", "median", "p10..p90", "GB/s", "% of copy", "sets"});
+  struct Case {
+    const char* mode;
+    std::int32_t seqs, query_len, cached;
+  };
+  const std::vector<Case> cases = {{"decode", 1, 1, 63},   {"decode", 8, 1, 63},
+                                   {"decode", 64, 1, 63},  {"decode", 256, 1, 63},
+                                   {"prefill", 1, 512, 0}, {"prefill", 1, 2048, 0},
+                                   {"prefill", 1, 8192, 0}};
+  for (const Case& cs : cases) {
+    const std::int64_t T = static_cast<std::int64_t>(cs.seqs) * cs.query_len;
+    // A set: the qkv rows read and the pool blocks written (whole blocks are allocated).
+    const std::int64_t set_blocks =
+        cs.seqs * ((cs.cached + cs.query_len + kTokensPerBlock - 1) / kTokensPerBlock);
+    const auto set_bytes =
+        static_cast<std::size_t>(T * kQkvDim * kBf16 + 2 * set_blocks * kBlockBytes);
+    const int sets = Rotations(set_bytes, c.device.l2_bytes, std::size_t{1} << 30);
+    PagedSetup p =
+        MakePagedSetup(cs.seqs, cs.query_len, cs.cached, kTokensPerBlock, sets, 3000 + T);
+    Pools pools(p.num_blocks, stream);
+    std::vector<DeviceBuffer> qkv;
+    for (int i = 0; i < sets; ++i) {
+      qkv.emplace_back(static_cast<std::size_t>(T * kQkvDim * kBf16));
+      FillUniform(qkv.back().get(), kDType, qkv.back().bytes() / kBf16, -1.0f, 1.0f, 700 + i,
+                  stream);
+    }
+    TimingOptions to;
+    to.budget_ms = opt.budget_ms;
+    to.rotations = sets;
+    const Timing tm = TimeCalls(
+        [&](int call) {
+          const int i = call % sets;
+          char* q = qkv[i].get<char>();
+          char* k = q + kHeads * kHeadDim * kBf16;
+          char* v = k + kKvHeads * kHeadDim * kBf16;
+          return kc::RopeKvWrite(q, k, v, kQkvDim, kHeads, pools.k.get(), pools.v.get(), p.Batch(i),
+                                 kShape, d_inv_freq.get<float>(), kDType, stream);
+        },
+        stream, to);
+    const double bytes = kBytesPerToken * static_cast<double>(T);
+    const double gbps = bytes / (tm.median_us * 1e3);
+    t.AddRow({cs.mode, std::to_string(T), Mb(bytes) + " MB", FmtUs(tm.median_us), Range(tm),
+              Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()), std::to_string(sets)});
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+}
+
+void Sampling(const Options& opt, const Ceilings& c, cudaStream_t stream) {
+  std::cout << "## Sampling over a 128256 vocabulary (fp32 logits uniform in [-8, 8))\n\nGB/s = "
+               "batch x 128256 x 4 bytes of logits read / median. Copy ceiling this run: "
+            << Fmt(c.copy.copy_gbps(), 1) << " GB/s; read-only stream: " << Fmt(c.copy.read_gbps, 1)
+            << " GB/s.\n\n";
+  Table t({"op", "batch", "logits read", "median", "p10..p90", "GB/s", "% of copy",
+           "% of read-only", "sets"});
+  struct Variant {
+    const char* name;
+    bool argmax;
+    float temperature;
+    std::int32_t top_k;
+    float top_p;
+  };
+  const std::vector<Variant> variants = {{"argmax", true, 0.0f, 0, 1.0f},
+                                         {"top-k 50, top-p 0.9, T 0.8", false, 0.8f, 50, 0.9f},
+                                         {"top-p 0.9 (no top-k), T 0.8", false, 0.8f, 0, 0.9f},
+                                         {"full vocabulary, T 1", false, 1.0f, 0, 1.0f}};
+  const std::vector<std::int64_t> batches = {1, 8, 64, 256};
+  for (const Variant& var : variants) {
+    for (std::int64_t B : batches) {
+      const auto set_bytes = static_cast<std::size_t>(B * kVocab * 4);
+      const int sets = Rotations(set_bytes, c.device.l2_bytes, std::size_t{2} << 30);
+      std::vector<DeviceBuffer> logits;
+      for (int i = 0; i < sets; ++i) {
+        logits.emplace_back(set_bytes);
+        FillUniform(logits.back().get(), DType::kFloat32, static_cast<std::size_t>(B * kVocab),
+                    -8.0f, 8.0f, 800 + i, stream);
+      }
+      const std::vector<float> temperature(static_cast<std::size_t>(B), var.temperature);
+      const std::vector<std::int32_t> top_k(static_cast<std::size_t>(B), var.top_k);
+      const std::vector<float> top_p(static_cast<std::size_t>(B), var.top_p);
+      std::vector<float> uniform(static_cast<std::size_t>(B));
+      for (std::size_t r = 0; r < uniform.size(); ++r) {
+        uniform[r] = static_cast<float>((r * 0.6180339887) - std::floor(r * 0.6180339887));
+      }
+      DeviceBuffer d_temp(temperature.size() * 4), d_k(top_k.size() * 4), d_p(top_p.size() * 4),
+          d_u(uniform.size() * 4), d_ids(static_cast<std::size_t>(B) * 4);
+      BENCH_CUDA(
+          cudaMemcpy(d_temp.get(), temperature.data(), d_temp.bytes(), cudaMemcpyHostToDevice));
+      BENCH_CUDA(cudaMemcpy(d_k.get(), top_k.data(), d_k.bytes(), cudaMemcpyHostToDevice));
+      BENCH_CUDA(cudaMemcpy(d_p.get(), top_p.data(), d_p.bytes(), cudaMemcpyHostToDevice));
+      BENCH_CUDA(cudaMemcpy(d_u.get(), uniform.data(), d_u.bytes(), cudaMemcpyHostToDevice));
+      TimingOptions to;
+      to.budget_ms = opt.budget_ms;
+      to.rotations = sets;
+      const Timing tm = TimeCalls(
+          [&](int call) {
+            const float* l = logits[call % sets].get<float>();
+            if (var.argmax)
+              return kc::ArgMax(d_ids.get<std::int32_t>(), l, B, kVocab, kVocab, stream);
+            return kc::SampleTopKTopP(d_ids.get<std::int32_t>(), l, B, kVocab, kVocab,
+                                      d_temp.get<float>(), d_k.get<std::int32_t>(),
+                                      d_p.get<float>(), d_u.get<float>(), stream);
+          },
+          stream, to);
+      const double bytes = static_cast<double>(set_bytes);
+      const double gbps = bytes / (tm.median_us * 1e3);
+      t.AddRow({var.name, std::to_string(B), Mb(bytes) + " MB", FmtUs(tm.median_us), Range(tm),
+                Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()), Percent(gbps, c.copy.read_gbps),
+                std::to_string(sets)});
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+}
+
+int Run(const Options& opt) {
+  cudaStream_t stream = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Ceilings c;
+  c.device = QueryDevice();
+  std::cout << "# GPU kernels (Llama-3.1-8B shapes, bf16)\n\nDevice: " << Describe(c.device)
+            << "\n\n";
+  c.copy = MeasureCopyCeiling(std::size_t{1} << 30, stream);
+  {
+    kc::CublasLtGemm gemm;
+    if (gemm.status() != CUBLAS_STATUS_SUCCESS) {
+      Die(__FILE__, __LINE__, "CublasLtGemm()", CublasStatusName(gemm.status()));
+    }
+    c.gemm_tflops =
+        TimeGemm(gemm, {"8192^3", 8192, 8192, 8192, kDType}, c.device, opt.budget_ms, stream)
+            .tflops;
+  }
+  std::cout << "Ceilings measured in this run: copy " << Fmt(c.copy.copy_gbps(), 1)
+            << " GB/s (read + written; cudaMemcpyAsync " << Fmt(c.copy.memcpy_gbps, 1)
+            << ", copy kernel " << Fmt(c.copy.kernel_gbps, 1) << "), read-only stream "
+            << Fmt(c.copy.read_gbps, 1) << " GB/s, cuBLASLt bf16 8192^3 " << Fmt(c.gemm_tflops, 1)
+            << " TFLOP/s.\n\n";
+  if (opt.sections.count("decode")) Decode(opt, c, stream);
+  if (opt.sections.count("context")) Context(opt, c, stream);
+  if (opt.sections.count("norm")) Norm(opt, c, stream);
+  if (opt.sections.count("rope")) Rope(opt, c, stream);
+  if (opt.sections.count("sampling")) Sampling(opt, c, stream);
+  std::cout << "Times are medians over samples of CUDA-graph replays (p10..p90 beside them); "
+               "\"sets\": input sets rotated so that L2 ("
+            << Fmt(static_cast<double>(c.device.l2_bytes) / 1048576.0, 0)
+            << " MiB) does not hold a call's inputs when it runs again.\n";
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace inflight::bench::gpu
+
+int main(int argc, char** argv) {
+  const auto options = inflight::bench::gpu::ParseArgs(argc, argv);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "inflight-bench-gpu-kernels: no CUDA device visible\n");
+    return 77;
+  }
+  return inflight::bench::gpu::Run(options);
+}
