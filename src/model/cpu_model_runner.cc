@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/logging.h"
+#include "model/step_validation.h"
 
 namespace inflight::model {
 
@@ -63,54 +64,9 @@ std::int64_t CpuModelRunner::memory_bytes() const {
          transformer_->workspace_bytes();
 }
 
-Status CpuModelRunner::ValidateStep(const StepInput& input) const {
-  const std::int64_t tpb = config_.build.tokens_per_block;
-  for (std::size_t i = 0; i < input.sequences.size(); ++i) {
-    const SequenceStep& s = input.sequences[i];
-    const std::string who =
-        "sequence " + std::to_string(i) + " (seq_id " + std::to_string(s.seq_id) + "): ";
-    if (s.tokens.empty())
-      return InvalidArgument(who + "tokens is empty; at least 1 token is needed");
-    if (s.num_cached < 0) {
-      return InvalidArgument(who + "num_cached is " + std::to_string(s.num_cached) +
-                             ", must be >= 0");
-    }
-    const std::int64_t end = static_cast<std::int64_t>(s.num_cached) + s.tokens.size();
-    if (end > INT32_MAX) return InvalidArgument(who + "positions exceed the 32-bit range");
-    if (config_.position_embedding == PositionEmbedding::kLearned &&
-        end > config_.max_position_embeddings) {
-      return InvalidArgument(who + "last position " + std::to_string(end - 1) +
-                             " is past the learned position table (max_position_embeddings " +
-                             std::to_string(config_.max_position_embeddings) + ")");
-    }
-    for (std::size_t t = 0; t < s.tokens.size(); ++t) {
-      if (s.tokens[t] < 0 || s.tokens[t] >= config_.vocab_size) {
-        return InvalidArgument(who + "token " + std::to_string(t) + " is id " +
-                               std::to_string(s.tokens[t]) + ", must be in [0, " +
-                               std::to_string(config_.vocab_size) + ")");
-      }
-    }
-    const std::int64_t blocks_needed = (end + tpb - 1) / tpb;
-    if (static_cast<std::int64_t>(s.block_table.size()) < blocks_needed) {
-      return InvalidArgument(who + "block_table has " + std::to_string(s.block_table.size()) +
-                             " blocks but positions [0, " + std::to_string(end) + ") need " +
-                             std::to_string(blocks_needed) + " (tokens_per_block " +
-                             std::to_string(tpb) + ")");
-    }
-    for (std::int64_t b = 0; b < blocks_needed; ++b) {
-      if (s.block_table[b] < 0 || s.block_table[b] >= num_blocks_) {
-        return InvalidArgument(who + "block_table[" + std::to_string(b) + "] is " +
-                               std::to_string(s.block_table[b]) + ", must be in [0, " +
-                               std::to_string(num_blocks_) + ")");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 Result<StepOutput> CpuModelRunner::Step(const StepInput& input) {
   std::lock_guard<std::mutex> lock(step_mutex_);
-  RETURN_IF_ERROR(ValidateStep(input));
+  RETURN_IF_ERROR(ValidateStepInput(input, config_, num_blocks_));
   const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
 
   // Flatten the step into the kernels' page-table format (kernels/cpu/paged_kv.h).

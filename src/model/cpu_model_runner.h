@@ -29,7 +29,6 @@ class CpuModelRunner final : public ModelRunner {
 
  private:
   CpuModelRunner() = default;
-  Status ValidateStep(const StepInput& input) const;
 
   EngineConfig config_;
   std::unique_ptr<SafetensorsFile> weights_file_;

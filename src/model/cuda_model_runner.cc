@@ -20,6 +20,7 @@
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv_write.h"
 #include "model/safetensors.h"
+#include "model/step_validation.h"
 #include "model/transformer_weights.h"
 
 namespace inflight::model {
@@ -333,49 +334,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
 }
 
 Status CudaModelRunner::ValidateStep(const StepInput& input) const {
-  const std::int64_t tpb = config_.build.tokens_per_block;
+  RETURN_IF_ERROR(ValidateStepInput(input, config_, num_blocks_));
   std::int64_t total = 0;
-  for (std::size_t i = 0; i < input.sequences.size(); ++i) {
-    const SequenceStep& s = input.sequences[i];
-    const std::string who =
-        "sequence " + std::to_string(i) + " (seq_id " + std::to_string(s.seq_id) + "): ";
-    if (s.tokens.empty())
-      return InvalidArgument(who + "tokens is empty; at least 1 token is needed");
-    if (s.num_cached < 0) {
-      return InvalidArgument(who + "num_cached is " + std::to_string(s.num_cached) +
-                             ", must be >= 0");
-    }
-    total += static_cast<std::int64_t>(s.tokens.size());
-    const std::int64_t end =
-        static_cast<std::int64_t>(s.num_cached) + static_cast<std::int64_t>(s.tokens.size());
-    if (config_.position_embedding == PositionEmbedding::kLearned &&
-        end > config_.max_position_embeddings) {
-      return InvalidArgument(who + "last position " + std::to_string(end - 1) +
-                             " is past max_position_embeddings " +
-                             std::to_string(config_.max_position_embeddings));
-    }
-    for (std::size_t t = 0; t < s.tokens.size(); ++t) {
-      if (s.tokens[t] < 0 || s.tokens[t] >= config_.vocab_size) {
-        return InvalidArgument(who + "token " + std::to_string(t) + " is id " +
-                               std::to_string(s.tokens[t]) + ", must be in [0, " +
-                               std::to_string(config_.vocab_size) + ")");
-      }
-    }
-    const std::int64_t blocks_needed = (end + tpb - 1) / tpb;
-    if (static_cast<std::int64_t>(s.block_table.size()) < blocks_needed) {
-      return InvalidArgument(who + "block_table has " + std::to_string(s.block_table.size()) +
-                             " blocks but positions [0, " + std::to_string(end) + ") need " +
-                             std::to_string(blocks_needed));
-    }
-    for (std::int64_t b = 0; b < blocks_needed; ++b) {
-      if (s.block_table[static_cast<std::size_t>(b)] < 0 ||
-          s.block_table[static_cast<std::size_t>(b)] >= num_blocks_) {
-        return InvalidArgument(who + "block_table[" + std::to_string(b) + "] is " +
-                               std::to_string(s.block_table[static_cast<std::size_t>(b)]) +
-                               ", must be in [0, " + std::to_string(num_blocks_) + ")");
-      }
-    }
-  }
+  for (const SequenceStep& s : input.sequences) total += static_cast<std::int64_t>(s.tokens.size());
   if (total > max_tokens_) {
     return InvalidArgument("the step has " + std::to_string(total) +
                            " tokens; the engine's max_num_tokens is " +

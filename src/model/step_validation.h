@@ -1,0 +1,19 @@
+// Checks a StepInput against the engine and the KV pool before a runner touches any memory, so that
+// a bad step is an error for that step and leaves the runner usable. Shared by every ModelRunner.
+#pragma once
+
+#include <cstdint>
+
+#include "inflight/status.h"
+#include "model/engine_config.h"
+#include "model/model_runner.h"
+
+namespace inflight::model {
+
+// Each sequence: at least one token, num_cached >= 0, positions within the learned position table,
+// token ids in the vocabulary, a block table covering every position with ids in [0,
+// num_kv_blocks). Errors name the sequence index and seq_id.
+Status ValidateStepInput(const StepInput& input, const EngineConfig& config,
+                         std::int64_t num_kv_blocks);
+
+}  // namespace inflight::model
