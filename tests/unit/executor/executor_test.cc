@@ -316,6 +316,39 @@ TEST(Executor, StaticBatchingRunsABatchToCompletion) {
   ExpectAllBlocksFree(*ex);
 }
 
+TEST(Executor, FullQueueRejectsWithNvidiasMessageAndRunsTheRest) {
+  ExecutorConfig cfg;
+  cfg.max_batch_size = 1;  // one request runs; the others wait, so the queue fills
+  cfg.max_queue_size = 2;
+  auto ex = Make(cfg);
+  std::vector<IdType> accepted;
+  int rejected = 0;
+  for (int i = 0; i < 10; ++i) {
+    auto id = ex->enqueueRequest(Greedy(Prompt(300 + i, 8), 100));
+    if (id.ok()) {
+      accepted.push_back(*id);
+    } else {
+      ++rejected;
+      EXPECT_EQ(id.status().code(), StatusCode::kUnavailable);
+      EXPECT_EQ(id.status().message(),
+                "Maximum queue size of 2 has been reached, please try again later");
+    }
+  }
+  // At most one running and two waiting when the later ones arrive.
+  EXPECT_GE(rejected, 1);
+  EXPECT_LE(accepted.size(), 9u);
+  std::size_t finished = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (finished < accepted.size() && std::chrono::steady_clock::now() < deadline) {
+    for (Response& r : ex->awaitResponses(milliseconds(100))) {
+      EXPECT_FALSE(r.hasError());
+      finished += r.isFinal();
+    }
+  }
+  EXPECT_EQ(finished, accepted.size());
+  ExpectAllBlocksFree(*ex);
+}
+
 TEST(Executor, ShutdownAnswersPendingRequests) {
   auto ex = Make();
   auto id = ex->enqueueRequest(Greedy(Prompt(4, 20), 100));
