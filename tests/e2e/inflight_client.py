@@ -83,7 +83,11 @@ class InflightServer:
             self.kill()
             raise RuntimeError("inflight-server did not print its Started lines in time:\n" + self.log())
         if self.wait_ready:
-            self.wait_until_ready(deadline)
+            try:
+                self.wait_until_ready(deadline)
+            except RuntimeError:
+                self.kill()  # a test that fails here must not leave a server behind
+                raise
         return self
 
     def wait_until_ready(self, deadline):
