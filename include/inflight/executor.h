@@ -119,6 +119,9 @@ struct ExecutorConfig {
   SizeType iter_stats_max_iterations = 1000;  // iteration stats kept for getLatestIterationStats
   DeviceKind device = DeviceKind::kAuto;      // auto: CUDA when a GPU is present, else CPU
   std::optional<std::vector<int>> gpu_device_ids;  // unset: device 0
+  // Let a runner that can (the CUDA one) sample eligible requests on the device, so their logits
+  // never reach the host; false: every token is sampled on the host (for comparisons).
+  bool device_sampling = true;
   SchedulerConfig scheduler_config;
   KvCacheConfig kv_cache_config;
   Status Validate() const;

@@ -62,13 +62,23 @@ Result<std::unique_ptr<Executor::Impl>> Executor::Impl::Create(const std::string
                                                                const ExecutorConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   ASSIGN_OR_RETURN(model::EngineConfig engine, model::LoadEngineConfig(engine_dir));
-  ASSIGN_OR_RETURN(executor::SchedulerLimits limits, MakeLimits(engine, config));
+  RETURN_IF_ERROR(MakeLimits(engine, config).status());  // before the weights are loaded
   ASSIGN_OR_RETURN(auto runner, executor::CreateModelRunner(engine_dir, engine, config));
+  return CreateWithRunner(config, std::move(runner));
+}
+
+Result<std::unique_ptr<Executor::Impl>> Executor::Impl::CreateWithRunner(
+    const ExecutorConfig& config, std::unique_ptr<model::ModelRunner> runner) {
+  RETURN_IF_ERROR(config.Validate());
+  const model::EngineConfig& engine = runner->config();
+  ASSIGN_OR_RETURN(executor::SchedulerLimits limits, MakeLimits(engine, config));
   LOG_INFO(
       "executor: {} on {}, {} KV blocks of {} tokens, max_batch_size {}, max_num_tokens {}, "
-      "max_seq_len {}",
+      "max_seq_len {}, sampling on the {}",
       engine.architecture_name, runner->device_name(), runner->num_kv_blocks(),
-      limits.tokens_per_block, limits.max_batch_size, limits.max_num_tokens, limits.max_seq_len);
+      limits.tokens_per_block, limits.max_batch_size, limits.max_num_tokens, limits.max_seq_len,
+      config.device_sampling && runner->supports_device_sampling() ? "device when eligible"
+                                                                   : "host");
   return std::unique_ptr<Impl>(new Impl(config, std::move(runner), limits));
 }
 
@@ -254,7 +264,29 @@ void Executor::Impl::RunStep() {
     RequestState& s = *states_.at(item.seq->id);
     if (s.first_scheduled_time_ns == 0) s.first_scheduled_time_ns = now;
   }
-  Result<model::StepOutput> out = runner_->Step(scheduler_.BuildStepInput(step));
+  model::StepInput input = scheduler_.BuildStepInput(step);
+  std::vector<bool> on_device(step.items.size(), false);
+  const bool device_sampling = config_.device_sampling && runner_->supports_device_sampling();
+  for (std::size_t i = 0; device_sampling && i < step.items.size(); ++i) {
+    const ScheduledItem& item = step.items[i];
+    RequestState& s = *states_.at(item.seq->id);
+    if (!item.needs_sampling || item.logits != model::SequenceStep::Logits::kLast ||
+        !CanSampleOnDevice(s)) {
+      continue;
+    }
+    input.sequences[i].device_sampling = MakeDeviceSampling(s);
+    input.sequences[i].logits = model::SequenceStep::Logits::kNone;
+    on_device[i] = true;
+  }
+  Result<model::StepOutput> out = runner_->Step(input);
+  if (out.ok() && std::find(on_device.begin(), on_device.end(), true) != on_device.end() &&
+      (out->sampled_tokens.size() != step.items.size() ||
+       out->sampled_log_probs.size() != step.items.size())) {
+    out = Internal("the model runner returned " + std::to_string(out->sampled_tokens.size()) +
+                   " sampled tokens and " + std::to_string(out->sampled_log_probs.size()) +
+                   " log-probs for a step of " + std::to_string(step.items.size()) +
+                   " sequences with device sampling: expected one of each per sequence");
+  }
   if (!out.ok()) {
     LOG_ERROR("executor: model step failed: {}", out.status().ToString());
     for (const ScheduledItem& item : step.items)
@@ -266,6 +298,17 @@ void Executor::Impl::RunStep() {
   for (std::size_t i = 0; i < step.items.size(); ++i) {
     const ScheduledItem& item = step.items[i];
     RequestState& s = *states_.at(item.seq->id);
+    if (on_device[i]) {
+      const TokenIdType token = out->sampled_tokens[i];
+      if (token < 0 || token >= vocab) {
+        FailRequest(s, Internal("the device sampled token " + std::to_string(token) +
+                                " for request " + std::to_string(item.seq->id) +
+                                ": outside the vocabulary [0, " + std::to_string(vocab) + ")"));
+        continue;
+      }
+      AcceptToken(s, token, out->sampled_log_probs[i], {});
+      continue;
+    }
     const std::size_t num_rows = item.logits == model::SequenceStep::Logits::kAll ? item.num_tokens
                                  : item.logits == model::SequenceStep::Logits::kLast ? 1
                                                                                      : 0;
@@ -298,6 +341,36 @@ void Executor::Impl::CollectContextLogits(RequestState& s, const ScheduledItem& 
   }
 }
 
+bool Executor::Impl::CanSampleOnDevice(const RequestState& s) const {
+  const Request& r = s.request;
+  const SamplingConfig& c = r.sampling_config;
+  const OutputConfig& o = r.output_config;
+  // The device path returns neither logits nor (today) log-probs, and applies only temperature,
+  // top-k and top-p: anything else needs the row on the host.
+  if (o.return_log_probs || o.return_context_logits || o.return_generation_logits) return false;
+  if (c.repetition_penalty.value_or(1.0f) != 1.0f || c.presence_penalty.value_or(0.0f) != 0.0f ||
+      c.frequency_penalty.value_or(0.0f) != 0.0f) {
+    return false;
+  }
+  if (!r.bad_words.empty() || (r.embedding_bias && !r.embedding_bias->empty())) return false;
+  // min_tokens bans end_id (logits_processors.h) until that many tokens were generated.
+  if (r.end_id && s.sequence.num_generated() < c.min_tokens.value_or(0)) return false;
+  return c.beam_width == 1;
+}
+
+model::DeviceSampling Executor::Impl::MakeDeviceSampling(RequestState& s) const {
+  const SamplingConfig& c = s.request.sampling_config;
+  model::DeviceSampling d;
+  d.greedy = c.IsGreedy();
+  d.temperature = c.temperature.value_or(1.0f);
+  d.top_k = c.top_k.value_or(0);
+  d.top_p = c.top_p.value_or(0.0f);
+  d.seed = s.sampler.seed();
+  d.draw_index = s.sampler.num_draws();
+  s.sampler.NextUniform();  // every Sample call takes one draw, greedy included
+  return d;
+}
+
 void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
   executor::Sequence& seq = s.sequence;
   std::vector<float> logits(row.begin(), row.end());
@@ -305,15 +378,20 @@ void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
                                   sampling::MakeDecodeContext(s.request, seq.generated()),
                                   s.sampler, config_.normalize_log_probs);
   if (!sampled.ok()) return FailRequest(s, sampled.status());
-  const sampling::StepOutcome outcome =
-      sampling::EvaluateStep(sampled->token, seq.generated(), s.criteria);
+  AcceptToken(s, sampled->token, sampled->log_prob, row);
+}
+
+void Executor::Impl::AcceptToken(RequestState& s, TokenIdType token, float log_prob,
+                                 std::span<const float> row) {
+  executor::Sequence& seq = s.sequence;
+  const sampling::StepOutcome outcome = sampling::EvaluateStep(token, seq.generated(), s.criteria);
   const std::int64_t now = NowNs();
   if (s.first_token_time_ns == 0) s.first_token_time_ns = now;
   s.last_token_time_ns = now;
   if (outcome.append_token) {
-    seq.AppendToken(sampled->token);
-    s.log_probs.push_back(sampled->log_prob);
-    s.cum_log_prob += sampled->log_prob;
+    seq.AppendToken(token);
+    s.log_probs.push_back(log_prob);
+    s.cum_log_prob += log_prob;
     if (s.request.output_config.return_generation_logits) {
       s.generation_logits.insert(s.generation_logits.end(), row.begin(), row.end());
     }

@@ -24,6 +24,9 @@ class Executor::Impl {
  public:
   static Result<std::unique_ptr<Impl>> Create(const std::string& engine_dir,
                                               const ExecutorConfig& config);
+  // Over a runner the caller made (tests: a fake runner); limits from the runner's engine config.
+  static Result<std::unique_ptr<Impl>> CreateWithRunner(const ExecutorConfig& config,
+                                                        std::unique_ptr<model::ModelRunner> runner);
   ~Impl();
 
   Result<IdType> Enqueue(const Request& request);
@@ -45,8 +48,16 @@ class Executor::Impl {
   // Moves new requests and cancellations from the client queues into the scheduler.
   void AdmitAndCancel();
   void RunStep();
-  // Samples the next token of one scheduled item; returns false when the request finished.
+  // Samples the next token of one scheduled item on the host, then AcceptToken.
   void SampleItem(executor::RequestState& state, std::span<const float> row);
+  // The request's next token, sampled on the host or the device: stop criteria, append, respond.
+  // `row` is the logits row it came from (empty when the device sampled it).
+  void AcceptToken(executor::RequestState& state, TokenIdType token, float log_prob,
+                   std::span<const float> row);
+  // Whether the runner may sample this request's next token (model_runner.h, device sampling).
+  bool CanSampleOnDevice(const executor::RequestState& state) const;
+  // Consumes the request's next draw, as sampling::Sample would.
+  model::DeviceSampling MakeDeviceSampling(executor::RequestState& state) const;
   void CollectContextLogits(executor::RequestState& state, const executor::ScheduledItem& item,
                             std::span<const float> rows);
   void FinishRequest(executor::RequestState& state, FinishReason reason);

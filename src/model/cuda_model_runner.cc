@@ -3,13 +3,17 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <vector>
 
 #include "common/logging.h"
+#include "executor/sampling/philox.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/embedding.h"
@@ -19,6 +23,7 @@
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv_write.h"
+#include "kernels/cuda/sampling.h"
 #include "model/safetensors.h"
 #include "model/step_validation.h"
 #include "model/transformer_weights.h"
@@ -38,6 +43,13 @@ Status CudaStatus(cudaError_t err, const char* what) {
 Status CublasStatus(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   return Internal(std::string(what) + ": cuBLASLt status " + std::to_string(static_cast<int>(st)));
+}
+
+// Draw d.draw_index of the request's Philox stream as the sampling kernel takes it: the host draws
+// in double; the largest float below 1 keeps the rounded draw in [0, 1).
+float DrawUniform(const DeviceSampling& d) {
+  return std::min(static_cast<float>(sampling::PhiloxUniform(d.seed, d.draw_index)),
+                  std::nextafter(1.0f, 0.0f));
 }
 
 std::string MiB(std::int64_t bytes) {
@@ -86,15 +98,18 @@ class CudaModelRunner final : public ModelRunner {
   static Result<std::unique_ptr<CudaModelRunner>> Create(const std::string& engine_dir,
                                                          const CudaRunnerOptions& options);
   ~CudaModelRunner() override {
+    for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   const EngineConfig& config() const override { return config_; }
   std::int64_t num_kv_blocks() const override { return num_blocks_; }
   const char* device_name() const override { return device_name_.c_str(); }
   std::int64_t memory_bytes() const override {
-    return weights_buf_.bytes() + kv_buf_.bytes() + workspace_bytes_;
+    return weights_buf_.bytes() + kv_buf_.bytes() + workspace_bytes_ + graph_ints_.bytes() +
+           graph_ws_.bytes() + graph_ids_.bytes();
   }
   Result<StepOutput> Step(const StepInput& input) override;
+  bool supports_device_sampling() const override { return true; }
 
  private:
   CudaModelRunner() = default;
@@ -105,7 +120,35 @@ class CudaModelRunner final : public ModelRunner {
               std::int64_t rows);
   Status Linear(void* y, const void* x, const void* w, const void* bias, std::int64_t m,
                 std::int64_t n, std::int64_t k);
+  // Device pointers and sizes of one step: everything Enqueue needs to queue the forward pass.
+  struct Launch {
+    kc::PagedBatch batch;
+    const std::int32_t* token_ids = nullptr;
+    const std::int32_t* positions = nullptr;
+    const std::int32_t* logit_rows = nullptr;  // [num_rows] token rows through lm_head
+    std::int64_t num_rows = 0;
+    std::int64_t num_out_rows = 0;  // rows [0, num_out_rows) are copied to host_logits
+    float* host_logits = nullptr;   // the rest are sampled (parameters per sampled row)
+    const float* temperature = nullptr;
+    const std::int32_t* top_k = nullptr;
+    const float* top_p = nullptr;
+    const float* uniform = nullptr;
+    std::int32_t* sampled_ids = nullptr;  // device [num_rows - num_out_rows]
+    bool decode_only = false;
+    std::int32_t partition = 0;
+    void* decode_ws = nullptr;
+    std::size_t decode_ws_bytes = 0;
+  };
+  // Queues the forward pass on stream_: no host synchronisation, no allocation, so that a decode
+  // step can be captured into a CUDA graph.
+  Status Enqueue(const Launch& l);
   Status Forward(const StepInput& input, StepOutput& out);
+  // Decode steps whose sequences all decode one token and are all device-sampled replay a CUDA
+  // graph captured for their batch-size bucket (the next power of two, at most max_batch_size).
+  // Padding slots decode token 0 at position 0 into a scratch KV block no sequence owns.
+  bool GraphEligible(const StepInput& input) const;
+  Status SetUpGraphs();
+  Status DecodeWithGraph(const StepInput& input, StepOutput& out);
 
   EngineConfig config_;
   DType dtype_ = DType::kBFloat16;
@@ -131,9 +174,21 @@ class CudaModelRunner final : public ModelRunner {
   static constexpr std::int64_t kLogitChunk = 128;
   std::int64_t max_tokens_ = 0;
   DeviceBuffer residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logit_res_,
-      logits_, step_ints_, decode_ws_;
+      logits_, step_ints_, decode_ws_, sampled_ids_;
   std::int64_t workspace_bytes_ = 0;
   std::mutex step_mutex_;
+
+  // CUDA graphs (DecodeWithGraph). Every bucket reads the same fixed buffers, filled per step:
+  // graph_ints_ holds query_start and logit_rows (constant), then per slot num_cached, token,
+  // position, temperature, top_k, top_p, uniform, then the block tables [slots, graph_blocks_].
+  bool graphs_enabled_ = true;
+  bool graphs_ready_ = false;
+  std::int32_t graph_slots_ = 0;   // max_batch_size
+  std::int32_t graph_blocks_ = 0;  // block-table columns: enough for max_seq_len
+  std::int64_t scratch_block_ = 0;
+  DeviceBuffer graph_ints_, graph_ws_, graph_ids_;        // never reallocated once a graph exists
+  std::map<std::int32_t, std::int32_t> graph_partition_;  // by bucket
+  std::map<std::int32_t, cudaGraphExec_t> graphs_;        // by bucket
 };
 
 Status CudaModelRunner::LoadWeights(const std::string& engine_dir) {
@@ -252,7 +307,8 @@ Status CudaModelRunner::AllocateWorkspace() {
       {&logit_res_, R * H * e},
       {&logits_, R * c.vocab_size * 4},
       // query_start, num_cached, token_ids, positions, logit_rows and block tables (grown per step)
-      {&step_ints_, (4 * T + 2 * c.build.max_batch_size + 2) * 4},
+      {&step_ints_, (4 * T + 6 * c.build.max_batch_size + 2) * 4},
+      {&sampled_ids_, c.build.max_batch_size * 4},
   };
   workspace_bytes_ = 0;
   for (auto& p : plan) {
@@ -287,8 +343,10 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
   const EngineConfig& c = r->config_;
   if (c.tp_size != 1 || c.pp_size != 1) {
-    return Unsupported("the CUDA runner runs tp_size 1, pp_size 1 engines; this one has tp_size " +
-                       std::to_string(c.tp_size) + ", pp_size " + std::to_string(c.pp_size));
+    return Unsupported(
+        "the CUDA runner runs tp_size 1, pp_size 1 engines; "
+        "this one has tp_size " +
+        std::to_string(c.tp_size) + ", pp_size " + std::to_string(c.pp_size));
   }
   if (c.head_dim != 64 && c.head_dim != 80 && c.head_dim != 96 && c.head_dim != 128) {
     return Unsupported("head_dim " + std::to_string(c.head_dim) +
@@ -323,10 +381,16 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
                        std::to_string(options.max_kv_tokens));
   }
   r->num_blocks_ = blocks;
-  r->pool_elems_ = blocks * c.num_kv_heads * tpb * c.head_dim;
-  RETURN_IF_ERROR(r->kv_buf_.Allocate(blocks * block_bytes_all_layers));
+  // One more block than the executor sees: the scratch block of graph padding slots.
+  r->scratch_block_ = blocks;
+  r->pool_elems_ = (blocks + 1) * c.num_kv_heads * tpb * c.head_dim;
+  RETURN_IF_ERROR(r->kv_buf_.Allocate((blocks + 1) * block_bytes_all_layers));
+  // INFLIGHT_CUDA_GRAPHS=0 turns graph replay off (for comparisons and debugging).
+  const char* graphs_env = std::getenv("INFLIGHT_CUDA_GRAPHS");
+  r->graphs_enabled_ = graphs_env == nullptr || std::string(graphs_env) != "0";
   LOG_INFO(
-      "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} blocks x {} tokens = {} "
+      "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
+      "blocks x {} tokens = {} "
       "tokens ({}), activation workspace {}",
       r->device_name_, prop.name, c.architecture_name, c.num_layers, MiB(r->weights_buf_.bytes()),
       blocks, tpb, blocks * tpb, MiB(r->kv_buf_.bytes()), MiB(r->workspace_bytes_));
@@ -363,6 +427,93 @@ Status CudaModelRunner::Linear(void* y, const void* x, const void* w, const void
                       "Linear");
 }
 
+Status CudaModelRunner::Enqueue(const Launch& launch) {
+  const EngineConfig& c = config_;
+  const kc::PagedBatch& batch = launch.batch;
+  const std::int32_t T = batch.num_tokens;
+  const kc::PagedKvShape shape{c.num_kv_heads, c.build.tokens_per_block, c.head_dim};
+
+  const std::int64_t H = c.hidden_size, hd = c.head_dim, nq = c.num_attention_heads,
+                     nkv = c.num_kv_heads;
+  const std::int64_t q_dim = nq * hd, qkv_dim = c.QkvRows(1), inter = c.intermediate_size;
+  const bool swiglu = c.activation == Activation::kSwiGlu;
+  const std::int64_t e = static_cast<std::int64_t>(DTypeSize(dtype_));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+
+  CUDA_RETURN(kc::EmbeddingGather(residual_.get(), launch.token_ids, T, embed_, H, pos_embed_,
+                                  launch.positions, dtype_, stream_));
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const DeviceLayer& l = layers_[i];
+    if (i == 0) {
+      RETURN_IF_ERROR(
+          Norm(normed_.get(), residual_.get(), nullptr, l.attn_norm, l.attn_norm_bias, T));
+    } else {
+      RETURN_IF_ERROR(
+          Norm(normed_.get(), hidden_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
+    }
+    RETURN_IF_ERROR(Linear(qkv_.get(), normed_.get(), l.qkv, l.qkv_bias, T, qkv_dim, H));
+    char* q = qkv_.get<char>();
+    char* k = q + q_dim * e;
+    char* v = k + nkv * hd * e;
+    char* k_pool = kv_buf_.get<char>() + static_cast<std::int64_t>(2 * i) * pool_elems_ * e;
+    char* v_pool = k_pool + pool_elems_ * e;
+    CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape,
+                                inv_freq_.get<float>(), dtype_, stream_));
+    if (launch.decode_only) {
+      CUDA_RETURN(kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, batch, shape,
+                                           nq, scale, dtype_, launch.partition, launch.decode_ws,
+                                           launch.decode_ws_bytes, stream_));
+    } else {
+      CUDA_RETURN(kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, batch, shape,
+                                            nq, scale, dtype_, stream_));
+    }
+    RETURN_IF_ERROR(Linear(hidden_.get(), attn_.get(), l.attn_out, l.attn_out_bias, T, H, q_dim));
+    RETURN_IF_ERROR(
+        Norm(normed_.get(), hidden_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
+    if (swiglu) {
+      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, 2 * inter, H));
+      CUDA_RETURN(kc::SwiGlu(mlp_act_.get(), mlp_.get(), dtype_, T, inter, stream_));
+    } else {
+      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, inter, H));
+      CUDA_RETURN(kc::GeluNew(mlp_act_.get(), mlp_.get(), dtype_, T * inter, stream_));
+    }
+    RETURN_IF_ERROR(Linear(hidden_.get(), mlp_act_.get(), l.down, l.down_bias, T, H, inter));
+  }
+
+  // Only the wanted rows go through the final norm and lm_head, kLogitChunk rows at a time: the
+  // row gather is the embedding kernel with the activations as its table. Rows [0, R_out) go to the
+  // host; rows [R_out, R) are sampled where they are and only their token ids come back.
+  const std::int64_t R = launch.num_rows, R_out = launch.num_out_rows;
+  for (std::int64_t r0 = 0; r0 < R; r0 += kLogitChunk) {
+    const std::int64_t n = std::min(kLogitChunk, R - r0);
+    const std::int32_t* rows = launch.logit_rows + r0;
+    CUDA_RETURN(kc::EmbeddingGather(logit_x_.get(), rows, n, hidden_.get(), H, nullptr, nullptr,
+                                    dtype_, stream_));
+    CUDA_RETURN(kc::EmbeddingGather(logit_res_.get(), rows, n, residual_.get(), H, nullptr, nullptr,
+                                    dtype_, stream_));
+    RETURN_IF_ERROR(
+        Norm(logit_x_.get(), logit_x_.get(), logit_res_.get(), final_norm_, final_norm_bias_, n));
+    RETURN_IF_ERROR(
+        CublasStatus(gemm_->Linear(logits_.get(), DType::kFloat32, c.vocab_size, logit_x_.get(), H,
+                                   lm_head_, nullptr, dtype_, n, c.vocab_size, H, stream_),
+                     "lm_head"));
+    const std::int64_t n_out = std::clamp<std::int64_t>(R_out - r0, 0, n);
+    if (n_out > 0) {
+      CUDA_RETURN(cudaMemcpyAsync(launch.host_logits + r0 * c.vocab_size, logits_.get(),
+                                  static_cast<std::size_t>(n_out * c.vocab_size) * sizeof(float),
+                                  cudaMemcpyDeviceToHost, stream_));
+    }
+    if (n_out < n) {
+      const std::int64_t j = r0 + n_out - R_out;  // first sampled row of this chunk
+      CUDA_RETURN(
+          kc::SampleTopKTopP(launch.sampled_ids + j, logits_.get<float>() + n_out * c.vocab_size,
+                             n - n_out, c.vocab_size, c.vocab_size, launch.temperature + j,
+                             launch.top_k + j, launch.top_p + j, launch.uniform + j, stream_));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   const EngineConfig& c = config_;
   const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
@@ -374,6 +525,10 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
     max_kv = std::max(max_kv, s.num_cached + static_cast<std::int32_t>(s.tokens.size()));
   }
   std::vector<std::int32_t> query_start{0}, num_cached, token_ids, positions, logit_rows, tables;
+  // Device sampling: the rows to sample (after every returned row in logit_rows) and, per sampled
+  // row, its sequence and parameters (floats travel as their bits in the one int upload).
+  std::vector<std::int32_t> sample_rows, sample_seq, top_k, temperature_bits, top_p_bits,
+      uniform_bits;
   tables.assign(static_cast<std::size_t>(num_seqs) * static_cast<std::size_t>(max_blocks), 0);
   for (std::int32_t i = 0; i < num_seqs; ++i) {
     const SequenceStep& s = input.sequences[static_cast<std::size_t>(i)];
@@ -393,7 +548,19 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
     } else if (s.logits == SequenceStep::Logits::kAll) {
       for (std::int32_t t = 0; t < n; ++t) logit_rows.push_back(first + t);
     }
+    if (s.device_sampling) {
+      const DeviceSampling& d = *s.device_sampling;
+      sample_rows.push_back(first + n - 1);
+      sample_seq.push_back(i);
+      // The kernel treats temperature <= 0 as greedy.
+      temperature_bits.push_back(std::bit_cast<std::int32_t>(d.greedy ? 0.0f : d.temperature));
+      top_k.push_back(d.top_k);
+      top_p_bits.push_back(std::bit_cast<std::int32_t>(d.top_p));
+      uniform_bits.push_back(std::bit_cast<std::int32_t>(DrawUniform(d)));
+    }
   }
+  const auto R_out = static_cast<std::int64_t>(logit_rows.size());
+  logit_rows.insert(logit_rows.end(), sample_rows.begin(), sample_rows.end());
   const std::int32_t T = query_start.back();
   std::vector<std::int32_t> ints;
   const auto append = [&](const std::vector<std::int32_t>& v) {
@@ -403,9 +570,14 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   };
   const std::size_t o_qs = append(query_start), o_nc = append(num_cached),
                     o_tok = append(token_ids), o_pos = append(positions),
-                    o_rows = append(logit_rows), o_tab = append(tables);
+                    o_rows = append(logit_rows), o_tab = append(tables),
+                    o_temp = append(temperature_bits), o_topk = append(top_k),
+                    o_topp = append(top_p_bits), o_unif = append(uniform_bits);
   if (static_cast<std::int64_t>(ints.size() * 4) > step_ints_.bytes()) {
     RETURN_IF_ERROR(step_ints_.Allocate(static_cast<std::int64_t>(ints.size() * 4) * 2));
+  }
+  if (static_cast<std::int64_t>(sample_rows.size() * 4) > sampled_ids_.bytes()) {
+    RETURN_IF_ERROR(sampled_ids_.Allocate(static_cast<std::int64_t>(sample_rows.size() * 4)));
   }
   auto* d_ints = step_ints_.get<std::int32_t>();
   CUDA_RETURN(
@@ -420,85 +592,200 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   batch.num_cached = d_ints + o_nc;
   batch.block_tables = d_ints + o_tab;
   batch.max_blocks_per_seq = max_blocks;
-  const kc::PagedKvShape shape{c.num_kv_heads, c.build.tokens_per_block, c.head_dim};
   const bool decode_only = max_q == 1;
-
-  const std::int64_t H = c.hidden_size, hd = c.head_dim, nq = c.num_attention_heads,
-                     nkv = c.num_kv_heads;
-  const std::int64_t q_dim = nq * hd, qkv_dim = c.QkvRows(1), inter = c.intermediate_size;
-  const bool swiglu = c.activation == Activation::kSwiGlu;
-  const std::int64_t e = static_cast<std::int64_t>(DTypeSize(dtype_));
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-
-  CUDA_RETURN(kc::EmbeddingGather(residual_.get(), d_ints + o_tok, T, embed_, H, pos_embed_,
-                                  d_ints + o_pos, dtype_, stream_));
-  std::int32_t partition = 0;
+  Launch l;
+  l.batch = batch;
+  l.token_ids = d_ints + o_tok;
+  l.positions = d_ints + o_pos;
+  l.logit_rows = d_ints + o_rows;
+  l.num_rows = static_cast<std::int64_t>(logit_rows.size());
+  l.num_out_rows = R_out;
+  out.logits.resize(static_cast<std::size_t>(R_out * c.vocab_size));
+  l.host_logits = out.logits.data();
+  const auto* d_floats = reinterpret_cast<const float*>(d_ints);
+  l.temperature = d_floats + o_temp;
+  l.top_k = d_ints + o_topk;
+  l.top_p = d_floats + o_topp;
+  l.uniform = d_floats + o_unif;
+  l.sampled_ids = sampled_ids_.get<std::int32_t>();
+  l.decode_only = decode_only;
   if (decode_only) {
-    partition = kc::DecodePartitionTokens(batch, nkv);
-    const auto ws =
-        static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(batch, nq, hd, partition));
+    l.partition = kc::DecodePartitionTokens(batch, c.num_kv_heads);
+    const auto ws = static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
+        batch, c.num_attention_heads, c.head_dim, l.partition));
     if (ws > decode_ws_.bytes()) RETURN_IF_ERROR(decode_ws_.Allocate(ws));
+    l.decode_ws = decode_ws_.get();
+    l.decode_ws_bytes = static_cast<std::size_t>(decode_ws_.bytes());
   }
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const DeviceLayer& l = layers_[i];
-    if (i == 0) {
-      RETURN_IF_ERROR(
-          Norm(normed_.get(), residual_.get(), nullptr, l.attn_norm, l.attn_norm_bias, T));
-    } else {
-      RETURN_IF_ERROR(
-          Norm(normed_.get(), hidden_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
-    }
-    RETURN_IF_ERROR(Linear(qkv_.get(), normed_.get(), l.qkv, l.qkv_bias, T, qkv_dim, H));
-    char* q = qkv_.get<char>();
-    char* k = q + q_dim * e;
-    char* v = k + nkv * hd * e;
-    char* k_pool = kv_buf_.get<char>() + static_cast<std::int64_t>(2 * i) * pool_elems_ * e;
-    char* v_pool = k_pool + pool_elems_ * e;
-    CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape,
-                                inv_freq_.get<float>(), dtype_, stream_));
-    if (decode_only) {
-      CUDA_RETURN(kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, batch, shape,
-                                           nq, scale, dtype_, partition, decode_ws_.get(),
-                                           static_cast<std::size_t>(decode_ws_.bytes()), stream_));
-    } else {
-      CUDA_RETURN(kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, batch, shape,
-                                            nq, scale, dtype_, stream_));
-    }
-    RETURN_IF_ERROR(Linear(hidden_.get(), attn_.get(), l.attn_out, l.attn_out_bias, T, H, q_dim));
-    RETURN_IF_ERROR(
-        Norm(normed_.get(), hidden_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
-    if (swiglu) {
-      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, 2 * inter, H));
-      CUDA_RETURN(kc::SwiGlu(mlp_act_.get(), mlp_.get(), dtype_, T, inter, stream_));
-    } else {
-      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, inter, H));
-      CUDA_RETURN(kc::GeluNew(mlp_act_.get(), mlp_.get(), dtype_, T * inter, stream_));
-    }
-    RETURN_IF_ERROR(Linear(hidden_.get(), mlp_act_.get(), l.down, l.down_bias, T, H, inter));
-  }
-
-  // Only the wanted rows go through the final norm and lm_head, kLogitChunk rows at a time: the
-  // row gather is the embedding kernel with the activations as its table.
-  const auto R = static_cast<std::int64_t>(logit_rows.size());
-  out.logits.resize(static_cast<std::size_t>(R * c.vocab_size));
-  for (std::int64_t r0 = 0; r0 < R; r0 += kLogitChunk) {
-    const std::int64_t n = std::min(kLogitChunk, R - r0);
-    const std::int32_t* rows = d_ints + o_rows + r0;
-    CUDA_RETURN(kc::EmbeddingGather(logit_x_.get(), rows, n, hidden_.get(), H, nullptr, nullptr,
-                                    dtype_, stream_));
-    CUDA_RETURN(kc::EmbeddingGather(logit_res_.get(), rows, n, residual_.get(), H, nullptr, nullptr,
-                                    dtype_, stream_));
-    RETURN_IF_ERROR(
-        Norm(logit_x_.get(), logit_x_.get(), logit_res_.get(), final_norm_, final_norm_bias_, n));
-    RETURN_IF_ERROR(
-        CublasStatus(gemm_->Linear(logits_.get(), DType::kFloat32, c.vocab_size, logit_x_.get(), H,
-                                   lm_head_, nullptr, dtype_, n, c.vocab_size, H, stream_),
-                     "lm_head"));
-    CUDA_RETURN(cudaMemcpyAsync(out.logits.data() + r0 * c.vocab_size, logits_.get(),
-                                static_cast<std::size_t>(n * c.vocab_size) * sizeof(float),
+  RETURN_IF_ERROR(Enqueue(l));
+  std::vector<std::int32_t> sampled(sample_rows.size());
+  if (!sampled.empty()) {
+    CUDA_RETURN(cudaMemcpyAsync(sampled.data(), sampled_ids_.get(), sampled.size() * 4,
                                 cudaMemcpyDeviceToHost, stream_));
   }
   CUDA_RETURN(cudaStreamSynchronize(stream_));
+  if (!sampled.empty()) {
+    out.sampled_tokens.assign(static_cast<std::size_t>(num_seqs), -1);
+    // The sampling kernel gives no log-probability (the executor asks only without log-probs).
+    out.sampled_log_probs.assign(static_cast<std::size_t>(num_seqs),
+                                 std::numeric_limits<float>::quiet_NaN());
+    for (std::size_t j = 0; j < sampled.size(); ++j)
+      out.sampled_tokens[static_cast<std::size_t>(sample_seq[j])] = sampled[j];
+  }
+  return Status::Ok();
+}
+
+bool CudaModelRunner::GraphEligible(const StepInput& input) const {
+  if (!graphs_enabled_ || input.sequences.empty() ||
+      input.sequences.size() > static_cast<std::size_t>(config_.build.max_batch_size)) {
+    return false;
+  }
+  const auto max_len = static_cast<std::int32_t>(config_.build.max_seq_len);
+  for (const SequenceStep& s : input.sequences) {
+    if (s.tokens.size() != 1 || !s.device_sampling || s.logits != SequenceStep::Logits::kNone ||
+        s.num_cached + 1 > max_len ||
+        s.block_table.size() >
+            static_cast<std::size_t>((max_len + config_.build.tokens_per_block - 1) /
+                                     config_.build.tokens_per_block)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status CudaModelRunner::SetUpGraphs() {
+  const EngineConfig& c = config_;
+  graph_slots_ = static_cast<std::int32_t>(c.build.max_batch_size);
+  graph_blocks_ = static_cast<std::int32_t>((c.build.max_seq_len + c.build.tokens_per_block - 1) /
+                                            c.build.tokens_per_block);
+  const std::int64_t S = graph_slots_;
+  RETURN_IF_ERROR(graph_ints_.Allocate((9 * S + 1 + S * graph_blocks_) * 4));
+  RETURN_IF_ERROR(graph_ids_.Allocate(S * 4));
+  std::vector<std::int32_t> constant(static_cast<std::size_t>(2 * S + 1));
+  for (std::int64_t i = 0; i <= S; ++i)
+    constant[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+  for (std::int64_t i = 0; i < S; ++i)
+    constant[static_cast<std::size_t>(S + 1 + i)] = static_cast<std::int32_t>(i);
+  CUDA_RETURN(
+      cudaMemcpy(graph_ints_.get(), constant.data(), constant.size() * 4, cudaMemcpyHostToDevice));
+  // Attention is captured for the longest sequence: its splits beyond a sequence's length exit at
+  // once. One workspace, as large as the largest bucket needs, so no graph's pointers ever move.
+  std::int64_t ws = 0;
+  for (std::int32_t b = 1;; b = std::min(2 * b, graph_slots_)) {
+    kc::PagedBatch batch;
+    batch.num_seqs = b;
+    batch.num_tokens = b;
+    batch.max_query_len = 1;
+    batch.max_kv_len = static_cast<std::int32_t>(c.build.max_seq_len);
+    const std::int32_t partition = kc::DecodePartitionTokens(batch, c.num_kv_heads);
+    graph_partition_[b] = partition;
+    ws = std::max(ws, static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
+                          batch, c.num_attention_heads, c.head_dim, partition)));
+    if (b == graph_slots_) break;
+  }
+  RETURN_IF_ERROR(graph_ws_.Allocate(ws));
+  graphs_ready_ = true;
+  LOG_INFO(
+      "cuda model runner: decode CUDA graphs for batch buckets up to {}, attention workspace {}",
+      graph_slots_, MiB(ws));
+  return Status::Ok();
+}
+
+Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out) {
+  if (!graphs_ready_) RETURN_IF_ERROR(SetUpGraphs());
+  const EngineConfig& c = config_;
+  const auto n = static_cast<std::int32_t>(input.sequences.size());
+  std::int32_t bucket = 1;
+  while (bucket < n) bucket *= 2;
+  bucket = std::min(bucket, graph_slots_);
+  const std::int64_t S = graph_slots_;
+  // Per slot: num_cached, token, position, temperature, top_k, top_p, uniform. Padding slots decode
+  // greedily from position 0 of the scratch block.
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(7 * S), 0);
+  std::vector<std::int32_t> tables(static_cast<std::size_t>(bucket) * graph_blocks_,
+                                   static_cast<std::int32_t>(scratch_block_));
+  const auto at = [&](int field, std::int32_t i) -> std::int32_t& {
+    return slots[static_cast<std::size_t>(field * S + i)];
+  };
+  for (std::int32_t i = 0; i < n; ++i) {
+    const SequenceStep& s = input.sequences[static_cast<std::size_t>(i)];
+    const DeviceSampling& d = *s.device_sampling;
+    at(0, i) = s.num_cached;
+    at(1, i) = s.tokens[0];
+    at(2, i) = s.num_cached;
+    at(3, i) = std::bit_cast<std::int32_t>(d.greedy ? 0.0f : d.temperature);
+    at(4, i) = d.top_k;
+    at(5, i) = std::bit_cast<std::int32_t>(d.top_p);
+    at(6, i) = std::bit_cast<std::int32_t>(DrawUniform(d));
+    std::copy(s.block_table.begin(), s.block_table.end(),
+              tables.begin() + static_cast<std::ptrdiff_t>(i) * graph_blocks_);
+  }
+  auto* d_ints = graph_ints_.get<std::int32_t>();
+  auto* d_slots = d_ints + 2 * S + 1;
+  auto* d_tables = d_slots + 7 * S;
+  CUDA_RETURN(
+      cudaMemcpyAsync(d_slots, slots.data(), slots.size() * 4, cudaMemcpyHostToDevice, stream_));
+  CUDA_RETURN(
+      cudaMemcpyAsync(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice, stream_));
+
+  auto it = graphs_.find(bucket);
+  if (it != graphs_.end()) {
+    CUDA_RETURN(cudaGraphLaunch(it->second, stream_));
+  } else {
+    Launch l;
+    l.batch.num_seqs = bucket;
+    l.batch.num_tokens = bucket;
+    l.batch.max_query_len = 1;
+    l.batch.max_kv_len = static_cast<std::int32_t>(c.build.max_seq_len);
+    l.batch.query_start = d_ints;
+    l.batch.num_cached = d_slots;
+    l.batch.block_tables = d_tables;
+    l.batch.max_blocks_per_seq = graph_blocks_;
+    l.token_ids = d_slots + S;
+    l.positions = d_slots + 2 * S;
+    l.logit_rows = d_ints + S + 1;
+    l.num_rows = bucket;
+    const auto* d_floats = reinterpret_cast<const float*>(d_slots);
+    l.temperature = d_floats + 3 * S;
+    l.top_k = d_slots + 4 * S;
+    l.top_p = d_floats + 5 * S;
+    l.uniform = d_floats + 6 * S;
+    l.sampled_ids = graph_ids_.get<std::int32_t>();
+    l.decode_only = true;
+    l.partition = graph_partition_.at(bucket);
+    l.decode_ws = graph_ws_.get();
+    l.decode_ws_bytes = static_cast<std::size_t>(graph_ws_.bytes());
+    // First use of the bucket: run it as is (which also warms up cuBLASLt's plans and loads the
+    // kernels), then record the same launches into the bucket's graph.
+    RETURN_IF_ERROR(Enqueue(l));
+    CUDA_RETURN(cudaStreamSynchronize(stream_));
+    cudaGraph_t graph = nullptr;
+    CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const Status recorded = Enqueue(l);
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    cudaGraphExec_t exec = nullptr;
+    Status made = recorded;
+    if (made.ok()) made = CudaStatus(ended, "cudaStreamEndCapture");
+    if (made.ok()) made = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (made.ok()) {
+      graphs_[bucket] = exec;
+      LOG_INFO("cuda model runner: captured the decode graph of batch bucket {}", bucket);
+    } else {
+      // This step's tokens are already computed; later steps run without graphs.
+      LOG_WARN("cuda model runner: decode graph capture failed, graphs off: {}", made.ToString());
+      cudaGetLastError();
+      graphs_enabled_ = false;
+    }
+  }
+  std::vector<std::int32_t> sampled(static_cast<std::size_t>(n));
+  CUDA_RETURN(cudaMemcpyAsync(sampled.data(), graph_ids_.get(), sampled.size() * 4,
+                              cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN(cudaStreamSynchronize(stream_));
+  out.row_begin.assign(static_cast<std::size_t>(n), 0);
+  out.sampled_tokens = std::move(sampled);
+  out.sampled_log_probs.assign(static_cast<std::size_t>(n),
+                               std::numeric_limits<float>::quiet_NaN());
   return Status::Ok();
 }
 
@@ -509,7 +796,11 @@ Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
   StepOutput out;
   out.vocab_size = config_.vocab_size;
   if (input.sequences.empty()) return out;
-  RETURN_IF_ERROR(Forward(input, out));
+  if (GraphEligible(input)) {
+    RETURN_IF_ERROR(DecodeWithGraph(input, out));
+  } else {
+    RETURN_IF_ERROR(Forward(input, out));
+  }
   return out;
 }
 
