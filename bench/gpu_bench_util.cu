@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cuda/cuda_common.cuh"
 #include "table.h"
 
 namespace inflight::bench::gpu {
@@ -19,21 +20,6 @@ __device__ __forceinline__ std::uint64_t Mix(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-template <typename T>
-__device__ __forceinline__ T Convert(float v);
-template <>
-__device__ __forceinline__ float Convert<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __half Convert<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 Convert<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
 }
 
 // Grid: (enough blocks to cover n with a grid-stride loop), block: 256.
@@ -47,7 +33,7 @@ __global__ void FillUniformKernel(T* dst, std::size_t n, float lo, float span, s
     const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
     float v = lo + span * u;
     if (v == 0.0f) v = span * 1e-3f;
-    dst[i] = Convert<T>(v);
+    dst[i] = kernels::cuda::FromFloat<T>(v);
   }
 }
 
