@@ -84,25 +84,6 @@ Result<std::vector<Shape>> ParseShapes(const std::string& text) {
   return shapes;
 }
 
-// "small": a model large enough for the CPU step time to be dominated by weights, small enough to
-// build and run in seconds.
-Status ApplyPreset(const std::string& preset, model::RandomCheckpointOptions* o) {
-  if (preset == "small") {
-    o->hidden_size = 512;
-    o->num_layers = 4;
-    o->num_heads = 8;
-    o->num_kv_heads = 2;
-    o->intermediate_size = 1536;
-    o->vocab_size = 8192;
-    return Status::Ok();
-  }
-  Status status = model::ApplyCheckpointPreset(preset, o);
-  if (!status.ok()) {
-    return InvalidArgument("--preset \"" + preset + "\" is not one of: tiny, small, llama-3.1-8b");
-  }
-  return status;
-}
-
 Result<std::string> MakeEngine(const Options& opt, const std::vector<Shape>& shapes,
                                const fs::path& work) {
   SizeType max_input = static_cast<SizeType>(opt.decode_context);
@@ -112,7 +93,7 @@ Result<std::string> MakeEngine(const Options& opt, const std::vector<Shape>& sha
     max_seq = std::max(max_seq, s.input_len + s.output_len);
   }
   model::RandomCheckpointOptions ckpt;
-  RETURN_IF_ERROR(ApplyPreset(opt.preset, &ckpt));
+  RETURN_IF_ERROR(model::ApplyCheckpointPreset(opt.preset, &ckpt));
   if (!opt.dtype.empty()) {
     std::optional<DType> dtype = ParseDType(opt.dtype);
     if (!dtype)

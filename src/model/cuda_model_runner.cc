@@ -14,7 +14,6 @@
 
 #include "common/logging.h"
 #include "executor/sampling/philox.h"
-#include "kernels/cpu/rope.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
@@ -24,6 +23,7 @@
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv_write.h"
 #include "kernels/cuda/sampling.h"
+#include "model/rope_frequencies.h"
 #include "model/safetensors.h"
 #include "model/step_validation.h"
 #include "model/transformer_weights.h"
@@ -264,20 +264,7 @@ Status CudaModelRunner::LoadWeights(const std::string& engine_dir) {
   }
   if (tied) lm_head_ = embed_;
 
-  if (c.position_embedding == PositionEmbedding::kRope) {
-    kernels::cpu::RopeParams p;
-    p.head_dim = c.head_dim;
-    p.theta = c.rope_theta;
-    if (c.rope_scaling) {
-      p.llama3 = true;
-      p.factor = c.rope_scaling->factor;
-      p.low_freq_factor = c.rope_scaling->low_freq_factor;
-      p.high_freq_factor = c.rope_scaling->high_freq_factor;
-      p.original_max_position_embeddings =
-          static_cast<double>(c.rope_scaling->original_max_position_embeddings);
-    }
-    std::vector<float> inv(static_cast<std::size_t>(c.head_dim / 2));
-    kernels::cpu::RopeInvFrequencies(p, inv.data());
+  if (const std::vector<float> inv = RopeInvFrequencies(c); !inv.empty()) {
     RETURN_IF_ERROR(inv_freq_.Allocate(static_cast<std::int64_t>(inv.size() * sizeof(float))));
     CUDA_RETURN(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float),
                            cudaMemcpyHostToDevice));

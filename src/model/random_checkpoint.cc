@@ -85,6 +85,17 @@ Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* o
     o->intermediate_size = 128;
     return Status::Ok();
   }
+  // Large enough for a CPU step to be dominated by reading weights, small enough to build in
+  // seconds.
+  if (preset == "small") {
+    o->hidden_size = 512;
+    o->num_layers = 4;
+    o->num_heads = 8;
+    o->num_kv_heads = 2;
+    o->intermediate_size = 1536;
+    o->vocab_size = 8192;
+    return Status::Ok();
+  }
   if (preset == "llama-3.1-8b") {
     o->arch = "llama";
     o->hidden_size = 4096;
@@ -103,7 +114,7 @@ Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* o
     return Status::Ok();
   }
   return InvalidArgument("--preset \"" + std::string(preset) +
-                         "\" is not one of: tiny, llama-3.1-8b");
+                         "\" is not one of: tiny, small, llama-3.1-8b");
 }
 
 Status ValidateCheckpointOptions(const RandomCheckpointOptions& o) {

@@ -11,6 +11,7 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
+#include "model/rope_frequencies.h"
 
 namespace inflight::model {
 
@@ -28,21 +29,7 @@ Transformer::Transformer(const EngineConfig& config, TransformerWeights weights,
       weights_(std::move(weights)),
       kv_shape_{config.num_kv_heads, tokens_per_block, config.head_dim},
       pool_(pool) {
-  if (config_.position_embedding == PositionEmbedding::kRope) {
-    k::RopeParams p;
-    p.head_dim = config_.head_dim;
-    p.theta = config_.rope_theta;
-    if (config_.rope_scaling) {
-      p.llama3 = true;
-      p.factor = config_.rope_scaling->factor;
-      p.low_freq_factor = config_.rope_scaling->low_freq_factor;
-      p.high_freq_factor = config_.rope_scaling->high_freq_factor;
-      p.original_max_position_embeddings =
-          static_cast<double>(config_.rope_scaling->original_max_position_embeddings);
-    }
-    inv_freq_.resize(static_cast<std::size_t>(config_.head_dim / 2));
-    k::RopeInvFrequencies(p, inv_freq_.data());
-  }
+  inv_freq_ = RopeInvFrequencies(config_);
 }
 
 void Transformer::Norm(float* out, const float* x, float* residual, WeightPtr weight,
