@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "executor/executor_impl.h"
 #include "executor/sampling/sampler.h"
 #include "inflight/executor.h"
 #include "model/model_runner.h"
@@ -197,25 +198,54 @@ TEST(Executor, SecondIdenticalPromptReusesBlocks) {
   EXPECT_GT(ex->getKvCacheStats().reused_blocks, 0);
 }
 
+// Takes at least 20 ms a step, so that a cancel sent after the first token always lands in the
+// middle of a 100-token generation, however loaded the machine is (the tiny model alone makes 100
+// tokens in about a millisecond).
+class SlowRunner final : public model::ModelRunner {
+ public:
+  explicit SlowRunner(std::unique_ptr<model::ModelRunner> inner) : inner_(std::move(inner)) {}
+  const model::EngineConfig& config() const override { return inner_->config(); }
+  std::int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
+  const char* device_name() const override { return inner_->device_name(); }
+  std::int64_t memory_bytes() const override { return inner_->memory_bytes(); }
+  Result<model::StepOutput> Step(const model::StepInput& input) override {
+    std::this_thread::sleep_for(milliseconds(20));
+    return inner_->Step(input);
+  }
+
+ private:
+  std::unique_ptr<model::ModelRunner> inner_;
+};
+
 TEST(Executor, CancelFreesBlocksAndEndsWithCancelled) {
-  auto ex = Make();
+  model::RunnerOptions o;
+  o.max_kv_tokens = 2048;
+  auto inner = model::CreateCpuModelRunner(Engine(), o);
+  ASSERT_TRUE(inner.ok()) << inner.status().ToString();
+  auto created =
+      Executor::Impl::CreateWithRunner({}, std::make_unique<SlowRunner>(std::move(inner).value()));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Executor::Impl& ex = **created;
   // A neighbour that must finish normally whatever happens to the cancelled request.
   Request neighbour = Greedy(Prompt(8, 12), 30);
   Request r = Greedy(Prompt(9, 20), 100);
   r.streaming = true;
-  auto other = ex->enqueueRequest(neighbour);
-  auto id = ex->enqueueRequest(r);
+  auto other = ex.Enqueue(neighbour);
+  auto id = ex.Enqueue(r);
   ASSERT_TRUE(id.ok() && other.ok());
-  // NOTE: the tiny model makes 100 tokens in about a millisecond, so cancel at once rather than
-  // after the first token: the loop sees the cancel within a step or two.
-  ex->cancelRequest(*id);
   std::map<IdType, std::vector<Response>> all;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool cancelled = false;
   std::size_t finals = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (finals < 2 && std::chrono::steady_clock::now() < deadline) {
-    for (Response& resp : ex->awaitResponses(milliseconds(100))) {
+    for (Response& resp : ex.Await(std::nullopt, milliseconds(100))) {
       ASSERT_FALSE(resp.hasError());
       finals += resp.isFinal();
+      // Cancel mid-stream: after the request's first token.
+      if (!cancelled && resp.request_id == *id) {
+        ex.Cancel(*id);
+        cancelled = true;
+      }
       all[resp.request_id].push_back(resp);
     }
   }
@@ -227,7 +257,9 @@ TEST(Executor, CancelFreesBlocksAndEndsWithCancelled) {
   ASSERT_FALSE(all[*other].empty());
   EXPECT_EQ(all[*other].back().result.output_token_ids.at(0),
             ReferenceGreedy(neighbour.input_token_ids, 30));
-  ExpectAllBlocksFree(*ex);
+  const KvCacheStats kv = ex.kv_cache_stats();
+  EXPECT_EQ(kv.free_num_blocks, kv.max_num_blocks);
+  EXPECT_EQ(kv.used_num_blocks, 0);
 }
 
 TEST(Executor, InvalidRequestsNameTheFieldAndLeaveOthersAlone) {
@@ -317,14 +349,23 @@ TEST(Executor, StaticBatchingRunsABatchToCompletion) {
 }
 
 TEST(Executor, FullQueueRejectsWithNvidiasMessageAndRunsTheRest) {
+  model::RunnerOptions o;
+  o.max_kv_tokens = 2048;
+  auto inner = model::CreateCpuModelRunner(Engine(), o);
+  ASSERT_TRUE(inner.ok()) << inner.status().ToString();
   ExecutorConfig cfg;
   cfg.max_batch_size = 1;  // one request runs; the others wait, so the queue fills
   cfg.max_queue_size = 2;
-  auto ex = Make(cfg);
+  // The slow runner keeps the running request busy for at least 20 ms a token, so the ten enqueues
+  // below always find the queue full.
+  auto created =
+      Executor::Impl::CreateWithRunner(cfg, std::make_unique<SlowRunner>(std::move(inner).value()));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  Executor::Impl& ex = **created;
   std::vector<IdType> accepted;
   int rejected = 0;
   for (int i = 0; i < 10; ++i) {
-    auto id = ex->enqueueRequest(Greedy(Prompt(300 + i, 8), 100));
+    auto id = ex.Enqueue(Greedy(Prompt(300 + i, 8), 3));
     if (id.ok()) {
       accepted.push_back(*id);
     } else {
@@ -340,13 +381,14 @@ TEST(Executor, FullQueueRejectsWithNvidiasMessageAndRunsTheRest) {
   std::size_t finished = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (finished < accepted.size() && std::chrono::steady_clock::now() < deadline) {
-    for (Response& r : ex->awaitResponses(milliseconds(100))) {
+    for (Response& r : ex.Await(std::nullopt, milliseconds(100))) {
       EXPECT_FALSE(r.hasError());
       finished += r.isFinal();
     }
   }
   EXPECT_EQ(finished, accepted.size());
-  ExpectAllBlocksFree(*ex);
+  const KvCacheStats kv = ex.kv_cache_stats();
+  EXPECT_EQ(kv.free_num_blocks, kv.max_num_blocks);
 }
 
 TEST(Executor, ShutdownAnswersPendingRequests) {
