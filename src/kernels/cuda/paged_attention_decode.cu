@@ -8,34 +8,59 @@
 namespace inflight::kernels::cuda {
 namespace {
 
+// The split rule (see DecodePartitionTokens), measured on an H100 (bench/gpu_kernels_bench.cu
+// --sections decode and a sweep of every split size): blocks the grid may hold per SM (the
+// attention kernel's occupancy), and the least and most keys per split.
+constexpr std::int64_t kBlocksPerSm = 2;
+constexpr std::int64_t kMinPartition = detail::kDecPartition;
+constexpr std::int64_t kMaxPartition = 4096;
+
 int MaxSplits(const PagedBatch& batch, std::int32_t partition_tokens) {
   return static_cast<int>(CeilDiv(batch.max_kv_len, partition_tokens));
 }
 
+int CurrentDevice() {
+  int device = 0;
+  return cudaGetDevice(&device) == cudaSuccess ? device : 0;
+}
+
 int MultiprocessorCount() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+  int count = 0;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, CurrentDevice()) !=
+      cudaSuccess) {
     return 132;
   }
   return count;
 }
 
+// Programmatic dependent launch needs sm_90.
+bool HasProgrammaticLaunch() {
+  int major = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, CurrentDevice()) ==
+             cudaSuccess &&
+         major >= 9;
+}
+
+std::int64_t RoundUp(std::int64_t x, std::int64_t to) {
+  return CeilDiv(x, to) * to;
+}
+
 }  // namespace
 
 std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads) {
-  // Split only when (sequence, kv head) blocks alone leave SMs idle, and then into pieces of at
-  // least 256 keys so that each split amortises its reduce.
-  const std::int64_t blocks = static_cast<std::int64_t>(batch.num_seqs) * num_kv_heads;
-  const std::int64_t target_blocks = 2 * static_cast<std::int64_t>(MultiprocessorCount());
-  const std::int64_t whole = std::max<std::int64_t>(
-      detail::kDecKeys, CeilDiv(batch.max_kv_len, detail::kDecKeys) * detail::kDecKeys);
-  if (blocks >= target_blocks || batch.max_kv_len <= 512) return static_cast<std::int32_t>(whole);
-  const std::int64_t splits =
-      std::min(CeilDiv(batch.max_kv_len, 256), CeilDiv(target_blocks, blocks));
-  const std::int64_t per =
-      CeilDiv(CeilDiv(batch.max_kv_len, splits), detail::kDecKeys) * detail::kDecKeys;
-  return static_cast<std::int32_t>(per);
+  // As many splits as fit in one wave of blocks (kBlocksPerSm per SM) beside the (sequence, kv
+  // head) pairs: the blocks then all run at once and finish together, and each split is as long as
+  // it can be, which keeps the reduce small. One block more than a wave costs a whole second round
+  // (an H100 at batch 4 x 8k context: 9 splits of 960 keys run at 77% of copy bandwidth, 8 of 1024
+  // at 92%). Splits longer than kMaxPartition keys gain at most 1% (batch 64 and up), and shorter
+  // ones keep a batch whose sequences differ in length balanced.
+  const std::int64_t len = std::max<std::int64_t>(batch.max_kv_len, 1);
+  const std::int64_t units = std::max<std::int64_t>(1, batch.num_seqs) * num_kv_heads;
+  const std::int64_t splits = std::max<std::int64_t>(
+      1, kBlocksPerSm * static_cast<std::int64_t>(MultiprocessorCount()) / units);
+  const std::int64_t per = std::clamp(RoundUp(CeilDiv(len, splits), detail::kDecPartition),
+                                      kMinPartition, kMaxPartition);
+  return static_cast<std::int32_t>(std::min(per, RoundUp(len, detail::kDecPartition)));
 }
 
 std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int64_t num_heads,
@@ -54,14 +79,19 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                                  const PagedKvShape& shape, std::int64_t num_heads, float scale,
                                  DType dtype, std::int32_t partition_tokens, void* workspace,
                                  std::size_t workspace_bytes, cudaStream_t stream) {
+  const auto misaligned = [](const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) % 16 != 0;
+  };
   if (batch.num_seqs < 0 || batch.num_seqs > 65535 || num_heads <= 0 || shape.num_kv_heads <= 0 ||
       num_heads % shape.num_kv_heads != 0 || shape.tokens_per_block <= 0 || partition_tokens < 0 ||
-      partition_tokens % detail::kDecKeys != 0) {
+      partition_tokens % detail::kDecPartition != 0 || q_token_stride % 8 != 0 || misaligned(q) ||
+      misaligned(k_pool) || misaligned(v_pool) || misaligned(workspace)) {
     return cudaErrorInvalidValue;
   }
   if (batch.num_seqs == 0) return cudaSuccess;
   if (partition_tokens == 0) partition_tokens = DecodePartitionTokens(batch, shape.num_kv_heads);
   const int max_splits = MaxSplits(batch, partition_tokens);
+  if (max_splits > 65535) return cudaErrorInvalidValue;
   const std::size_t need =
       PagedAttentionDecodeWorkspaceBytes(batch, num_heads, shape.head_dim, partition_tokens);
   if (need > 0 && (workspace == nullptr || workspace_bytes < need)) return cudaErrorInvalidValue;
@@ -71,6 +101,7 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
   float* part_o = static_cast<float*>(workspace);
   float* part_ml =
       part_o == nullptr ? nullptr : part_o + slots * static_cast<std::size_t>(shape.head_dim);
+  const std::int64_t group = num_heads / shape.num_kv_heads;
   detail::DecodeArgs args{out,
                           q,
                           q_token_stride,
@@ -79,12 +110,14 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                           batch,
                           static_cast<int>(num_heads),
                           static_cast<int>(shape.num_kv_heads),
+                          static_cast<int>(CeilDiv(group, detail::kDecTileHeads)),
                           static_cast<int>(shape.tokens_per_block),
                           scale * static_cast<float>(M_LOG2E),
                           partition_tokens,
                           std::max(max_splits, 1),
                           part_o,
-                          part_ml};
+                          part_ml,
+                          HasProgrammaticLaunch()};
   switch (shape.head_dim) {
     case 64:
       return detail::LaunchDecodeAttentionHd64(args, dtype, stream);

@@ -23,10 +23,16 @@ std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int
 
 // Precondition: every sequence has exactly one new row (query_start[s + 1] - query_start[s] == 1),
 // at position num_cached[s], already written to the pools; it attends positions [0, num_cached[s]].
-// q, out, scale, shape, dtype and head dims as PagedAttentionContext. Each block loads one kv
-// head's keys once for all num_heads / num_kv_heads query heads that share it. partition_tokens:
-// keys per split (a multiple of 64), or 0 for DecodePartitionTokens. workspace: device memory of at
-// least PagedAttentionDecodeWorkspaceBytes(...) bytes (nullptr when that is 0).
+// Table rows hold at least ceil(max_kv_len / tokens_per_block) entries (entries past a sequence's
+// own blocks may hold anything: they are read, never followed).
+// q, out, scale, shape, dtype and head dims as PagedAttentionContext; q, k_pool and v_pool 16-byte
+// aligned and q_token_stride a multiple of 8 (cudaErrorInvalidValue otherwise). Each block reads
+// one kv head's keys once for up to 8 of the num_heads / num_kv_heads query heads that share it
+// (once for all of them in groups of up to 8). partition_tokens: keys per split (a multiple of 64),
+// or 0 for DecodePartitionTokens; splits that start past a sequence's end do nothing, so a batch
+// may be launched (or captured in a graph) with a max_kv_len above its longest sequence. workspace:
+// device memory of at least PagedAttentionDecodeWorkspaceBytes(...) bytes (nullptr when that is 0),
+// any contents.
 cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_stride,
                                  const void* k_pool, const void* v_pool, const PagedBatch& batch,
                                  const PagedKvShape& shape, std::int64_t num_heads, float scale,

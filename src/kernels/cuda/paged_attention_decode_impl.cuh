@@ -1,8 +1,17 @@
-// The decode attention kernel template and its split reduce; instantiated per head dim in
+// The decode attention kernel, its split reduce and their launch; instantiated per head dim in
 // paged_attention_decode_hd*.cu.
+//
+// Block (kv head x head tile, sequence, split) attends the keys [split * partition_tokens, ...) of
+// one sequence for up to 8 query heads of one kv head: the keys go through the tensor cores as the
+// M side of S^T = K Q^T (16 keys per mma, query heads as the 8 columns), and O^T = V^T P^T. Each
+// warp streams its own 16-key steps straight from global memory into registers, one step ahead of
+// the one it computes, with its own online softmax (base 2); the four warps' states merge in shared
+// memory at the end. No shared-memory staging, so the loads in flight are bounded by registers
+// alone.
 #pragma once
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/paged_attention_decode_fragments.cuh"
 #include "kernels/cuda/paged_batch.h"
 
 namespace inflight::kernels::cuda::detail {
@@ -16,186 +25,443 @@ struct DecodeArgs {
   PagedBatch batch;
   int num_heads;
   int num_kv_heads;
+  int head_tiles;  // ceil(group / kDecTileHeads): blocks per kv head
   int tokens_per_block;
   float scale_log2;
   int partition_tokens;  // keys per split
   int max_splits;        // gridDim.z; 1 writes `out` directly
   float* part_o;         // [num_seqs, num_heads, max_splits, D] unnormalised outputs
-  float* part_ml;        // [num_seqs, num_heads, max_splits, 2] running max (base 2) and sum
+  float* part_ml;        // [num_seqs, num_heads, max_splits, 2] running max (base 2), sum
+  // Launch both kernels as programmatic dependents of the work before them in the stream (sm_90+):
+  // each launches while its predecessor's last blocks run, and waits for it to finish before it
+  // touches memory.
+  bool programmatic;
 };
 
-constexpr int kDecKeys = 64;
-constexpr int kDecThreads = 128;
+constexpr int kDecWarps = 4;
+constexpr int kDecThreads = 32 * kDecWarps;
+constexpr int kDecStepKeys = 16;   // keys per warp step: the M side of one mma
+constexpr int kDecTileHeads = 8;   // query heads per block: the N side of one mma
+constexpr int kDecPartition = 64;  // partition_tokens must be a multiple of this
 
-inline int DecodeSmemFloats(int group, int head_dim) {
-  // sQ [G][D], sK [keys][D+1], sV [keys][D], sS [G][keys], sM/sL/sAlpha [G], sO [G][D]
-  return group * head_dim + kDecKeys * (head_dim + 1) + kDecKeys * head_dim + group * kDecKeys +
-         3 * group + group * head_dim;
+// Where the head-dim elements of K and V rows sit in the mma fragments. The order of the reduction
+// index of an mma is free as long as both operands use the same one, and the order of O's rows is
+// free as long as the output goes back to its place, so each lane loads contiguous pieces:
+//  - K (A of S^T = K Q^T, k = head dim): lane (g, q) loads dims [32p + 8q, +8) of key rows g and
+//    g + 8 for p < D / 32; the first four feed k-step 2p, the last four k-step 2p + 1. When
+//    D % 32 == 16 an 8-byte tail [32 * kKPieces + 4q, +4) feeds one more k-step. Q^T (B) likewise.
+//  - V (A of O^T = V^T P^T, m = head dim): lane (g, q) loads dims [64h + 8g, +8) of its four key
+//    rows (2q, 2q + 1, 2q + 8, 2q + 9) for h < D / 64; word w of piece h holds rows g and g + 8 of
+//    m-tile 4h + w. A tail of W = (D % 64) / 16 words at [64 * kVPieces + 2Wg, +2W) holds m-tiles
+//    4 * kVPieces + w.
+template <int D>
+struct DecodeLayout {
+  static_assert(D % 16 == 0 && D % 64 != 48 && D <= 256, "head dim: D % 64 in {0, 16, 32}");
+  static constexpr int kKPieces = D / 32;
+  static constexpr bool kKTail = D % 32 != 0;
+  static constexpr int kVPieces = D / 64;
+  static constexpr int kVTailWords = (D % 64) / 16;
+  static constexpr int kMTiles = D / 16;
+
+  // The head dim held by row i (0..15) of m-tile t of O^T.
+  __device__ static constexpr int Dim(int t, int i) {
+    return t < 4 * kVPieces
+               ? 64 * (t / 4) + 8 * (i % 8) + 2 * (t % 4) + i / 8
+               : 64 * kVPieces + 2 * kVTailWords * (i % 8) + 2 * (t - 4 * kVPieces) + i / 8;
+  }
+};
+
+// One warp step's K and V in registers (see DecodeLayout).
+template <int D>
+struct DecodeStepRegs {
+  using L = DecodeLayout<D>;
+  uint4 k[2][L::kKPieces];  // key rows g, g + 8
+  uint2 k_tail[2];
+  uint4 v[4][L::kVPieces];  // key rows 2q, 2q + 1, 2q + 8, 2q + 9
+  std::uint32_t v_tail[4][L::kVTailWords > 0 ? L::kVTailWords : 1];
+
+  // Word of m-tile t (rows g, g + 8) of V key row i.
+  __device__ __forceinline__ std::uint32_t VWord(int i, int t) const {
+    if (t >= 4 * L::kVPieces) return v_tail[i][t - 4 * L::kVPieces];
+    const uint4& piece = v[i][t / 4];
+    switch (t % 4) {
+      case 0:
+        return piece.x;
+      case 1:
+        return piece.y;
+      case 2:
+        return piece.z;
+      default:
+        return piece.w;
+    }
+  }
+};
+
+// Orders this grid after the one before it in the stream when launched as a programmatic dependent
+// (a no-op otherwise), and lets the next one launch early.
+__device__ __forceinline__ void WaitForPriorGrid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void AllowDependentLaunch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
-// Grid: (num_kv_heads, num_seqs, max_splits), Block: (kDecThreads).
-// Block (kvh, s, z) handles keys [z * partition_tokens, min(kv_len, (z + 1) * partition_tokens))
-// for the G = num_heads / num_kv_heads query heads of kv head kvh: each K/V tile is loaded once and
-// used by all G heads. Online softmax per head across tiles, state in shared memory.
-template <typename T, int D>
-__global__ void __launch_bounds__(kDecThreads) DecodeAttentionKernel(DecodeArgs args) {
-  constexpr int DP = D + 1;
-  extern __shared__ float smem[];
-  const int group = args.num_heads / args.num_kv_heads;
-  float* sQ = smem;
-  float* sK = sQ + group * D;
-  float* sV = sK + kDecKeys * DP;
-  float* sS = sV + kDecKeys * D;
-  float* sM = sS + group * kDecKeys;
-  float* sL = sM + group;
-  float* sAlpha = sL + group;
-  float* sO = sAlpha + group;
+// Pool row (block * num_kv_heads + kv head) * tokens_per_block + slot of position `pos`. 32 bits: a
+// pool of 2^32 rows would hold at least 512 GB.
+__device__ __forceinline__ std::uint32_t DecodePoolRow(const std::int32_t* table, int pos,
+                                                       int tokens_per_block, int num_kv_heads,
+                                                       int kv_head) {
+  const auto block = static_cast<std::uint32_t>(__ldg(table + pos / tokens_per_block));
+  return (block * static_cast<std::uint32_t>(num_kv_heads) + static_cast<std::uint32_t>(kv_head)) *
+             static_cast<std::uint32_t>(tokens_per_block) +
+         static_cast<std::uint32_t>(pos % tokens_per_block);
+}
 
+// Issues the loads of one step. rows: lane i holds the pool row of the step's key i % 16.
+template <typename T, int D>
+__device__ __forceinline__ void DecodeFetchStep(DecodeStepRegs<D>& r, std::uint32_t rows,
+                                                const T* k_pool, const T* v_pool, int g, int q) {
+  using L = DecodeLayout<D>;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const T* k = k_pool + static_cast<std::size_t>(__shfl_sync(0xffffffffu, rows, g + 8 * i)) * D;
+#pragma unroll
+    for (int p = 0; p < L::kKPieces; ++p) r.k[i][p] = LoadStream16(k + 32 * p + 8 * q);
+    if constexpr (L::kKTail) r.k_tail[i] = LoadStream8(k + 32 * L::kKPieces + 4 * q);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int key = 2 * q + (i & 1) + 8 * (i >> 1);
+    const T* v = v_pool + static_cast<std::size_t>(__shfl_sync(0xffffffffu, rows, key)) * D;
+#pragma unroll
+    for (int h = 0; h < L::kVPieces; ++h) r.v[i][h] = LoadStream16(v + 64 * h + 8 * g);
+    if constexpr (L::kVTailWords == 1) {
+      r.v_tail[i][0] = LoadStream4(v + 64 * L::kVPieces + 2 * g);
+    } else if constexpr (L::kVTailWords == 2) {
+      const uint2 w = LoadStream8(v + 64 * L::kVPieces + 4 * g);
+      r.v_tail[i][0] = w.x;
+      r.v_tail[i][1] = w.y;
+    }
+  }
+}
+
+// One warp's running attention over its steps: O^T fragments and, per query head 2q and 2q + 1 of
+// the tile, the running max (base 2, shared by the lanes of one q) and this lane's part of the sum.
+template <int D>
+struct DecodeWarpState {
+  float o[DecodeLayout<D>::kMTiles][4];
+  float m[2];
+  float l[2];
+};
+
+template <typename T, int D>
+__device__ __forceinline__ void DecodeComputeStep(DecodeWarpState<D>& st,
+                                                  const DecodeStepRegs<D>& r, const uint4* qf,
+                                                  uint2 qf_tail, float scale_log2, int base,
+                                                  int k_end, int g) {
+  using L = DecodeLayout<D>;
+  // S^T (keys g, g + 8 x heads 2q, 2q + 1) in two partial sums, so that the mma chain is half as
+  // long.
+  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int p = 0; p < L::kKPieces; ++p) {
+    MmaM16N8K16<T>(s, r.k[0][p].x, r.k[1][p].x, r.k[0][p].y, r.k[1][p].y, qf[p].x, qf[p].y);
+    MmaM16N8K16<T>(s_odd, r.k[0][p].z, r.k[1][p].z, r.k[0][p].w, r.k[1][p].w, qf[p].z, qf[p].w);
+  }
+  if constexpr (L::kKTail) {
+    MmaM16N8K16<T>(s_odd, r.k_tail[0].x, r.k_tail[1].x, r.k_tail[0].y, r.k_tail[1].y, qf_tail.x,
+                   qf_tail.y);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s[i] = (s[i] + s_odd[i]) * scale_log2;
+  if (base + kDecStepKeys > k_end) {  // the split's last step: keys past its end weigh nothing
+    if (base + g >= k_end) s[0] = s[1] = -INFINITY;
+    if (base + g + 8 >= k_end) s[2] = s[3] = -INFINITY;
+  }
+  float step_max[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+#pragma unroll
+    for (int offset = 4; offset < 32; offset <<= 1)
+      step_max[j] = fmaxf(step_max[j], __shfl_xor_sync(0xffffffffu, step_max[j], offset));
+  }
+  float alpha[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    // The step's first key is always in range, so the new max is finite and exp2 of the old (-inf
+    // at first) minus it is a plain 0.
+    const float m_new = fmaxf(st.m[j], step_max[j]);
+    alpha[j] = exp2f(st.m[j] - m_new);
+    st.m[j] = m_new;
+  }
+  const float p00 = exp2f(s[0] - st.m[0]), p01 = exp2f(s[1] - st.m[1]);
+  const float p10 = exp2f(s[2] - st.m[0]), p11 = exp2f(s[3] - st.m[1]);
+  st.l[0] = st.l[0] * alpha[0] + p00 + p10;
+  st.l[1] = st.l[1] * alpha[1] + p01 + p11;
+  // P^T as B of O^T = V^T P^T: the transposes of the (key, head) fragments of S^T.
+  const std::uint32_t pb0 = Transpose8x8(PackPair<T>(p00, p01));
+  const std::uint32_t pb1 = Transpose8x8(PackPair<T>(p10, p11));
+#pragma unroll
+  for (int t = 0; t < L::kMTiles; ++t) {
+    st.o[t][0] *= alpha[0];
+    st.o[t][1] *= alpha[1];
+    st.o[t][2] *= alpha[0];
+    st.o[t][3] *= alpha[1];
+    const std::uint32_t w0 = r.VWord(0, t), w1 = r.VWord(1, t);
+    const std::uint32_t w2 = r.VWord(2, t), w3 = r.VWord(3, t);
+    MmaM16N8K16<T>(st.o[t], LowHalves(w0, w1), HighHalves(w0, w1), LowHalves(w2, w3),
+                   HighHalves(w2, w3), pb0, pb1);
+  }
+}
+
+// Grid: (num_kv_heads * head_tiles, num_seqs, max_splits), block: kDecThreads.
+template <typename T, int D>
+__global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeArgs args) {
+  using L = DecodeLayout<D>;
+  __shared__ float s_o[kDecWarps][kDecTileHeads][D];
+  __shared__ float s_m[kDecWarps][kDecTileHeads];
+  __shared__ float s_l[kDecWarps][kDecTileHeads];
+
+  WaitForPriorGrid();
+  AllowDependentLaunch();
   const PagedBatch& batch = args.batch;
-  const int kvh = blockIdx.x, s = blockIdx.y, split = blockIdx.z;
-  const int kv_len = batch.num_cached[s] + 1;
+  const int kv_head = static_cast<int>(blockIdx.x) / args.head_tiles;
+  const int tile = static_cast<int>(blockIdx.x) - kv_head * args.head_tiles;
+  const int s = static_cast<int>(blockIdx.y), split = static_cast<int>(blockIdx.z);
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, q = lane & 3;
   const int k_begin = split * args.partition_tokens;
-  if (k_begin >= kv_len) return;
-  const int k_end = min(kv_len, k_begin + args.partition_tokens);
-  const int q_row = batch.query_start[s];
   const std::int32_t* table =
       batch.block_tables + static_cast<std::int64_t>(s) * batch.max_blocks_per_seq;
-  const T* q = static_cast<const T*>(args.q);
+  const auto step_base = [&](int j) { return k_begin + (warp + j * kDecWarps) * kDecStepKeys; };
+  // The pool rows of this warp's first two steps go out together with the sequence's length, for
+  // the keys below max_kv_len (table entries that exist); keys past the sequence's end swap their
+  // row for one in range below, once the length is known.
+  const int speculative_end = min(batch.max_kv_len, k_begin + args.partition_tokens);
+  const auto speculative_rows = [&](int j) {
+    return DecodePoolRow(table, min(step_base(j) + (lane & 15), speculative_end - 1),
+                         args.tokens_per_block, args.num_kv_heads, kv_head);
+  };
+  std::uint32_t rows0 = speculative_rows(0), rows1 = speculative_rows(1);
+  const int kv_len = batch.num_cached[s] + 1;
+  if (k_begin >= kv_len) return;  // a split past this sequence's end (graphs size for the longest)
+  const int k_end = min(kv_len, k_begin + args.partition_tokens);
+  const int group = args.num_heads / args.num_kv_heads;
+  const int head0 = kv_head * group + tile * kDecTileHeads;
+  const int tile_heads = min(kDecTileHeads, group - tile * kDecTileHeads);
+  const int q_row = batch.query_start[s];
   const T* k_pool = static_cast<const T*>(args.k_pool);
   const T* v_pool = static_cast<const T*>(args.v_pool);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int h0 = kvh * group;
 
-  for (int idx = tid; idx < group * D; idx += kDecThreads) {
-    const int g = idx / D, d = idx - g * D;
-    sQ[idx] = ToFloat(q[static_cast<std::int64_t>(q_row) * args.q_token_stride +
-                        static_cast<std::int64_t>(h0 + g) * D + d]) *
-              args.scale_log2;
-    sO[idx] = 0.0f;
-  }
-  for (int g = tid; g < group; g += kDecThreads) {
-    sM[g] = -INFINITY;
-    sL[g] = 0.0f;
+  // Q^T fragments: column g is query head head0 + g (zero past the group's heads).
+  uint4 qf[L::kKPieces];
+  uint2 qf_tail = make_uint2(0u, 0u);
+#pragma unroll
+  for (int p = 0; p < L::kKPieces; ++p) qf[p] = make_uint4(0u, 0u, 0u, 0u);
+  if (g < tile_heads) {
+    const T* qp = static_cast<const T*>(args.q) +
+                  static_cast<std::int64_t>(q_row) * args.q_token_stride +
+                  static_cast<std::int64_t>(head0 + g) * D;
+#pragma unroll
+    for (int p = 0; p < L::kKPieces; ++p)
+      qf[p] = __ldg(reinterpret_cast<const uint4*>(qp + 32 * p + 8 * q));
+    if constexpr (L::kKTail)
+      qf_tail = __ldg(reinterpret_cast<const uint2*>(qp + 32 * L::kKPieces + 4 * q));
   }
 
-  for (int k0 = k_begin; k0 < k_end; k0 += kDecKeys) {
-    __syncthreads();
-    for (int idx = tid; idx < kDecKeys * D; idx += kDecThreads) {
-      const int c = idx / D, d = idx - c * D;
-      const int k_pos = k0 + c;
-      float kval = 0.0f, vval = 0.0f;
-      if (k_pos < k_end) {  // NOTE: never load slots past the range (they may hold NaN)
-        const std::int64_t block = table[k_pos / args.tokens_per_block];
-        const std::int64_t off = ((block * args.num_kv_heads + kvh) * args.tokens_per_block +
-                                  k_pos % args.tokens_per_block) *
-                                     D +
-                                 d;
-        kval = ToFloat(k_pool[off]);
-        vval = ToFloat(v_pool[off]);
-      }
-      sK[c * DP + d] = kval;
-      sV[c * D + d] = vval;
+  DecodeWarpState<D> st;
+#pragma unroll
+  for (int t = 0; t < L::kMTiles; ++t) st.o[t][0] = st.o[t][1] = st.o[t][2] = st.o[t][3] = 0.0f;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.0f;
+
+  // Warp w takes steps w, w + kDecWarps, ...; a lane computes the pool row of key lane % 16 of a
+  // step one step before its loads go out, so the block-table read is off the critical path. Keys
+  // past the split's end read a row in range (finite) and are masked: the split's last key's, or
+  // for the first two steps the step's first key's (lane 0).
+  const int num_steps = (k_end - k_begin + kDecStepKeys - 1) / kDecStepKeys;
+  const int my_steps = warp < num_steps ? (num_steps - warp + kDecWarps - 1) / kDecWarps : 0;
+  const auto rows_of = [&](int j) {
+    return DecodePoolRow(table, min(step_base(j) + (lane & 15), k_end - 1), args.tokens_per_block,
+                         args.num_kv_heads, kv_head);
+  };
+  const auto in_range = [&](int j) { return step_base(j) + (lane & 15) < k_end; };
+  // NOTE: the shuffles stay outside the selects, so that every lane runs them.
+  const std::uint32_t first_key_row0 = __shfl_sync(0xffffffffu, rows0, 0);
+  const std::uint32_t first_key_row1 = __shfl_sync(0xffffffffu, rows1, 0);
+  rows0 = in_range(0) ? rows0 : first_key_row0;
+  rows1 = in_range(1) ? rows1 : first_key_row1;
+  DecodeStepRegs<D> ra, rb;
+  std::uint32_t rows = rows1;
+  if (my_steps > 0) DecodeFetchStep<T, D>(ra, rows0, k_pool, v_pool, g, q);
+  // Two register sets in turn (no copies between them): while one step computes, the next loads.
+  for (int j = 0; j < my_steps; j += 2) {
+    if (j + 1 < my_steps) {
+      DecodeFetchStep<T, D>(rb, rows, k_pool, v_pool, g, q);
+      if (j + 2 < my_steps) rows = rows_of(j + 2);
     }
-    __syncthreads();
-    for (int idx = tid; idx < group * kDecKeys; idx += kDecThreads) {
-      const int g = idx / kDecKeys, c = idx - g * kDecKeys;
-      float dot = 0.0f;
-#pragma unroll 8
-      for (int d = 0; d < D; ++d) dot += sQ[g * D + d] * sK[c * DP + d];
-      sS[idx] = k0 + c < k_end ? dot : -INFINITY;
+    DecodeComputeStep<T, D>(st, ra, qf, qf_tail, args.scale_log2, step_base(j), k_end, g);
+    if (j + 1 >= my_steps) break;
+    if (j + 2 < my_steps) {
+      DecodeFetchStep<T, D>(ra, rows, k_pool, v_pool, g, q);
+      if (j + 3 < my_steps) rows = rows_of(j + 3);
     }
-    __syncthreads();
-    for (int g = warp; g < group; g += kDecThreads / 32) {
-      const float s0 = sS[g * kDecKeys + lane], s1 = sS[g * kDecKeys + lane + 32];
-      const float m_old = sM[g];
-      const float m_new = fmaxf(m_old, WarpMax(fmaxf(s0, s1)));
-      const float p0 = s0 == -INFINITY ? 0.0f : exp2f(s0 - m_new);
-      const float p1 = s1 == -INFINITY ? 0.0f : exp2f(s1 - m_new);
-      sS[g * kDecKeys + lane] = p0;
-      sS[g * kDecKeys + lane + 32] = p1;
-      const float p_sum = WarpSum(p0 + p1);
-      __syncwarp();  // every lane has read sM[g] before lane 0 overwrites it
-      if (lane == 0) {
-        const float alpha = m_old == -INFINITY ? 0.0f : exp2f(m_old - m_new);
-        sAlpha[g] = alpha;
-        sL[g] = sL[g] * alpha + p_sum;
-        sM[g] = m_new;
-      }
-    }
-    __syncthreads();
-    for (int idx = tid; idx < group * D; idx += kDecThreads) {
-      const int g = idx / D, d = idx - g * D;
-      float acc = sO[idx] * sAlpha[g];
-      const float* p = sS + g * kDecKeys;
-#pragma unroll 8
-      for (int c = 0; c < kDecKeys; ++c) acc += p[c] * sV[c * D + d];
-      sO[idx] = acc;
-    }
+    DecodeComputeStep<T, D>(st, rb, qf, qf_tail, args.scale_log2, step_base(j + 1), k_end, g);
+  }
+
+  // Merge the warps: lanes of one q hold parts of the same heads' sums.
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+#pragma unroll
+    for (int offset = 4; offset < 32; offset <<= 1)
+      st.l[j] += __shfl_xor_sync(0xffffffffu, st.l[j], offset);
+  }
+  if (g == 0) {
+    s_m[warp][2 * q] = st.m[0];
+    s_m[warp][2 * q + 1] = st.m[1];
+    s_l[warp][2 * q] = st.l[0];
+    s_l[warp][2 * q + 1] = st.l[1];
+  }
+#pragma unroll
+  for (int t = 0; t < L::kMTiles; ++t) {
+    s_o[warp][2 * q][L::Dim(t, g)] = st.o[t][0];
+    s_o[warp][2 * q + 1][L::Dim(t, g)] = st.o[t][1];
+    s_o[warp][2 * q][L::Dim(t, g + 8)] = st.o[t][2];
+    s_o[warp][2 * q + 1][L::Dim(t, g + 8)] = st.o[t][3];
   }
   __syncthreads();
 
-  if (args.max_splits == 1) {
-    T* out =
-        static_cast<T*>(args.out) + (static_cast<std::int64_t>(q_row) * args.num_heads + h0) * D;
-    for (int idx = tid; idx < group * D; idx += kDecThreads) {
-      out[idx] = FromFloat<T>(sO[idx] / sL[idx / D]);
+  for (int idx = static_cast<int>(threadIdx.x); idx < tile_heads * D; idx += kDecThreads) {
+    const int h = idx / D, d = idx - h * D;
+    float m_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecWarps; ++w) m_max = fmaxf(m_max, s_m[w][h]);
+    float l_sum = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecWarps; ++w) {
+      const float weight = exp2f(s_m[w][h] - m_max);  // 0 for a warp that had no keys
+      l_sum += s_l[w][h] * weight;
+      acc += s_o[w][h][d] * weight;
     }
-  } else {
-    for (int idx = tid; idx < group * D; idx += kDecThreads) {
-      const int g = idx / D, d = idx - g * D;
+    const std::int64_t head = head0 + h;
+    if (args.max_splits == 1) {
+      static_cast<T*>(
+          args.out)[(static_cast<std::int64_t>(q_row) * args.num_heads + head) * D + d] =
+          FromFloat<T>(acc / l_sum);
+    } else {
       const std::int64_t slot =
-          (static_cast<std::int64_t>(s) * args.num_heads + h0 + g) * args.max_splits + split;
-      args.part_o[slot * D + d] = sO[idx];
+          (static_cast<std::int64_t>(s) * args.num_heads + head) * args.max_splits + split;
+      args.part_o[slot * D + d] = acc;
       if (d == 0) {
-        args.part_ml[slot * 2] = sM[g];
-        args.part_ml[slot * 2 + 1] = sL[g];
+        args.part_ml[slot * 2] = m_max;
+        args.part_ml[slot * 2 + 1] = l_sum;
       }
     }
   }
 }
 
-// Grid: (num_heads, num_seqs), Block: (kDecThreads). Merges the splits of one (sequence, head):
-// M = max m_i, out = sum_i o_i 2^(m_i - M) / sum_i l_i 2^(m_i - M).
+constexpr int kDecReduceUnroll = 8;  // splits a warp loads at once
+
+// Grid: (num_heads, num_seqs), block: kDecThreads. Merges the splits of one (sequence, head):
+// M = max m_i, out = sum_i o_i 2^(m_i - M) / sum_i l_i 2^(m_i - M). Warp w merges splits
+// [8w, 8w + 8), [8w + 32, ...) online, a float4 of o_i per lane, kDecReduceUnroll splits' loads in
+// flight at once; the warps' states merge in shared memory. Splits past the sequence's end were
+// never written and are not read.
 template <typename T, int D>
 __global__ void __launch_bounds__(kDecThreads) DecodeReduceKernel(DecodeArgs args) {
-  const int h = blockIdx.x, s = blockIdx.y;
+  constexpr int kVecs = D / 4;
+  static_assert(D % 4 == 0 && kVecs <= 32, "one float4 of a row per lane");
+  __shared__ float s_m[kDecWarps], s_l[kDecWarps];
+  __shared__ float4 s_o[kDecWarps][kVecs];
+  WaitForPriorGrid();
+  const int h = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int kv_len = args.batch.num_cached[s] + 1;
   const int num_splits = (kv_len + args.partition_tokens - 1) / args.partition_tokens;
   const std::int64_t base = (static_cast<std::int64_t>(s) * args.num_heads + h) * args.max_splits;
-  float m_max = -INFINITY;
-  for (int i = 0; i < num_splits; ++i) m_max = fmaxf(m_max, args.part_ml[(base + i) * 2]);
-  float l_sum = 0.0f;
-  for (int i = 0; i < num_splits; ++i) {
-    l_sum += args.part_ml[(base + i) * 2 + 1] * exp2f(args.part_ml[(base + i) * 2] - m_max);
+  const float* ml = args.part_ml + base * 2;
+  const float4* o_rows = reinterpret_cast<const float4*>(args.part_o + base * D);
+  float m = -INFINITY, l = 0.0f;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int first = warp * kDecReduceUnroll; first < num_splits;
+       first += kDecWarps * kDecReduceUnroll) {
+    float mi[kDecReduceUnroll], li[kDecReduceUnroll];
+    float4 oi[kDecReduceUnroll];
+#pragma unroll
+    for (int u = 0; u < kDecReduceUnroll; ++u) {
+      const int i = first + u;
+      const bool live = i < num_splits;
+      mi[u] = live ? ml[2 * i] : -INFINITY;
+      li[u] = live ? ml[2 * i + 1] : 0.0f;
+      oi[u] = live && lane < kVecs ? o_rows[static_cast<std::int64_t>(i) * kVecs + lane]
+                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kDecReduceUnroll; ++u) m_new = fmaxf(m_new, mi[u]);
+    // Split `first` exists, so m_new is finite; the old max (-inf at first) weighs 0.
+    const float alpha = exp2f(m - m_new);
+    l *= alpha;
+    acc.x *= alpha;
+    acc.y *= alpha;
+    acc.z *= alpha;
+    acc.w *= alpha;
+#pragma unroll
+    for (int u = 0; u < kDecReduceUnroll; ++u) {
+      const float w = exp2f(mi[u] - m_new);
+      l += li[u] * w;
+      acc.x += oi[u].x * w;
+      acc.y += oi[u].y * w;
+      acc.z += oi[u].z * w;
+      acc.w += oi[u].w * w;
+    }
+    m = m_new;
   }
+  if (lane == 0) {
+    s_m[warp] = m;
+    s_l[warp] = l;
+  }
+  if (lane < kVecs) s_o[warp][lane] = acc;
+  __syncthreads();
   T* out = static_cast<T*>(args.out) +
            (static_cast<std::int64_t>(args.batch.query_start[s]) * args.num_heads + h) * D;
-  for (int d = threadIdx.x; d < D; d += kDecThreads) {
-    float acc = 0.0f;
-    for (int i = 0; i < num_splits; ++i) {
-      acc += args.part_o[(base + i) * D + d] * exp2f(args.part_ml[(base + i) * 2] - m_max);
+  for (int d = static_cast<int>(threadIdx.x); d < D; d += kDecThreads) {
+    float m_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecWarps; ++w) m_max = fmaxf(m_max, s_m[w]);
+    float l_sum = 0.0f, o_sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecWarps; ++w) {
+      const float weight = exp2f(s_m[w] - m_max);  // 0 for a warp that had no splits
+      l_sum += s_l[w] * weight;
+      o_sum += reinterpret_cast<const float*>(s_o[w])[d] * weight;
     }
-    out[d] = FromFloat<T>(acc / l_sum);
+    out[d] = FromFloat<T>(o_sum / l_sum);
   }
 }
 
 template <typename T, int D>
 cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
-  const int group = args.num_heads / args.num_kv_heads;
-  const int smem_bytes = DecodeSmemFloats(group, D) * static_cast<int>(sizeof(float));
-  cudaError_t err = cudaFuncSetAttribute(DecodeAttentionKernel<T, D>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
-  if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(args.num_kv_heads),
-                  static_cast<unsigned>(args.batch.num_seqs),
-                  static_cast<unsigned>(args.max_splits));
-  DecodeAttentionKernel<T, D><<<grid, kDecThreads, smem_bytes, stream>>>(args);
-  err = cudaGetLastError();
+  cudaLaunchAttribute programmatic = {};
+  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim =
+      dim3(static_cast<unsigned>(args.num_kv_heads * args.head_tiles),
+           static_cast<unsigned>(args.batch.num_seqs), static_cast<unsigned>(args.max_splits));
+  config.blockDim = dim3(kDecThreads);
+  config.stream = stream;
+  config.attrs = args.programmatic ? &programmatic : nullptr;
+  config.numAttrs = args.programmatic ? 1 : 0;
+  cudaError_t err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D>, args);
   if (err != cudaSuccess || args.max_splits == 1) return err;
-  const dim3 reduce_grid(static_cast<unsigned>(args.num_heads),
-                         static_cast<unsigned>(args.batch.num_seqs));
-  DecodeReduceKernel<T, D><<<reduce_grid, kDecThreads, 0, stream>>>(args);
-  return cudaGetLastError();
+  config.gridDim =
+      dim3(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch.num_seqs));
+  return cudaLaunchKernelEx(&config, DecodeReduceKernel<T, D>, args);
 }
 
 cudaError_t LaunchDecodeAttentionHd64(const DecodeArgs& args, DType dtype, cudaStream_t stream);

@@ -1,0 +1,106 @@
+// Register-level building blocks of the decode attention kernel: streaming 4/8/16-byte loads, the
+// m16n8k16 tensor-core product in fp16 and bf16, the 8x8 register transpose, and packing fp32 pairs
+// into one 32-bit register of two halves.
+//
+// Fragment layouts are those of the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating point
+// type", "movmatrix"): lane = 4 * group + quad, where group = lane / 4 picks a row of A and C and a
+// column of B, and quad = lane % 4 picks the pair of columns 2 * quad, 2 * quad + 1 (of A and C) or
+// of rows (of B). A: {a0 (row g, k 2q..), a1 (row g + 8), a2 (row g, k 2q + 8..), a3 (row g + 8, k
+// 2q + 8..)}; B: {b0 (k 2q.., col g), b1 (k 2q + 8.., col g)}; C: {c0, c1 (row g, cols 2q, 2q + 1),
+// c2, c3 (row g + 8)}. A 32-bit register holds the lower k (or column) in its low half.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace inflight::kernels::cuda::detail {
+
+// Loads of data read exactly once (the KV cache): kept out of L1 so that they do not evict what is
+// reused (block tables, the query).
+__device__ __forceinline__ uint4 LoadStream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint2 LoadStream8(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ std::uint32_t LoadStream4(const void* p) {
+  std::uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// c += a * b over one 16x8x16 tile, fp32 accumulate.
+template <typename T>
+__device__ __forceinline__ void MmaM16N8K16(float (&c)[4], std::uint32_t a0, std::uint32_t a1,
+                                            std::uint32_t a2, std::uint32_t a3, std::uint32_t b0,
+                                            std::uint32_t b1);
+
+template <>
+__device__ __forceinline__ void MmaM16N8K16<__nv_bfloat16>(float (&c)[4], std::uint32_t a0,
+                                                           std::uint32_t a1, std::uint32_t a2,
+                                                           std::uint32_t a3, std::uint32_t b0,
+                                                           std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void MmaM16N8K16<__half>(float (&c)[4], std::uint32_t a0,
+                                                    std::uint32_t a1, std::uint32_t a2,
+                                                    std::uint32_t a3, std::uint32_t b0,
+                                                    std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The fragment of the transpose of the 8x8 matrix whose fragment (row lane / 4, columns 2 * (lane %
+// 4) + {0, 1}) each lane passes in.
+__device__ __forceinline__ std::uint32_t Transpose8x8(std::uint32_t fragment) {
+  std::uint32_t t;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(t) : "r"(fragment));
+  return t;
+}
+
+// Two fp32 values rounded into one register: `lo` in the low half.
+template <typename T>
+__device__ __forceinline__ std::uint32_t PackPair(float lo, float hi);
+
+template <>
+__device__ __forceinline__ std::uint32_t PackPair<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+template <>
+__device__ __forceinline__ std::uint32_t PackPair<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+// Low halves of x and y in one register (x's in the low half), and the high halves likewise.
+__device__ __forceinline__ std::uint32_t LowHalves(std::uint32_t x, std::uint32_t y) {
+  return __byte_perm(x, y, 0x5410);
+}
+__device__ __forceinline__ std::uint32_t HighHalves(std::uint32_t x, std::uint32_t y) {
+  return __byte_perm(x, y, 0x7632);
+}
+
+}  // namespace inflight::kernels::cuda::detail
