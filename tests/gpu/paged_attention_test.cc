@@ -26,7 +26,21 @@ struct AttentionCase {
   int num_heads, num_kv_heads, head_dim, tokens_per_block;
   bool decode = false;
   int partition_tokens = 0;  // decode only; 0 = auto
+  float q_range = 1.0f;      // q uniform in [-q_range, q_range]: larger makes peaked softmaxes
+  // Decode only: launch as a captured CUDA graph does, for this max_kv_len (above every sequence's)
+  // with table rows that long.
+  int graph_max_kv_len = 0;
 };
+
+// hb's block tables with rows of `width` entries, the new ones far out of range.
+std::vector<std::int32_t> WidenedTables(const HostPagedBatch& hb, int width) {
+  std::vector<std::int32_t> wide(static_cast<std::size_t>(hb.num_seqs() * width), 1 << 30);
+  for (int s = 0; s < hb.num_seqs(); ++s)
+    for (int j = 0; j < hb.max_blocks_per_seq; ++j)
+      wide[static_cast<std::size_t>(s * width + j)] =
+          hb.block_tables[static_cast<std::size_t>(s * hb.max_blocks_per_seq + j)];
+  return wide;
+}
 
 void CheckAttention(const AttentionCase& c) {
   const int D = c.head_dim;
@@ -39,6 +53,7 @@ void CheckAttention(const AttentionCase& c) {
   }
   if (c.query_lens.size() > 6) name += "...(" + std::to_string(c.query_lens.size()) + ")";
   if (c.decode) name += " partition=" + std::to_string(c.partition_tokens);
+  if (c.graph_max_kv_len > 0) name += " graph_max_kv_len=" + std::to_string(c.graph_max_kv_len);
 
   const HostPagedBatch hb = MakePagedBatch(c.query_lens, c.cached, c.tokens_per_block);
   const kernels::cpu::PagedKvShape shape{c.num_kv_heads, c.tokens_per_block, D};
@@ -70,21 +85,31 @@ void CheckAttention(const AttentionCase& c) {
   const int tokens = hb.num_tokens();
   // q rows strided as in a fused qkv output.
   const int q_stride = (c.num_heads + 2 * c.num_kv_heads) * D;
-  const auto q = RoundTo(c.dtype, RandomVector(static_cast<std::size_t>(tokens) * q_stride, -1, 1));
+  const auto q = RoundTo(
+      c.dtype, RandomVector(static_cast<std::size_t>(tokens) * q_stride, -c.q_range, c.q_range));
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
 
   DeviceArray<std::uint16_t> d_k(ToBits(c.dtype, k_pool)), d_v(ToBits(c.dtype, v_pool)),
       d_q(ToBits(c.dtype, q)), d_out(static_cast<std::size_t>(tokens * c.num_heads * D));
+  // NaN (all ones in fp16 and bf16) in every output element that the kernel fails to write.
+  CUDA_OK(cudaMemset(d_out.get(), 0xff, d_out.size() * sizeof(std::uint16_t)));
   DevicePagedBatch db(hb);
   if (c.decode) {
+    kernels::cuda::PagedBatch batch = db.batch;
+    const int width = std::max(hb.max_blocks_per_seq,
+                               (c.graph_max_kv_len + c.tokens_per_block - 1) / c.tokens_per_block);
+    DeviceArray<std::int32_t> wide_tables(WidenedTables(hb, width));
+    batch.block_tables = wide_tables.get();
+    batch.max_blocks_per_seq = width;
+    batch.max_kv_len = std::max(hb.max_kv_len, c.graph_max_kv_len);
     const std::int32_t partition =
         c.partition_tokens > 0 ? c.partition_tokens
-                               : kernels::cuda::DecodePartitionTokens(db.batch, c.num_kv_heads);
+                               : kernels::cuda::DecodePartitionTokens(batch, c.num_kv_heads);
     const std::size_t ws_bytes =
-        kernels::cuda::PagedAttentionDecodeWorkspaceBytes(db.batch, c.num_heads, D, partition);
+        kernels::cuda::PagedAttentionDecodeWorkspaceBytes(batch, c.num_heads, D, partition);
     DeviceArray<unsigned char> ws(ws_bytes);
     CUDA_OK(kernels::cuda::PagedAttentionDecode(
-        d_out.get(), d_q.get(), q_stride, d_k.get(), d_v.get(), db.batch, shape, c.num_heads, scale,
+        d_out.get(), d_q.get(), q_stride, d_k.get(), d_v.get(), batch, shape, c.num_heads, scale,
         c.dtype, c.partition_tokens, ws.get(), ws_bytes, nullptr));
   } else {
     CUDA_OK(kernels::cuda::PagedAttentionContext(d_out.get(), d_q.get(), q_stride, d_k.get(),
@@ -132,6 +157,26 @@ GPU_TEST(ContextAttentionLongPromptMatchesCpu) {
   CheckAttention({DType::kFloat16, {989}, {0}, 8, 2, 64, 16});
 }
 
+// Edges of the tensor-core kernels' tiling (128 query rows a CTA, 64 or 128 keys a tile): sequences
+// that end one row either side of a query tile, cached prefixes that put the causal diagonal mid
+// key tile, pool blocks that no tile boundary lines up with (7, 48, 100, 1 tokens), mixed batches
+// of 1-row and long sequences, GQA groups of 2, 3 and 7, and peaked softmaxes (large q) whose
+// running max moves from tile to tile.
+GPU_TEST(ContextAttentionTileEdgesMatchCpu) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    CheckAttention({dtype, {127, 128, 129, 255, 257}, {0, 37, 64, 1, 100}, 4, 2, 128, 7});
+    CheckAttention({dtype, {1, 1, 300, 1, 65}, {900, 3, 41, 0, 63}, 6, 2, 96, 48});
+    CheckAttention({dtype, {200, 1, 129}, {5, 511, 0}, 28, 4, 80, 100});
+    CheckAttention({dtype, {64, 190}, {0, 1}, 3, 1, 64, 1});
+    CheckAttention({dtype, {150, 40}, {70, 0}, 4, 4, 128, 16, false, 0, 8.0f});
+  }
+}
+
+GPU_TEST(ContextAttentionVeryLongPromptMatchesCpu) {
+  CheckAttention({DType::kBFloat16, {4100}, {0}, 2, 1, 128, 64});
+  CheckAttention({DType::kFloat16, {1500, 1}, {3000, 4000}, 4, 2, 128, 32, false, 0, 4.0f});
+}
+
 GPU_TEST(DecodeAttentionMatchesCpu) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (int D : {64, 80, 96, 128}) {
@@ -151,6 +196,30 @@ GPU_TEST(DecodeAttentionManySequencesAndSplits) {
     CheckAttention({dtype, {1}, {4000}, 32, 1, 64, 64, true});         // MQA, long: auto split
     CheckAttention({dtype, {1, 1}, {4000, 3}, 12, 12, 80, 32, true, 256});
   }
+}
+
+// Edges of the decode kernel's tiling (16-key warp steps, 4 warps a block, 8 query heads a block):
+// contexts past 4096 over many splits (more than 32), splits and sequences that end mid step, pool
+// blocks no step lines up with (1, 7, 48, 100 tokens), groups of 1, 4, 8, 12 and 32 (MQA: head
+// tiles), peaked softmaxes (large q), a batch of 256, and launches sized for a longer max_kv_len
+// than any sequence's (graph capture: most splits past a sequence's end).
+GPU_TEST(DecodeAttentionTilingEdgesMatchCpu) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    CheckAttention({dtype, {1, 1}, {4096, 5000}, 32, 8, 128, 64, true});
+    CheckAttention({dtype, {1, 1}, {4096, 5000}, 32, 8, 128, 64, true, 64});  // 79 splits
+    CheckAttention({dtype, {1, 1, 1, 1}, {15, 16, 63, 79}, 8, 8, 128, 7, true, 64});
+    CheckAttention({dtype, {1, 1, 1}, {1, 0, 333}, 8, 1, 96, 1, true, 128});
+    CheckAttention({dtype, {1, 1}, {2100, 77}, 32, 1, 128, 48, true});
+    CheckAttention({dtype, {1}, {1000}, 24, 2, 80, 100, true, 192});
+    CheckAttention({dtype, {1, 1, 1}, {3000, 500, 9}, 16, 4, 64, 32, true, 0, 8.0f});
+    CheckAttention({dtype, {1, 1, 1}, {40, 700, 3}, 32, 8, 128, 64, true, 0, 1.0f, 8192});
+    CheckAttention({dtype, {1, 1}, {100, 2000}, 8, 2, 80, 16, true, 128, 1.0f, 4099});
+  }
+  std::uniform_int_distribution<int> len(0, 700);
+  std::vector<int> ones(256, 1), cached(256);
+  for (int& x : cached) x = len(Rng());
+  CheckAttention({DType::kBFloat16, ones, cached, 32, 8, 128, 64, true});
+  CheckAttention({DType::kFloat16, ones, cached, 8, 2, 64, 16, true, 64});
 }
 
 }  // namespace

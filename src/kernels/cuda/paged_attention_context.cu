@@ -1,6 +1,7 @@
 #include "kernels/cuda/paged_attention_context.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/paged_attention_context_impl.cuh"
 
@@ -13,6 +14,14 @@ cudaError_t PagedAttentionContext(void* out, const void* q, std::int64_t q_token
   if (batch.num_seqs < 0 || batch.max_query_len < 0 || num_heads <= 0 || shape.num_kv_heads <= 0 ||
       num_heads % shape.num_kv_heads != 0 || shape.tokens_per_block <= 0 || num_heads > 65535 ||
       batch.num_seqs > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  // The kernel moves Q, K and V rows as 16-byte chunks and writes outputs in pairs.
+  const auto misaligned = [](const void* p, std::uintptr_t bytes) {
+    return reinterpret_cast<std::uintptr_t>(p) % bytes != 0;
+  };
+  if (misaligned(q, 16) || misaligned(k_pool, 16) || misaligned(v_pool, 16) || misaligned(out, 4) ||
+      q_token_stride % 8 != 0 || !(scale > 0.0f)) {
     return cudaErrorInvalidValue;
   }
   if (batch.num_seqs == 0 || batch.max_query_len == 0) return cudaSuccess;

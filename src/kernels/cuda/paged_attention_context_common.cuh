@@ -1,0 +1,147 @@
+// What the context attention kernels share: their arguments, the map from a CTA to its query tile,
+// and the online-softmax step on score fragments in the mma accumulator layout.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/paged_attention_context_ptx.cuh"
+#include "kernels/cuda/paged_batch.h"
+
+namespace inflight::kernels::cuda::detail {
+
+struct ContextArgs {
+  void* out;
+  const void* q;
+  std::int64_t q_token_stride;
+  const void* k_pool;
+  const void* v_pool;
+  PagedBatch batch;
+  int num_heads;
+  int num_kv_heads;
+  int tokens_per_block;
+  float scale_log2;  // scale * log2(e) > 0: scores are kept in base 2 so that ex2 does the softmax
+};
+
+// Slots enumerate the query tiles sequence after sequence; within a sequence the last tile (the
+// longest causal range) comes first, so that the grid starts its largest work first. Sets *seq to
+// -1 past the last tile. Called by one whole warp.
+__device__ __forceinline__ void FindQueryTile(const PagedBatch& batch, int tile_rows, int slot,
+                                              int lane, int* seq, int* tile) {
+  constexpr unsigned kAll = 0xffffffffu;
+  int base = 0;  // tiles of the sequences before this chunk of 32
+  for (int first = 0; first < batch.num_seqs; first += 32) {
+    const int s = first + lane;
+    int tiles = 0;
+    if (s < batch.num_seqs) {
+      tiles = (batch.query_start[s + 1] - batch.query_start[s] + tile_rows - 1) / tile_rows;
+    }
+    int inclusive = tiles;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const int v = __shfl_up_sync(kAll, inclusive, offset);
+      if (lane >= offset) inclusive += v;
+    }
+    const unsigned hit = __ballot_sync(kAll, base + inclusive > slot);
+    if (hit != 0) {
+      const int owner = __ffs(static_cast<int>(hit)) - 1;
+      const int before = __shfl_sync(kAll, inclusive - tiles, owner);
+      const int owner_tiles = __shfl_sync(kAll, tiles, owner);
+      *seq = first + owner;
+      *tile = owner_tiles - 1 - (slot - base - before);
+      return;
+    }
+    base += __shfl_sync(kAll, inclusive, 31);
+  }
+  *seq = -1;
+  *tile = 0;
+}
+
+// One key tile's online-softmax update for the 16 rows of an m16 fragment. Scores and outputs are
+// in the accumulator layout of mma.sync m16n8 (and of each warp's part of wgmma m64nN): thread
+// (g = lane / 4, t = lane % 4) holds rows g and g + 8 (hr = 0, 1); s[n][2 hr + e] is key 8 n + 2 t
+// + e of the tile and o[n][2 hr + e] output column 8 n + 2 t + e. m: the row's running max (base 2,
+// scaled), l: its thread-partial sum of exponentials (the quad sums it at the end). kMask: key c of
+// the tile is masked for row hr when c > mask_limit[hr] (row position - first key of the tile).
+// On return s holds the unnormalised probabilities and o is rescaled to the new max.
+template <bool kMask, int kKeyFrags, int kOutFrags>
+__device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kKeyFrags][4],
+                                                  float (&o)[kOutFrags][4], float (&m)[2],
+                                                  float (&l)[2], const int (&mask_limit)[2],
+                                                  float scale_log2, int lane) {
+  const int t2 = 2 * (lane & 3);
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    if (kMask) {
+#pragma unroll
+      for (int n = 0; n < kKeyFrags; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (8 * n + t2 + e > mask_limit[hr]) s[n][2 * hr + e] = -INFINITY;
+    }
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kKeyFrags; ++n)
+      tile_max = fmaxf(tile_max, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
+    // The 4 lanes of a quad hold the same rows.
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float m_new = fmaxf(m[hr], tile_max * scale_log2);
+    // A row with nothing unmasked yet keeps m = -inf; subtracting 0 then keeps exps at 0.
+    const float m_base = m_new == -INFINITY ? 0.0f : m_new;
+    const float alpha = Exp2Approx(m[hr] - m_base);
+    m[hr] = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < kKeyFrags; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float p = Exp2Approx(fmaf(s[n][2 * hr + e], scale_log2, -m_base));
+        s[n][2 * hr + e] = p;
+        sum += p;
+      }
+    l[hr] = l[hr] * alpha + sum;
+#pragma unroll
+    for (int n = 0; n < kOutFrags; ++n) {
+      o[n][2 * hr] *= alpha;
+      o[n][2 * hr + 1] *= alpha;
+    }
+  }
+}
+
+// Probabilities of keys 16 kk .. 16 kk + 15 as the A fragment (m16 x k16) of the P V product: the
+// accumulator layout of two n8 score fragments is the A layout, so P never goes through shared
+// memory.
+template <typename T, int kKeyFrags>
+__device__ __forceinline__ void PackProbabilities(const float (&s)[kKeyFrags][4], int kk,
+                                                  std::uint32_t (&a)[4]) {
+  a[0] = PackPair<T>(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = PackPair<T>(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = PackPair<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = PackPair<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// Writes one m16 fragment's rows (those below `rows`) of the normalised output: row r of the tile
+// goes to out_rows + r * row_stride. row0: the fragment's first row within the tile.
+template <typename T, int kOutFrags>
+__device__ __forceinline__ void StoreOutputRows(const float (&o)[kOutFrags][4], const float (&l)[2],
+                                                T* out_tile, std::int64_t row_stride, int row0,
+                                                int rows, int lane) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float sum = l[hr];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int r = row0 + (lane >> 2) + 8 * hr;
+    if (r >= rows) continue;
+    const float inv = 1.0f / sum;
+    T* row_out = out_tile + r * row_stride + 2 * (lane & 3);
+#pragma unroll
+    for (int n = 0; n < kOutFrags; ++n) {
+      *reinterpret_cast<std::uint32_t*>(row_out + 8 * n) =
+          PackPair<T>(o[n][2 * hr] * inv, o[n][2 * hr + 1] * inv);
+    }
+  }
+}
+
+}  // namespace inflight::kernels::cuda::detail

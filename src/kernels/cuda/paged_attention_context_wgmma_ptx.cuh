@@ -1,0 +1,192 @@
+// Warpgroup-level (wgmma, sm_90a) primitives of the context attention kernel, as thin wrappers over
+// PTX: shared-memory matrix descriptors for the 128-byte swizzle, the async-proxy fence, and
+// wgmma.mma_async m64nNk16 with fp32 accumulators, A from shared memory (SS) or registers (RS).
+// Layouts and descriptor fields: PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
+// (canonical layouts, matrix descriptor format, register fragments). Outside an sm_90a compilation
+// the wrappers are empty: the launcher runs the wgmma kernel only where its sm_90a code was built.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define INFLIGHT_HAS_WGMMA 1
+#else
+#define INFLIGHT_HAS_WGMMA 0
+#endif
+
+// The 32 accumulator operands of an m64n64 wgmma, in fragment order.
+#define INFLIGHT_WGMMA_ACC32_REGS                                                               \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define INFLIGHT_WGMMA_ACC32_OPERANDS(d)                                                   \
+  "+f"((d)[0][0]), "+f"((d)[0][1]), "+f"((d)[0][2]), "+f"((d)[0][3]), "+f"((d)[1][0]),     \
+      "+f"((d)[1][1]), "+f"((d)[1][2]), "+f"((d)[1][3]), "+f"((d)[2][0]), "+f"((d)[2][1]), \
+      "+f"((d)[2][2]), "+f"((d)[2][3]), "+f"((d)[3][0]), "+f"((d)[3][1]), "+f"((d)[3][2]), \
+      "+f"((d)[3][3]), "+f"((d)[4][0]), "+f"((d)[4][1]), "+f"((d)[4][2]), "+f"((d)[4][3]), \
+      "+f"((d)[5][0]), "+f"((d)[5][1]), "+f"((d)[5][2]), "+f"((d)[5][3]), "+f"((d)[6][0]), \
+      "+f"((d)[6][1]), "+f"((d)[6][2]), "+f"((d)[6][3]), "+f"((d)[7][0]), "+f"((d)[7][1]), \
+      "+f"((d)[7][2]), "+f"((d)[7][3])
+// The 64 accumulator operands of an m64n128 wgmma, in fragment order.
+#define INFLIGHT_WGMMA_ACC64_REGS                                                               \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63}"
+#define INFLIGHT_WGMMA_ACC64_OPERANDS(d)                                                        \
+  "+f"((d)[0][0]), "+f"((d)[0][1]), "+f"((d)[0][2]), "+f"((d)[0][3]), "+f"((d)[1][0]),          \
+      "+f"((d)[1][1]), "+f"((d)[1][2]), "+f"((d)[1][3]), "+f"((d)[2][0]), "+f"((d)[2][1]),      \
+      "+f"((d)[2][2]), "+f"((d)[2][3]), "+f"((d)[3][0]), "+f"((d)[3][1]), "+f"((d)[3][2]),      \
+      "+f"((d)[3][3]), "+f"((d)[4][0]), "+f"((d)[4][1]), "+f"((d)[4][2]), "+f"((d)[4][3]),      \
+      "+f"((d)[5][0]), "+f"((d)[5][1]), "+f"((d)[5][2]), "+f"((d)[5][3]), "+f"((d)[6][0]),      \
+      "+f"((d)[6][1]), "+f"((d)[6][2]), "+f"((d)[6][3]), "+f"((d)[7][0]), "+f"((d)[7][1]),      \
+      "+f"((d)[7][2]), "+f"((d)[7][3]), "+f"((d)[8][0]), "+f"((d)[8][1]), "+f"((d)[8][2]),      \
+      "+f"((d)[8][3]), "+f"((d)[9][0]), "+f"((d)[9][1]), "+f"((d)[9][2]), "+f"((d)[9][3]),      \
+      "+f"((d)[10][0]), "+f"((d)[10][1]), "+f"((d)[10][2]), "+f"((d)[10][3]), "+f"((d)[11][0]), \
+      "+f"((d)[11][1]), "+f"((d)[11][2]), "+f"((d)[11][3]), "+f"((d)[12][0]), "+f"((d)[12][1]), \
+      "+f"((d)[12][2]), "+f"((d)[12][3]), "+f"((d)[13][0]), "+f"((d)[13][1]), "+f"((d)[13][2]), \
+      "+f"((d)[13][3]), "+f"((d)[14][0]), "+f"((d)[14][1]), "+f"((d)[14][2]), "+f"((d)[14][3]), \
+      "+f"((d)[15][0]), "+f"((d)[15][1]), "+f"((d)[15][2]), "+f"((d)[15][3])
+
+namespace inflight::kernels::cuda::detail {
+
+// Descriptor of a K-major or MN-major operand laid out in 128-byte swizzle atoms (8 rows of 128
+// bytes, 1024-byte aligned). Byte offsets: lbo between atoms along the leading dimension (MN-major
+// only), sbo between groups of 8 rows. Adding (bytes >> 4) to a descriptor moves its start.
+__device__ __forceinline__ std::uint64_t SwizzledSmemDesc(std::uint32_t smem_addr,
+                                                          std::uint32_t lbo, std::uint32_t sbo) {
+  return static_cast<std::uint64_t>((smem_addr & 0x3ffff) >> 4) |
+         (static_cast<std::uint64_t>((lbo & 0x3ffff) >> 4) << 16) |
+         (static_cast<std::uint64_t>((sbo & 0x3ffff) >> 4) << 32) | (std::uint64_t{1} << 62);
+}
+
+// Makes this thread's shared-memory writes by the generic proxy (cp.async included) visible to the
+// async proxy that wgmma reads through; a barrier must follow before another thread's wgmma.
+__device__ __forceinline__ void FenceProxyAsyncShared() {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void WgmmaFence() {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void WgmmaCommit() {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// Keeps the compiler from moving accumulator registers across the asynchronous window between a
+// wgmma's issue and its wait (the hardware writes them in between).
+template <int kFrags>
+__device__ __forceinline__ void PinAccumulators(float (&d)[kFrags][4]) {
+#pragma unroll
+  for (int i = 0; i < kFrags; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// d (+)= A B for a 64 x N tile: A 64 x 16 and B 16 x N both K-major in shared memory. accumulate 0
+// overwrites d. Each warp w of the warpgroup holds rows 16 w .. 16 w + 15 of d in the mma.sync
+// m16n8 accumulator layout, n8 fragment i in d[i].
+template <typename T, int N>
+__device__ __forceinline__ void WgmmaSS(float (&d)[N / 8][4], std::uint64_t desc_a,
+                                        std::uint64_t desc_b, int accumulate) {
+  static_assert(N == 64 || N == 128, "N: 64 or 128");
+#if INFLIGHT_HAS_WGMMA
+  if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " INFLIGHT_WGMMA_ACC32_REGS
+        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : INFLIGHT_WGMMA_ACC32_OPERANDS(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else if constexpr (N == 64) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " INFLIGHT_WGMMA_ACC32_REGS
+        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : INFLIGHT_WGMMA_ACC32_OPERANDS(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " INFLIGHT_WGMMA_ACC64_REGS
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : INFLIGHT_WGMMA_ACC64_OPERANDS(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " INFLIGHT_WGMMA_ACC64_REGS
+        ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : INFLIGHT_WGMMA_ACC64_OPERANDS(d)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+#endif
+}
+
+// d (+)= A B for a 64 x N tile: A 64 x 16 from registers (each warp's 16 rows in the mma.sync
+// m16k16 A fragment layout), B 16 x N MN-major in shared memory.
+template <typename T, int N>
+__device__ __forceinline__ void WgmmaRS(float (&d)[N / 8][4], const std::uint32_t (&a)[4],
+                                        std::uint64_t desc_b, int accumulate) {
+  static_assert(N == 64 || N == 128, "N: 64 or 128");
+#if INFLIGHT_HAS_WGMMA
+  if constexpr (N == 64 && std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " INFLIGHT_WGMMA_ACC32_REGS
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : INFLIGHT_WGMMA_ACC32_OPERANDS(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  } else if constexpr (N == 64) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " INFLIGHT_WGMMA_ACC32_REGS
+        ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : INFLIGHT_WGMMA_ACC32_OPERANDS(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " INFLIGHT_WGMMA_ACC64_REGS
+        ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : INFLIGHT_WGMMA_ACC64_OPERANDS(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " INFLIGHT_WGMMA_ACC64_REGS
+        ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : INFLIGHT_WGMMA_ACC64_OPERANDS(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+  }
+#else
+  (void)d, (void)a, (void)desc_b, (void)accumulate;
+#endif
+}
+
+}  // namespace inflight::kernels::cuda::detail
+
+#undef INFLIGHT_WGMMA_ACC32_REGS
+#undef INFLIGHT_WGMMA_ACC32_OPERANDS
+#undef INFLIGHT_WGMMA_ACC64_REGS
+#undef INFLIGHT_WGMMA_ACC64_OPERANDS
+#undef INFLIGHT_HAS_WGMMA
