@@ -199,6 +199,7 @@ void Executor::Impl::Shutdown() {
     Emit(executor::MakeErrorResponse(id, gone));
   }
   states_.clear();
+  device_inputs_.clear();
   responses_cv_.notify_all();
 }
 
@@ -270,8 +271,9 @@ void Executor::Impl::RunStep() {
   for (std::size_t i = 0; device_sampling && i < step.items.size(); ++i) {
     const ScheduledItem& item = step.items[i];
     RequestState& s = *states_.at(item.seq->id);
+    // kAll steps (context logits) return their rows anyway: the host samples from the last one.
     if (!item.needs_sampling || item.logits != model::SequenceStep::Logits::kLast ||
-        !CanSampleOnDevice(s)) {
+        !executor::DeviceSamplingEligible(s.request)) {
       continue;
     }
     input.sequences[i].device_sampling = MakeDeviceSampling(s);
@@ -299,14 +301,7 @@ void Executor::Impl::RunStep() {
     const ScheduledItem& item = step.items[i];
     RequestState& s = *states_.at(item.seq->id);
     if (on_device[i]) {
-      const TokenIdType token = out->sampled_tokens[i];
-      if (token < 0 || token >= vocab) {
-        FailRequest(s, Internal("the device sampled token " + std::to_string(token) +
-                                " for request " + std::to_string(item.seq->id) +
-                                ": outside the vocabulary [0, " + std::to_string(vocab) + ")"));
-        continue;
-      }
-      AcceptToken(s, token, out->sampled_log_probs[i], {});
+      AcceptDeviceToken(s, out->sampled_tokens[i], out->sampled_log_probs[i], vocab);
       continue;
     }
     const std::size_t num_rows = item.logits == model::SequenceStep::Logits::kAll ? item.num_tokens
@@ -341,34 +336,33 @@ void Executor::Impl::CollectContextLogits(RequestState& s, const ScheduledItem& 
   }
 }
 
-bool Executor::Impl::CanSampleOnDevice(const RequestState& s) const {
-  const Request& r = s.request;
-  const SamplingConfig& c = r.sampling_config;
-  const OutputConfig& o = r.output_config;
-  // The device path returns neither logits nor (today) log-probs, and applies only temperature,
-  // top-k and top-p: anything else needs the row on the host.
-  if (o.return_log_probs || o.return_context_logits || o.return_generation_logits) return false;
-  if (c.repetition_penalty.value_or(1.0f) != 1.0f || c.presence_penalty.value_or(0.0f) != 0.0f ||
-      c.frequency_penalty.value_or(0.0f) != 0.0f) {
-    return false;
+model::DeviceSampling Executor::Impl::MakeDeviceSampling(RequestState& s) {
+  auto it = device_inputs_.find(s.sequence.id);
+  if (it == device_inputs_.end()) {
+    it = device_inputs_.emplace(s.sequence.id, executor::DeviceSamplingInputs(s.request)).first;
   }
-  if (!r.bad_words.empty() || (r.embedding_bias && !r.embedding_bias->empty())) return false;
-  // min_tokens bans end_id (logits_processors.h) until that many tokens were generated.
-  if (r.end_id && s.sequence.num_generated() < c.min_tokens.value_or(0)) return false;
-  return c.beam_width == 1;
+  return it->second.Next(s.request, s.sequence.prompt(), s.sequence.generated(), s.sampler,
+                         runner_->config().vocab_size, config_.normalize_log_probs);
 }
 
-model::DeviceSampling Executor::Impl::MakeDeviceSampling(RequestState& s) const {
-  const SamplingConfig& c = s.request.sampling_config;
-  model::DeviceSampling d;
-  d.greedy = c.IsGreedy();
-  d.temperature = c.temperature.value_or(1.0f);
-  d.top_k = c.top_k.value_or(0);
-  d.top_p = c.top_p.value_or(0.0f);
-  d.seed = s.sampler.seed();
-  d.draw_index = s.sampler.num_draws();
-  s.sampler.NextUniform();  // every Sample call takes one draw, greedy included
-  return d;
+void Executor::Impl::AcceptDeviceToken(RequestState& s, TokenIdType token, float log_prob,
+                                       std::int64_t vocab) {
+  // The texts of the host sampler's CheckSamplable (sampler.cc), so both paths fail alike.
+  if (token == model::StepOutput::kSampledNotFinite) {
+    return FailRequest(s, Internal("a logit is nan or +inf after bias, temperature and "
+                                   "penalties: cannot sample"));
+  }
+  if (token == model::StepOutput::kSampledAllBanned) {
+    return FailRequest(s, Internal("every token of the vocabulary (" + std::to_string(vocab) +
+                                   ") is banned (bad words, min_tokens or -inf logits): cannot "
+                                   "sample"));
+  }
+  if (token < 0 || token >= vocab) {
+    return FailRequest(s, Internal("the device sampled token " + std::to_string(token) +
+                                   " for request " + std::to_string(s.sequence.id) +
+                                   ": outside the vocabulary [0, " + std::to_string(vocab) + ")"));
+  }
+  AcceptToken(s, token, log_prob, {});
 }
 
 void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
@@ -414,6 +408,7 @@ void Executor::Impl::FinishRequest(RequestState& s, FinishReason reason) {
   PublishKvStats();
   Emit(s.request.streaming ? executor::MakeStreamingResponse(s, true, vocab_size())
                            : executor::MakeFinalResponse(s, vocab_size()));
+  device_inputs_.erase(s.sequence.id);
   states_.erase(s.sequence.id);
 }
 
@@ -421,6 +416,7 @@ void Executor::Impl::FailRequest(RequestState& s, const Status& error) {
   scheduler_.Cancel(&s.sequence);
   PublishKvStats();
   Emit(executor::MakeErrorResponse(s.sequence.id, error));
+  device_inputs_.erase(s.sequence.id);
   states_.erase(s.sequence.id);
 }
 

@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "executor/device_sampling_inputs.h"
 #include "executor/request_state.h"
 #include "executor/scheduler.h"
 #include "inflight/executor.h"
@@ -54,10 +55,12 @@ class Executor::Impl {
   // `row` is the logits row it came from (empty when the device sampled it).
   void AcceptToken(executor::RequestState& state, TokenIdType token, float log_prob,
                    std::span<const float> row);
-  // Whether the runner may sample this request's next token (model_runner.h, device sampling).
-  bool CanSampleOnDevice(const executor::RequestState& state) const;
-  // Consumes the request's next draw, as sampling::Sample would.
-  model::DeviceSampling MakeDeviceSampling(executor::RequestState& state) const;
+  // The device-sampling inputs of the request's next token (device_sampling_inputs.h); consumes
+  // its next draw, as sampling::Sample would.
+  model::DeviceSampling MakeDeviceSampling(executor::RequestState& state);
+  // A device-sampled token, or the error code of a row the device could not sample.
+  void AcceptDeviceToken(executor::RequestState& state, TokenIdType token, float log_prob,
+                         std::int64_t vocab);
   void CollectContextLogits(executor::RequestState& state, const executor::ScheduledItem& item,
                             std::span<const float> rows);
   void FinishRequest(executor::RequestState& state, FinishReason reason);
@@ -72,6 +75,8 @@ class Executor::Impl {
   kv_cache::BlockManager blocks_;
   executor::Scheduler scheduler_;
   std::unordered_map<IdType, std::unique_ptr<executor::RequestState>> states_;  // loop thread only
+  // Requests sampled on the device so far (loop thread only); erased with the state.
+  std::unordered_map<IdType, executor::DeviceSamplingInputs> device_inputs_;
   std::uint64_t iteration_ = 0;
   bool busy_ = false;  // the last loop turn ran a step
 

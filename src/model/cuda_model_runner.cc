@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -13,16 +14,18 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "executor/sampling/philox.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/paged_attention_context.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv_write.h"
 #include "kernels/cuda/sampling.h"
+#include "model/device_sampling_batch.h"
+#include "model/embedding_bias_cache.h"
 #include "model/rope_frequencies.h"
 #include "model/safetensors.h"
 #include "model/step_validation.h"
@@ -45,11 +48,22 @@ Status CublasStatus(cublasStatus_t st, const char* what) {
   return Internal(std::string(what) + ": cuBLASLt status " + std::to_string(static_cast<int>(st)));
 }
 
-// Draw d.draw_index of the request's Philox stream as the sampling kernel takes it: the host draws
-// in double; the largest float below 1 keeps the rounded draw in [0, 1).
-float DrawUniform(const DeviceSampling& d) {
-  return std::min(static_cast<float>(sampling::PhiloxUniform(d.seed, d.draw_index)),
-                  std::nextafter(1.0f, 0.0f));
+// SampleRows' error codes as StepOutput reports them.
+TokenIdType SampledToken(std::int32_t id) {
+  if (id == kc::kSampledNotFinite) return StepOutput::kSampledNotFinite;
+  if (id == kc::kSampledAllBanned) return StepOutput::kSampledAllBanned;
+  return id;
+}
+
+// Appends `items` to the int32 upload `ints` at an 8-byte aligned word offset, which it returns.
+template <typename T>
+std::size_t AppendWords(std::vector<std::int32_t>& ints, const std::vector<T>& items) {
+  static_assert(sizeof(T) % 8 == 0 && alignof(T) <= 8);
+  if (ints.size() % 2 != 0) ints.push_back(0);
+  const std::size_t at = ints.size();
+  ints.resize(at + items.size() * sizeof(T) / 4);
+  if (!items.empty()) std::memcpy(ints.data() + at, items.data(), items.size() * sizeof(T));
+  return at;
 }
 
 std::string MiB(std::int64_t bytes) {
@@ -106,7 +120,8 @@ class CudaModelRunner final : public ModelRunner {
   const char* device_name() const override { return device_name_.c_str(); }
   std::int64_t memory_bytes() const override {
     return weights_buf_.bytes() + kv_buf_.bytes() + workspace_bytes_ + graph_ints_.bytes() +
-           graph_ws_.bytes() + graph_ids_.bytes();
+           graph_ws_.bytes() + graph_ids_.bytes() + graph_lists_.bytes() +
+           (bias_cache_ ? bias_cache_->bytes() : 0);
   }
   Result<StepOutput> Step(const StepInput& input) override;
   bool supports_device_sampling() const override { return true; }
@@ -129,11 +144,10 @@ class CudaModelRunner final : public ModelRunner {
     std::int64_t num_rows = 0;
     std::int64_t num_out_rows = 0;  // rows [0, num_out_rows) are copied to host_logits
     float* host_logits = nullptr;   // the rest are sampled (parameters per sampled row)
-    const float* temperature = nullptr;
-    const std::int32_t* top_k = nullptr;
-    const float* top_p = nullptr;
-    const float* uniform = nullptr;
-    std::int32_t* sampled_ids = nullptr;  // device [num_rows - num_out_rows]
+    const kc::SamplingParams* sampling_params = nullptr;  // [num_rows - num_out_rows]
+    const std::int32_t* sampling_lists = nullptr;         // what sampling_params index
+    std::int32_t* sampled_ids = nullptr;                  // device [num_rows - num_out_rows]
+    float* sampled_log_probs = nullptr;                   // device [num_rows - num_out_rows]
     bool decode_only = false;
     std::int32_t partition = 0;
     void* decode_ws = nullptr;
@@ -143,10 +157,19 @@ class CudaModelRunner final : public ModelRunner {
   // step can be captured into a CUDA graph.
   Status Enqueue(const Launch& l);
   Status Forward(const StepInput& input, StepOutput& out);
+  // Adds the sequence's DeviceSampling to sampling_batch_, its embedding bias uploaded if new.
+  Status StageSampling(const DeviceSampling& d);
   // Decode steps whose sequences all decode one token and are all device-sampled replay a CUDA
   // graph captured for their batch-size bucket (the next power of two, at most max_batch_size).
-  // Padding slots decode token 0 at position 0 into a scratch KV block no sequence owns.
+  // Padding slots decode token 0 at position 0 into a scratch KV block no sequence owns. The
+  // sampling lists of the step must fit graph_lists_ (else the step runs without a graph).
   bool GraphEligible(const StepInput& input) const;
+  // Capacity of graph_lists_: every slot's penalty pairs for a max_seq_len history, plus bans, up
+  // to 16 MiB (long contexts with many penalised sequences then run without a graph).
+  std::int64_t GraphListWords() const {
+    return std::min<std::int64_t>(
+        config_.build.max_batch_size * (2 * config_.build.max_seq_len + 64), std::int64_t{1} << 22);
+  }
   Status SetUpGraphs();
   Status DecodeWithGraph(const StepInput& input, StepOutput& out);
 
@@ -177,16 +200,23 @@ class CudaModelRunner final : public ModelRunner {
       logits_, step_ints_, decode_ws_, sampled_ids_;
   std::int64_t workspace_bytes_ = 0;
   std::mutex step_mutex_;
+  // Device sampling: this step's rows (host side) and the requests' embedding biases on the device.
+  DeviceSamplingBatch sampling_batch_;
+  std::unique_ptr<EmbeddingBiasCache> bias_cache_;
 
   // CUDA graphs (DecodeWithGraph). Every bucket reads the same fixed buffers, filled per step:
-  // graph_ints_ holds query_start and logit_rows (constant), then per slot num_cached, token,
-  // position, temperature, top_k, top_p, uniform, then the block tables [slots, graph_blocks_].
+  // graph_ints_ holds query_start and logit_rows (constant), then per slot num_cached, token and
+  // position, the slots' SamplingParams (8-byte aligned) and the block tables [slots,
+  // graph_blocks_]; graph_lists_ the sampling lists; graph_ids_ the sampled ids of a bucket's
+  // slots, then their log-probs.
   bool graphs_enabled_ = true;
   bool graphs_ready_ = false;
   std::int32_t graph_slots_ = 0;   // max_batch_size
   std::int32_t graph_blocks_ = 0;  // block-table columns: enough for max_seq_len
   std::int64_t scratch_block_ = 0;
-  DeviceBuffer graph_ints_, graph_ws_, graph_ids_;        // never reallocated once a graph exists
+  DeviceBuffer graph_ints_, graph_ws_, graph_ids_, graph_lists_;  // never reallocated once captured
+  std::int64_t graph_params_at_ = 0;                              // word offsets into graph_ints_
+  std::int64_t graph_tables_at_ = 0;
   std::map<std::int32_t, std::int32_t> graph_partition_;  // by bucket
   std::map<std::int32_t, cudaGraphExec_t> graphs_;        // by bucket
 };
@@ -295,7 +325,7 @@ Status CudaModelRunner::AllocateWorkspace() {
       {&logits_, R * c.vocab_size * 4},
       // query_start, num_cached, token_ids, positions, logit_rows and block tables (grown per step)
       {&step_ints_, (4 * T + 6 * c.build.max_batch_size + 2) * 4},
-      {&sampled_ids_, c.build.max_batch_size * 4},
+      {&sampled_ids_, c.build.max_batch_size * 8},  // ids, then log-probs
   };
   workspace_bytes_ = 0;
   for (auto& p : plan) {
@@ -372,6 +402,8 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   r->scratch_block_ = blocks;
   r->pool_elems_ = (blocks + 1) * c.num_kv_heads * tpb * c.head_dim;
   RETURN_IF_ERROR(r->kv_buf_.Allocate((blocks + 1) * block_bytes_all_layers));
+  r->bias_cache_ = std::make_unique<EmbeddingBiasCache>(
+      c.vocab_size, static_cast<std::size_t>(c.build.max_batch_size));
   // INFLIGHT_CUDA_GRAPHS=0 turns graph replay off (for comparisons and debugging).
   const char* graphs_env = std::getenv("INFLIGHT_CUDA_GRAPHS");
   r->graphs_enabled_ = graphs_env == nullptr || std::string(graphs_env) != "0";
@@ -457,7 +489,11 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
     RETURN_IF_ERROR(Linear(hidden_.get(), attn_.get(), l.attn_out, l.attn_out_bias, T, H, q_dim));
     RETURN_IF_ERROR(
         Norm(normed_.get(), hidden_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
-    if (swiglu) {
+    if (swiglu && kc::GemvSupports(dtype_, T, H, H, normed_.get(), l.mlp_in)) {
+      // A few rows: the gate/up pass writes the activation directly (no [T, 2 * inter] round trip).
+      CUDA_RETURN(kc::GemvSwiGlu(mlp_act_.get(), inter, normed_.get(), H, l.mlp_in, l.mlp_in_bias,
+                                 dtype_, T, inter, H, stream_));
+    } else if (swiglu) {
       RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, 2 * inter, H));
       CUDA_RETURN(kc::SwiGlu(mlp_act_.get(), mlp_.get(), dtype_, T, inter, stream_));
     } else {
@@ -469,7 +505,8 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
 
   // Only the wanted rows go through the final norm and lm_head, kLogitChunk rows at a time: the
   // row gather is the embedding kernel with the activations as its table. Rows [0, R_out) go to the
-  // host; rows [R_out, R) are sampled where they are and only their token ids come back.
+  // host; rows [R_out, R) are sampled where they are and only their token ids and log-probs come
+  // back.
   const std::int64_t R = launch.num_rows, R_out = launch.num_out_rows;
   for (std::int64_t r0 = 0; r0 < R; r0 += kLogitChunk) {
     const std::int64_t n = std::min(kLogitChunk, R - r0);
@@ -492,10 +529,10 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
     }
     if (n_out < n) {
       const std::int64_t j = r0 + n_out - R_out;  // first sampled row of this chunk
-      CUDA_RETURN(
-          kc::SampleTopKTopP(launch.sampled_ids + j, logits_.get<float>() + n_out * c.vocab_size,
-                             n - n_out, c.vocab_size, c.vocab_size, launch.temperature + j,
-                             launch.top_k + j, launch.top_p + j, launch.uniform + j, stream_));
+      CUDA_RETURN(kc::SampleRows(launch.sampled_ids + j, launch.sampled_log_probs + j,
+                                 logits_.get<float>() + n_out * c.vocab_size, n - n_out,
+                                 c.vocab_size, c.vocab_size, launch.sampling_params + j,
+                                 launch.sampling_lists, stream_));
     }
   }
   return Status::Ok();
@@ -513,9 +550,9 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   }
   std::vector<std::int32_t> query_start{0}, num_cached, token_ids, positions, logit_rows, tables;
   // Device sampling: the rows to sample (after every returned row in logit_rows) and, per sampled
-  // row, its sequence and parameters (floats travel as their bits in the one int upload).
-  std::vector<std::int32_t> sample_rows, sample_seq, top_k, temperature_bits, top_p_bits,
-      uniform_bits;
+  // row, its sequence; parameters and lists go in sampling_batch_.
+  std::vector<std::int32_t> sample_rows, sample_seq;
+  sampling_batch_.Clear();
   tables.assign(static_cast<std::size_t>(num_seqs) * static_cast<std::size_t>(max_blocks), 0);
   for (std::int32_t i = 0; i < num_seqs; ++i) {
     const SequenceStep& s = input.sequences[static_cast<std::size_t>(i)];
@@ -536,14 +573,9 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
       for (std::int32_t t = 0; t < n; ++t) logit_rows.push_back(first + t);
     }
     if (s.device_sampling) {
-      const DeviceSampling& d = *s.device_sampling;
       sample_rows.push_back(first + n - 1);
       sample_seq.push_back(i);
-      // The kernel treats temperature <= 0 as greedy.
-      temperature_bits.push_back(std::bit_cast<std::int32_t>(d.greedy ? 0.0f : d.temperature));
-      top_k.push_back(d.top_k);
-      top_p_bits.push_back(std::bit_cast<std::int32_t>(d.top_p));
-      uniform_bits.push_back(std::bit_cast<std::int32_t>(DrawUniform(d)));
+      RETURN_IF_ERROR(StageSampling(*s.device_sampling));
     }
   }
   const auto R_out = static_cast<std::int64_t>(logit_rows.size());
@@ -558,13 +590,14 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   const std::size_t o_qs = append(query_start), o_nc = append(num_cached),
                     o_tok = append(token_ids), o_pos = append(positions),
                     o_rows = append(logit_rows), o_tab = append(tables),
-                    o_temp = append(temperature_bits), o_topk = append(top_k),
-                    o_topp = append(top_p_bits), o_unif = append(uniform_bits);
+                    o_lists = append(sampling_batch_.lists()),
+                    o_params = AppendWords(ints, sampling_batch_.params());
   if (static_cast<std::int64_t>(ints.size() * 4) > step_ints_.bytes()) {
     RETURN_IF_ERROR(step_ints_.Allocate(static_cast<std::int64_t>(ints.size() * 4) * 2));
   }
-  if (static_cast<std::int64_t>(sample_rows.size() * 4) > sampled_ids_.bytes()) {
-    RETURN_IF_ERROR(sampled_ids_.Allocate(static_cast<std::int64_t>(sample_rows.size() * 4)));
+  const auto num_sampled = static_cast<std::int64_t>(sample_rows.size());
+  if (num_sampled * 8 > sampled_ids_.bytes()) {
+    RETURN_IF_ERROR(sampled_ids_.Allocate(num_sampled * 8));
   }
   auto* d_ints = step_ints_.get<std::int32_t>();
   CUDA_RETURN(
@@ -589,12 +622,11 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   l.num_out_rows = R_out;
   out.logits.resize(static_cast<std::size_t>(R_out * c.vocab_size));
   l.host_logits = out.logits.data();
-  const auto* d_floats = reinterpret_cast<const float*>(d_ints);
-  l.temperature = d_floats + o_temp;
-  l.top_k = d_ints + o_topk;
-  l.top_p = d_floats + o_topp;
-  l.uniform = d_floats + o_unif;
+  l.sampling_params = reinterpret_cast<const kc::SamplingParams*>(d_ints + o_params);
+  l.sampling_lists = d_ints + o_lists;
+  // This step's ids, then its log-probs, so that one copy brings both back.
   l.sampled_ids = sampled_ids_.get<std::int32_t>();
+  l.sampled_log_probs = sampled_ids_.get<float>() + num_sampled;
   l.decode_only = decode_only;
   if (decode_only) {
     l.partition = kc::DecodePartitionTokens(batch, c.num_kv_heads);
@@ -605,7 +637,7 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
     l.decode_ws_bytes = static_cast<std::size_t>(decode_ws_.bytes());
   }
   RETURN_IF_ERROR(Enqueue(l));
-  std::vector<std::int32_t> sampled(sample_rows.size());
+  std::vector<std::int32_t> sampled(static_cast<std::size_t>(2 * num_sampled));
   if (!sampled.empty()) {
     CUDA_RETURN(cudaMemcpyAsync(sampled.data(), sampled_ids_.get(), sampled.size() * 4,
                                 cudaMemcpyDeviceToHost, stream_));
@@ -613,13 +645,23 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   CUDA_RETURN(cudaStreamSynchronize(stream_));
   if (!sampled.empty()) {
     out.sampled_tokens.assign(static_cast<std::size_t>(num_seqs), -1);
-    // The sampling kernel gives no log-probability (the executor asks only without log-probs).
     out.sampled_log_probs.assign(static_cast<std::size_t>(num_seqs),
                                  std::numeric_limits<float>::quiet_NaN());
-    for (std::size_t j = 0; j < sampled.size(); ++j)
-      out.sampled_tokens[static_cast<std::size_t>(sample_seq[j])] = sampled[j];
+    for (std::size_t j = 0; j < sample_seq.size(); ++j) {
+      const auto i = static_cast<std::size_t>(sample_seq[j]);
+      out.sampled_tokens[i] = SampledToken(sampled[j]);
+      out.sampled_log_probs[i] = std::bit_cast<float>(sampled[sample_seq.size() + j]);
+    }
   }
   return Status::Ok();
+}
+
+Status CudaModelRunner::StageSampling(const DeviceSampling& d) {
+  const float* bias = nullptr;
+  if (d.embedding_bias) {
+    ASSIGN_OR_RETURN(bias, bias_cache_->Get(d.embedding_bias, stream_));
+  }
+  return sampling_batch_.Add(d, bias);
 }
 
 bool CudaModelRunner::GraphEligible(const StepInput& input) const {
@@ -628,6 +670,7 @@ bool CudaModelRunner::GraphEligible(const StepInput& input) const {
     return false;
   }
   const auto max_len = static_cast<std::int32_t>(config_.build.max_seq_len);
+  std::size_t list_words = 0;
   for (const SequenceStep& s : input.sequences) {
     if (s.tokens.size() != 1 || !s.device_sampling || s.logits != SequenceStep::Logits::kNone ||
         s.num_cached + 1 > max_len ||
@@ -636,8 +679,9 @@ bool CudaModelRunner::GraphEligible(const StepInput& input) const {
                                      config_.build.tokens_per_block)) {
       return false;
     }
+    list_words += DeviceSamplingBatch::ListWords(*s.device_sampling);
   }
-  return true;
+  return list_words <= static_cast<std::size_t>(GraphListWords());
 }
 
 Status CudaModelRunner::SetUpGraphs() {
@@ -646,8 +690,12 @@ Status CudaModelRunner::SetUpGraphs() {
   graph_blocks_ = static_cast<std::int32_t>((c.build.max_seq_len + c.build.tokens_per_block - 1) /
                                             c.build.tokens_per_block);
   const std::int64_t S = graph_slots_;
-  RETURN_IF_ERROR(graph_ints_.Allocate((9 * S + 1 + S * graph_blocks_) * 4));
-  RETURN_IF_ERROR(graph_ids_.Allocate(S * 4));
+  constexpr std::int64_t kParamWords = sizeof(kc::SamplingParams) / 4;
+  graph_params_at_ = (5 * S + 1 + 1) / 2 * 2;  // after the per-slot ints, 8-byte aligned
+  graph_tables_at_ = graph_params_at_ + S * kParamWords;
+  RETURN_IF_ERROR(graph_ints_.Allocate((graph_tables_at_ + S * graph_blocks_) * 4));
+  RETURN_IF_ERROR(graph_ids_.Allocate(S * 8));
+  RETURN_IF_ERROR(graph_lists_.Allocate(GraphListWords() * 4));
   std::vector<std::int32_t> constant(static_cast<std::size_t>(2 * S + 1));
   for (std::int64_t i = 0; i <= S; ++i)
     constant[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
@@ -686,34 +734,39 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
   while (bucket < n) bucket *= 2;
   bucket = std::min(bucket, graph_slots_);
   const std::int64_t S = graph_slots_;
-  // Per slot: num_cached, token, position, temperature, top_k, top_p, uniform. Padding slots decode
-  // greedily from position 0 of the scratch block.
-  std::vector<std::int32_t> slots(static_cast<std::size_t>(7 * S), 0);
-  std::vector<std::int32_t> tables(static_cast<std::size_t>(bucket) * graph_blocks_,
-                                   static_cast<std::int32_t>(scratch_block_));
-  const auto at = [&](int field, std::int32_t i) -> std::int32_t& {
-    return slots[static_cast<std::size_t>(field * S + i)];
+  // One upload of graph_ints_ from the per-slot ints to the bucket's last table row: per slot
+  // num_cached, token, position; the SamplingParams; the block tables. Padding slots decode
+  // greedily from position 0 of the scratch block. The lists go to graph_lists_.
+  const std::int64_t slots_at = 2 * S + 1;
+  std::vector<std::int32_t> step(
+      static_cast<std::size_t>(graph_tables_at_ + bucket * graph_blocks_ - slots_at), 0);
+  const auto word = [&](std::int64_t at) -> std::int32_t& {
+    return step[static_cast<std::size_t>(at - slots_at)];
   };
+  std::fill(step.begin() + (graph_tables_at_ - slots_at), step.end(),
+            static_cast<std::int32_t>(scratch_block_));
+  sampling_batch_.Clear();
   for (std::int32_t i = 0; i < n; ++i) {
     const SequenceStep& s = input.sequences[static_cast<std::size_t>(i)];
-    const DeviceSampling& d = *s.device_sampling;
-    at(0, i) = s.num_cached;
-    at(1, i) = s.tokens[0];
-    at(2, i) = s.num_cached;
-    at(3, i) = std::bit_cast<std::int32_t>(d.greedy ? 0.0f : d.temperature);
-    at(4, i) = d.top_k;
-    at(5, i) = std::bit_cast<std::int32_t>(d.top_p);
-    at(6, i) = std::bit_cast<std::int32_t>(DrawUniform(d));
+    word(slots_at + i) = s.num_cached;
+    word(slots_at + S + i) = s.tokens[0];
+    word(slots_at + 2 * S + i) = s.num_cached;
+    RETURN_IF_ERROR(StageSampling(*s.device_sampling));
     std::copy(s.block_table.begin(), s.block_table.end(),
-              tables.begin() + static_cast<std::ptrdiff_t>(i) * graph_blocks_);
+              step.begin() + (graph_tables_at_ + std::int64_t{i} * graph_blocks_ - slots_at));
   }
+  for (std::int32_t i = n; i < bucket; ++i) sampling_batch_.AddPadding();
+  std::memcpy(&word(graph_params_at_), sampling_batch_.params().data(),
+              sampling_batch_.params().size() * sizeof(kc::SamplingParams));
   auto* d_ints = graph_ints_.get<std::int32_t>();
-  auto* d_slots = d_ints + 2 * S + 1;
-  auto* d_tables = d_slots + 7 * S;
+  auto* d_slots = d_ints + slots_at;
   CUDA_RETURN(
-      cudaMemcpyAsync(d_slots, slots.data(), slots.size() * 4, cudaMemcpyHostToDevice, stream_));
-  CUDA_RETURN(
-      cudaMemcpyAsync(d_tables, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice, stream_));
+      cudaMemcpyAsync(d_slots, step.data(), step.size() * 4, cudaMemcpyHostToDevice, stream_));
+  const std::vector<std::int32_t>& lists = sampling_batch_.lists();
+  if (!lists.empty()) {
+    CUDA_RETURN(cudaMemcpyAsync(graph_lists_.get(), lists.data(), lists.size() * 4,
+                                cudaMemcpyHostToDevice, stream_));
+  }
 
   auto it = graphs_.find(bucket);
   if (it != graphs_.end()) {
@@ -726,18 +779,17 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
     l.batch.max_kv_len = static_cast<std::int32_t>(c.build.max_seq_len);
     l.batch.query_start = d_ints;
     l.batch.num_cached = d_slots;
-    l.batch.block_tables = d_tables;
+    l.batch.block_tables = d_ints + graph_tables_at_;
     l.batch.max_blocks_per_seq = graph_blocks_;
     l.token_ids = d_slots + S;
     l.positions = d_slots + 2 * S;
     l.logit_rows = d_ints + S + 1;
     l.num_rows = bucket;
-    const auto* d_floats = reinterpret_cast<const float*>(d_slots);
-    l.temperature = d_floats + 3 * S;
-    l.top_k = d_slots + 4 * S;
-    l.top_p = d_floats + 5 * S;
-    l.uniform = d_floats + 6 * S;
+    l.sampling_params = reinterpret_cast<const kc::SamplingParams*>(d_ints + graph_params_at_);
+    l.sampling_lists = graph_lists_.get<std::int32_t>();
+    // The bucket's ids, then its log-probs.
     l.sampled_ids = graph_ids_.get<std::int32_t>();
+    l.sampled_log_probs = graph_ids_.get<float>() + bucket;
     l.decode_only = true;
     l.partition = graph_partition_.at(bucket);
     l.decode_ws = graph_ws_.get();
@@ -765,14 +817,18 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
       graphs_enabled_ = false;
     }
   }
-  std::vector<std::int32_t> sampled(static_cast<std::size_t>(n));
+  std::vector<std::int32_t> sampled(static_cast<std::size_t>(bucket + n));
   CUDA_RETURN(cudaMemcpyAsync(sampled.data(), graph_ids_.get(), sampled.size() * 4,
                               cudaMemcpyDeviceToHost, stream_));
   CUDA_RETURN(cudaStreamSynchronize(stream_));
   out.row_begin.assign(static_cast<std::size_t>(n), 0);
-  out.sampled_tokens = std::move(sampled);
-  out.sampled_log_probs.assign(static_cast<std::size_t>(n),
-                               std::numeric_limits<float>::quiet_NaN());
+  out.sampled_tokens.resize(static_cast<std::size_t>(n));
+  out.sampled_log_probs.resize(static_cast<std::size_t>(n));
+  for (std::int32_t i = 0; i < n; ++i) {
+    out.sampled_tokens[static_cast<std::size_t>(i)] = SampledToken(sampled[i]);
+    out.sampled_log_probs[static_cast<std::size_t>(i)] =
+        std::bit_cast<float>(sampled[static_cast<std::size_t>(bucket + i)]);
+  }
   return Status::Ok();
 }
 
@@ -783,6 +839,7 @@ Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
   StepOutput out;
   out.vocab_size = config_.vocab_size;
   if (input.sequences.empty()) return out;
+  bias_cache_->BeginStep();  // the previous step's work is done: expired biases can go
   if (GraphEligible(input)) {
     RETURN_IF_ERROR(DecodeWithGraph(input, out));
   } else {

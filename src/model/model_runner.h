@@ -10,12 +10,14 @@
 //   block_table[t / tokens_per_block].
 //
 // Device sampling (runners whose supports_device_sampling() is true): a sequence with
-// device_sampling set gets its next token chosen by the runner from the last token's logits row,
-// with the host sampler's rules (executor/sampling/sampler.h) restricted to temperature, top-k and
-// top-p; that row then never leaves the device. The executor asks for it only when the request
-// needs nothing else (no penalties, bad words, embedding bias, active min_tokens, logits or
-// log-prob outputs) and sets `logits` to kNone, so such a sequence contributes no rows to
-// StepOutput::logits.
+// device_sampling set gets its next token and that token's log-probability chosen by the runner
+// from the last token's logits row, with every rule of the host sampler (executor/sampling/
+// sampler.h: embedding bias, temperature, repetition / presence / frequency penalties, bans, greedy
+// or top-k / top-p and the Philox draw); that row then never leaves the device. The executor
+// sends, per step, only what is small (DeviceSampling: the penalty and ban lists are O(sequence
+// length)) and the embedding bias by a handle the runner caches on the device. It sets `logits`
+// to kNone for such a sequence, so it contributes no rows to StepOutput::logits; requests that
+// return generation logits stay on the host.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +32,32 @@
 
 namespace inflight::model {
 
-// How the runner picks the token after tokens.back(), reproducing sampling::Sample for this step.
+// How the runner picks the token after tokens.back(), reproducing sampling::Sample for this step
+// (same stage order and float operations, same draw, same log-probability rule).
 struct DeviceSampling {
-  bool greedy = false;           // argmax, lowest id on ties; the fields below are then unused
-  float temperature = 1.0f;      // > 0
-  std::int32_t top_k = 0;        // <= 0: off
-  float top_p = 0.0f;            // <= 0 or >= 1: off
+  bool greedy = false;           // argmax of the processed row, lowest id on ties
+  float temperature = 1.0f;      // applied when > 0 and != 1, greedy included (logits_processors.h)
+  std::int32_t top_k = 0;        // sampled rows: <= 0 off
+  float top_p = 0.0f;            // sampled rows: <= 0 or >= 1 off
   std::uint64_t seed = 0;        // the request's Philox stream ...
   std::uint64_t draw_index = 0;  // ... and the draw for this token: PhiloxUniform(seed, draw_index)
+  float repetition_penalty = 1.0f;  // 1: off
+  float presence_penalty = 0.0f;    // 0: off
+  float frequency_penalty = 0.0f;   // 0: off
+  // The distinct tokens the penalties touch, each once, with how often it was generated (0: only in
+  // the prompt): prompt ++ generated when repetition_penalty != 1, else the generated tokens only.
+  std::vector<TokenIdType> penalty_tokens;
+  std::vector<std::int32_t> penalty_counts;  // same length as penalty_tokens
+  // Ids set to -inf after the penalties: bad words whose prefix ends the sequence, and end_id
+  // while min_tokens is not reached.
+  std::vector<TokenIdType> banned_tokens;
+  // [vocab_size] values added first; null: none. The same object for every step of a request (the
+  // executor owns it until the request ends), so the runner may keep one device copy per object
+  // for as long as the object lives.
+  std::shared_ptr<const std::vector<float>> embedding_bias;
+  // Sampled rows: the log-probability in the truncated, renormalised distribution (true) or the
+  // log-softmax before truncation (false); ExecutorConfig::normalize_log_probs.
+  bool normalize_log_probs = true;
 };
 
 struct SequenceStep {
@@ -63,10 +83,13 @@ struct StepOutput {
   std::vector<std::int32_t> row_begin;
   std::int64_t vocab_size = 0;
   // Device sampling: empty when no sequence had device_sampling; else one entry per sequence, in
-  // sequence order: the sampled token and its log-probability, or -1 and NaN for a sequence without
-  // device_sampling. A log-probability the runner does not compute is NaN too.
+  // sequence order: the sampled token and its log-probability (sampler.h's rule), or -1 and NaN for
+  // a sequence without device_sampling. A row that cannot be sampled (sampler.h's kInternal
+  // errors) gives kSampledNotFinite or kSampledAllBanned and NaN.
   std::vector<TokenIdType> sampled_tokens;
   std::vector<float> sampled_log_probs;
+  static constexpr TokenIdType kSampledNotFinite = -2;  // a processed logit is NaN or +inf
+  static constexpr TokenIdType kSampledAllBanned = -3;  // every token is banned
 };
 
 class ModelRunner {

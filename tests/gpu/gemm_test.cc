@@ -1,4 +1,5 @@
-// cuBLASLt dense layer against cpu::Linear (fp32 accumulation of the same rounded inputs).
+// Dense layers (cuBLASLt, and the small-m weight-streaming kernels of gemv.h) against cpu::Linear:
+// fp32 accumulation of the same rounded inputs.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -6,6 +7,7 @@
 #include "gpu_test_util.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 
 namespace inflight::gpu_test {
 namespace {
@@ -76,6 +78,95 @@ GPU_TEST(LinearMatchesCpu) {
       CheckLinear(gemm, dtype, dtype, m, 1025, 111, true, 0);
       CheckLinear(gemm, dtype, dtype, m, 512, 256, false, 24);  // x rows inside a wider buffer
     }
+}
+
+// Gemv directly (and GemvSwiGlu): every row count it takes, k with and without a partial last
+// round of loads, n below one warp per block, fp32 logits, bias.
+void CheckGemv(DType dtype, DType y_dtype, int m, int k, int n, bool with_bias, bool gated) {
+  const std::string name = std::string(gated ? "gemv-swiglu " : "gemv ") + Describe(dtype) + "->" +
+                           Describe(y_dtype) + " m=" + std::to_string(m) +
+                           " k=" + std::to_string(k) + " n=" + std::to_string(n) +
+                           (with_bias ? " +bias" : "");
+  const int rows = gated ? 2 * n : n;  // weight rows
+  const auto x = RoundTo(dtype, RandomVector(static_cast<std::size_t>(m) * k, -1, 1));
+  const float w_scale = 2.0f / std::sqrt(static_cast<float>(k));
+  const auto w =
+      RoundTo(dtype, RandomVector(static_cast<std::size_t>(rows) * k, -w_scale, w_scale));
+  auto bias = RandomVector(static_cast<std::size_t>(rows), -1, 1);
+  if (y_dtype != DType::kFloat32) bias = RoundTo(y_dtype, bias);
+  DeviceArray<std::uint16_t> d_x(ToBits(dtype, x)), d_w(ToBits(dtype, w)),
+      d_bias16(ToBits(dtype, bias));
+  DeviceArray<float> d_bias32(bias);
+  const void* d_bias = !with_bias                   ? nullptr
+                       : y_dtype == DType::kFloat32 ? static_cast<const void*>(d_bias32.get())
+                                                    : static_cast<const void*>(d_bias16.get());
+  const std::size_t y_n = static_cast<std::size_t>(m) * n;
+  std::vector<float> found;
+  cudaError_t err = cudaSuccess;
+  if (y_dtype == DType::kFloat32) {
+    DeviceArray<float> d_y(std::vector<float>(y_n, std::nanf("")));
+    err = kernels::cuda::Gemv(d_y.get(), y_dtype, n, d_x.get(), k, d_w.get(), d_bias, dtype, m, n,
+                              k, nullptr);
+    found = d_y.Download();
+  } else {
+    DeviceArray<std::uint16_t> d_y(std::vector<std::uint16_t>(y_n, NanBits(y_dtype)));
+    err = gated ? kernels::cuda::GemvSwiGlu(d_y.get(), n, d_x.get(), k, d_w.get(), d_bias, dtype, m,
+                                            n, k, nullptr)
+                : kernels::cuda::Gemv(d_y.get(), y_dtype, n, d_x.get(), k, d_w.get(), d_bias, dtype,
+                                      m, n, k, nullptr);
+    found = FromBits(y_dtype, d_y.Download());
+  }
+  GPU_CHECK(err == cudaSuccess, name + ": " + cudaGetErrorString(err));
+  std::vector<float> full(static_cast<std::size_t>(m) * rows);
+  kernels::cpu::Linear(full.data(), x.data(), k, kernels::cpu::WeightPtr(w.data()),
+                       with_bias ? kernels::cpu::WeightPtr(bias.data()) : kernels::cpu::WeightPtr(),
+                       m, k, rows, nullptr);
+  std::vector<float> ref(y_n);
+  for (int t = 0; t < m; ++t)
+    for (int o = 0; o < n; ++o) {
+      const std::size_t at = static_cast<std::size_t>(t) * rows;
+      const float g = full[at + static_cast<std::size_t>(o)];
+      ref[static_cast<std::size_t>(t) * n + static_cast<std::size_t>(o)] =
+          gated ? g / (1.0f + std::exp(-g)) * full[at + static_cast<std::size_t>(n + o)] : g;
+    }
+  // Products of O(1) terms summed in another order in fp32, then one rounding to y_dtype; the gate
+  // multiplies two such sums (|silu(g)| <= |g| + 0.28).
+  const float acc_tol = 1e-5f * std::sqrt(static_cast<float>(k)) * (gated ? 16 : 4);
+  ExpectClose(name, found, ref, acc_tol, Epsilon(y_dtype));
+}
+
+GPU_TEST(GemvMatchesCpu) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+    for (int m = 1; m <= static_cast<int>(kernels::cuda::kGemvMaxRows); ++m) {
+      CheckGemv(dtype, dtype, m, 8, 3, false, false);
+      CheckGemv(dtype, dtype, m, 24, 129, true, false);
+      CheckGemv(dtype, dtype, m, 1024, 1000, false, false);
+      CheckGemv(dtype, dtype, m, 4104, 77, true, false);  // a partial last round of loads
+      CheckGemv(dtype, DType::kFloat32, m, 256, 1001, false, false);
+      CheckGemv(dtype, DType::kFloat32, m, 512, 9, true, false);
+      CheckGemv(dtype, dtype, m, 14336, 40, false, false);
+      CheckGemv(dtype, dtype, m, 8, 5, false, true);
+      CheckGemv(dtype, dtype, m, 1040, 333, true, true);
+      CheckGemv(dtype, dtype, m, 4096, 1024, false, true);
+    }
+}
+
+GPU_TEST(GemvRefusesWhatItCannotTake) {
+  DeviceArray<std::uint16_t> buf(std::vector<std::uint16_t>(4096, 0));
+  const void* p = buf.get();
+  const auto* odd = static_cast<const unsigned char*>(p) + 2;  // 2-byte, not 16-byte, aligned
+  const DType bf16 = DType::kBFloat16;
+  GPU_CHECK(kernels::cuda::GemvSupports(bf16, 1, 64, 64, p, p), "m=1 k=64 should be taken");
+  GPU_CHECK(!kernels::cuda::GemvSupports(bf16, kernels::cuda::kGemvMaxRows + 1, 64, 64, p, p),
+            "more rows than kGemvMaxRows taken");
+  GPU_CHECK(!kernels::cuda::GemvSupports(bf16, 1, 60, 60, p, p), "k=60 taken");
+  GPU_CHECK(!kernels::cuda::GemvSupports(bf16, 1, 64, 68, p, p), "x_stride=68 taken");
+  GPU_CHECK(!kernels::cuda::GemvSupports(bf16, 1, 64, 64, odd, p), "unaligned x taken");
+  GPU_CHECK(!kernels::cuda::GemvSupports(DType::kFloat32, 1, 64, 64, p, p), "fp32 taken");
+  const cudaError_t err =
+      kernels::cuda::Gemv(buf.get(), bf16, 8, odd, 64, p, nullptr, bf16, 1, 8, 64, nullptr);
+  GPU_CHECK(err == cudaErrorNotSupported,
+            std::string("unaligned Gemv returned ") + cudaGetErrorString(err));
 }
 
 GPU_TEST(LinearCachesOnePlanPerShape) {

@@ -79,20 +79,34 @@ void ApplyFrequencyPenalty(std::span<float> logits, std::span<const TokenIdType>
   });
 }
 
+bool MinTokensBansEndId(SizeType num_generated, SizeType min_tokens,
+                        std::optional<TokenIdType> end_id, std::size_t vocab_size) {
+  return end_id && num_generated < min_tokens && InVocab(*end_id, vocab_size);
+}
+
 void ApplyMinTokens(std::span<float> logits, SizeType num_generated, SizeType min_tokens,
                     std::optional<TokenIdType> end_id) {
-  if (!end_id || num_generated >= min_tokens || !InVocab(*end_id, logits.size())) return;
-  logits[static_cast<std::size_t>(*end_id)] = kBanned;
+  if (MinTokensBansEndId(num_generated, min_tokens, end_id, logits.size()))
+    logits[static_cast<std::size_t>(*end_id)] = kBanned;
+}
+
+std::vector<TokenIdType> BadWordBans(std::span<const VecTokens> bad_words,
+                                     std::span<const TokenIdType> prompt,
+                                     std::span<const TokenIdType> generated,
+                                     std::size_t vocab_size) {
+  std::vector<TokenIdType> banned;
+  for (const VecTokens& word : bad_words) {
+    if (word.empty() || !InVocab(word.back(), vocab_size)) continue;
+    const std::span<const TokenIdType> prefix(word.data(), word.size() - 1);
+    if (EndsWith(prompt, generated, prefix)) banned.push_back(word.back());
+  }
+  return banned;
 }
 
 void ApplyBadWords(std::span<float> logits, std::span<const VecTokens> bad_words,
                    std::span<const TokenIdType> prompt, std::span<const TokenIdType> generated) {
-  for (const VecTokens& word : bad_words) {
-    if (word.empty() || !InVocab(word.back(), logits.size())) continue;
-    const std::span<const TokenIdType> prefix(word.data(), word.size() - 1);
-    if (EndsWith(prompt, generated, prefix))
-      logits[static_cast<std::size_t>(word.back())] = kBanned;
-  }
+  for (TokenIdType t : BadWordBans(bad_words, prompt, generated, logits.size()))
+    logits[static_cast<std::size_t>(t)] = kBanned;
 }
 
 void ApplyLogitsProcessors(std::span<float> logits, const SamplingConfig& config,

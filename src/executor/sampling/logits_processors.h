@@ -11,8 +11,10 @@
 // A banned token gets -inf, so its probability is exactly 0 and it is never drawn.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "executor/sampling/decode_context.h"
 #include "inflight/executor.h"
@@ -44,12 +46,23 @@ void ApplyFrequencyPenalty(std::span<float> logits, std::span<const TokenIdType>
 void ApplyMinTokens(std::span<float> logits, SizeType num_generated, SizeType min_tokens,
                     std::optional<TokenIdType> end_id);
 
+// Whether ApplyMinTokens bans end_id on a row of vocab_size logits.
+bool MinTokensBansEndId(SizeType num_generated, SizeType min_tokens,
+                        std::optional<TokenIdType> end_id, std::size_t vocab_size);
+
 // Bans the last token of each bad word whose other tokens are exactly the end of prompt ++
 // generated; a single-token bad word is always banned. NOTE: the prompt counts, as in
 // TensorRT-LLM's banBadWords (it matches against output_ids, which begin with the prompt): a prompt
 // ending in "New" and the bad word "New York" ban "York" at step 0.
 void ApplyBadWords(std::span<float> logits, std::span<const VecTokens> bad_words,
                    std::span<const TokenIdType> prompt, std::span<const TokenIdType> generated);
+
+// The ids ApplyBadWords bans on a row of vocab_size logits, in bad_words order (an id banned by
+// two words appears twice). The device sampler gets these instead of the words.
+std::vector<TokenIdType> BadWordBans(std::span<const VecTokens> bad_words,
+                                     std::span<const TokenIdType> prompt,
+                                     std::span<const TokenIdType> generated,
+                                     std::size_t vocab_size);
 
 // Every stage above with the values of `config` (unset or neutral values skip a stage). The
 // temperature is skipped when it is unset, 1 or 0 (0 means greedy: argmax does not depend on it).

@@ -1,5 +1,7 @@
 // Dense layers through cuBLASLt: y = x · Wᵀ (+ bias), fp16/bf16 inputs, fp32 accumulation, the
-// algorithm picked once per shape and cached. CUDA twin of kernels/cpu/linear.h.
+// algorithm picked once per shape and cached; steps of at most kGemvMaxRows rows go to our own
+// weight-streaming kernel (kernels/cuda/gemv.h) where it takes them. CUDA twin of
+// kernels/cpu/linear.h.
 #pragma once
 
 #include <cublasLt.h>
@@ -36,6 +38,9 @@ class CublasLtGemm {
                         std::int64_t x_stride, const void* w, const void* bias, DType dtype,
                         std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
 
+  // Off: every call goes to cuBLASLt (the benchmark compares the two paths).
+  void set_small_m_kernel(bool on) { small_m_kernel_ = on; }
+
   // Plans made so far (one per distinct shape, dtype, bias and pointer alignment).
   std::size_t num_cached_plans() const;
 
@@ -49,6 +54,7 @@ class CublasLtGemm {
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   cublasStatus_t init_status_ = CUBLAS_STATUS_NOT_INITIALIZED;
+  bool small_m_kernel_ = true;
   mutable std::mutex mutex_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
 };

@@ -1,19 +1,20 @@
 // The executor's side of device sampling (model/model_runner.h), with a fake runner that "samples
-// on the device" by running the host sampler's own steps on the CPU runner's logits and returns
-// only the token. Requests must come out exactly as on the host path (same draws, same stop rules),
-// and requests the device path cannot serve must fall back to the host.
+// on the device" by doing on the CPU what the kernel does (device_sampling_reference.h: the
+// processors from the DeviceSampling lists, then the sampler's selection) on the CPU runner's
+// logits, and returns only the token and its log-probability. Requests must come out exactly as
+// on the host path (same tokens, log-probs, draws, stop rules and errors) whatever processors they
+// use; only requests that want generation logits stay on the host.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
+#include <set>
 
 #include "executor/executor_impl.h"
-#include "executor/sampling/logits_processors.h"
-#include "executor/sampling/philox.h"
-#include "executor/sampling/sampler.h"
-#include "executor/sampling/top_k_top_p.h"
 #include "model/model_runner.h"
+#include "unit/executor/device_sampling_reference.h"
 #include "unit/executor/test_engine.h"
 
 namespace inflight {
@@ -41,14 +42,14 @@ std::size_t RowsOf(const model::SequenceStep& s) {
   return s.logits == Logits::kAll ? s.tokens.size() : s.logits == Logits::kLast ? 1 : 0;
 }
 
-// Wraps the CPU runner. Device-sampled sequences get their token from the host sampler's steps for
-// temperature / top-k / top-p with draw PhiloxUniform(seed, draw_index); their rows are not
-// returned.
+// Wraps the CPU runner. Device-sampled sequences get their token and log-probability from
+// testing::SampleLikeDevice; their rows are not returned.
 class FakeDeviceRunner final : public model::ModelRunner {
  public:
   struct Seen {
     std::vector<std::uint64_t> draws;  // draw_index of each device-sampled step, in order
     int host_steps = 0;                // steps that returned logits rows (to sample on the host)
+    std::set<const std::vector<float>*> bias_handles;  // DeviceSampling::embedding_bias seen
   };
 
   explicit FakeDeviceRunner(std::unique_ptr<model::ModelRunner> inner,
@@ -89,16 +90,12 @@ class FakeDeviceRunner final : public model::ModelRunner {
       }
       const model::DeviceSampling& d = *asked.device_sampling;
       seen.draws.push_back(d.draw_index);
+      if (d.embedding_bias) seen.bias_handles.insert(d.embedding_bias.get());
       std::vector<float> row(rows + (RowsOf(host.sequences[i]) - 1) * vocab,
                              rows + RowsOf(host.sequences[i]) * vocab);
-      if (d.greedy) {
-        out.sampled_tokens[i] = sampling::Argmax(row);
-        continue;
-      }
-      if (d.temperature != 1.0f) sampling::ApplyTemperature(row, d.temperature);
-      sampling::ApplyTopKTopPMask(row, d.top_k, d.top_p);
-      out.sampled_tokens[i] =
-          sampling::DrawFromLogits(row, sampling::PhiloxUniform(d.seed, d.draw_index));
+      const testing::DeviceSampled sampled = testing::SampleLikeDevice(std::move(row), d);
+      out.sampled_tokens[i] = sampled.token;
+      out.sampled_log_probs[i] = sampled.log_prob;
     }
     return out;
   }
@@ -171,23 +168,31 @@ struct Both {
   std::map<std::int64_t, FakeDeviceRunner::Seen> seen;
 };
 
-Both RunBoth(const std::vector<Request>& reqs, ExecutorConfig device_cfg = {}) {
+// `cfg` serves both (the plain CPU runner never samples on the device).
+Both RunBoth(const std::vector<Request>& reqs, ExecutorConfig cfg = {}) {
   Both b;
-  auto host = MakeImpl(CpuRunner());
-  auto device = MakeImpl(std::make_unique<FakeDeviceRunner>(CpuRunner(), &b.seen), device_cfg);
+  auto host = MakeImpl(CpuRunner(), cfg);
+  auto device = MakeImpl(std::make_unique<FakeDeviceRunner>(CpuRunner(), &b.seen), cfg);
   if (!host || !device) return b;
   b.host = RunAll(*host, reqs);
   b.device = RunAll(*device, reqs, &b.device_ids);
   return b;
 }
 
+// Same tokens, finish reason and (bit for bit: the same double arithmetic) log-probs.
 void ExpectSame(const Both& b, std::size_t i) {
-  ASSERT_FALSE(b.host[i].hasError()) << b.host[i].error->ToString();
-  ASSERT_FALSE(b.device[i].hasError()) << b.device[i].error->ToString();
+  ASSERT_FALSE(b.host[i].hasError()) << "request " << i << ": " << b.host[i].error->ToString();
+  ASSERT_FALSE(b.device[i].hasError()) << "request " << i << ": " << b.device[i].error->ToString();
   EXPECT_EQ(b.device[i].result.output_token_ids.at(0), b.host[i].result.output_token_ids.at(0))
       << "request " << i;
   EXPECT_EQ(b.device[i].result.finish_reasons.at(0), b.host[i].result.finish_reasons.at(0))
       << "request " << i;
+  EXPECT_EQ(b.device[i].result.log_probs, b.host[i].result.log_probs) << "request " << i;
+  EXPECT_EQ(b.device[i].result.cum_log_probs, b.host[i].result.cum_log_probs) << "request " << i;
+}
+
+const FakeDeviceRunner::Seen& SeenOf(const Both& b, std::size_t i) {
+  return b.seen.at(static_cast<std::int64_t>(b.device_ids[i]));
 }
 
 // Draws 0, 1, 2, ... in order: the executor hands out each draw once and skips none.
@@ -259,45 +264,119 @@ TEST(DeviceSampling, StopCriteriaApplyToDeviceTokens) {
   }
 }
 
-TEST(DeviceSampling, RequestsTheDeviceCannotServeFallBackToTheHost) {
+// The greedy output of a request, to aim bad words and stop rules at tokens it really produces.
+VecTokens FreeRun(const Request& r) {
+  auto host = MakeImpl(CpuRunner());
+  if (!host) return {};
+  return RunAll(*host, {r})[0].result.output_token_ids.at(0);
+}
+
+TEST(DeviceSampling, EveryLogitsProcessorRunsOnTheDevice) {
+  const VecTokens free_run = FreeRun(Make(17, 8));
+  ASSERT_EQ(free_run.size(), 8u);
   std::vector<Request> reqs;
   reqs.push_back(Sampled(11, 8, 0.9f, 0, 0.0f));
   reqs.back().sampling_config.repetition_penalty = 1.3f;
   reqs.push_back(Make(12, 8));
+  reqs.back().sampling_config.repetition_penalty = 0.8f;
   reqs.back().sampling_config.presence_penalty = 0.5f;
-  reqs.push_back(Make(13, 8));
+  reqs.push_back(Sampled(13, 8, 1.1f, 20, 0.9f));
   reqs.back().sampling_config.frequency_penalty = 0.5f;
+  reqs.back().sampling_config.presence_penalty = -0.25f;
+  // Log-probs show any difference in the processed row, even where the token does not change.
+  for (Request& r : reqs) r.output_config.return_log_probs = true;
   reqs.push_back(Make(14, 8));
   reqs.back().output_config.return_log_probs = true;
-  reqs.push_back(Make(15, 8));
-  reqs.back().output_config.return_generation_logits = true;
-  reqs.push_back(Make(16, 8));
-  reqs.back().output_config.return_context_logits = true;
+  reqs.push_back(Sampled(15, 8, 0.7f, 0, 0.8f));
+  reqs.back().output_config.return_log_probs = true;
+  // Bad words aimed at the free run: its first token, and its fourth after its third.
   reqs.push_back(Make(17, 8));
-  reqs.back().bad_words = {{3}};
+  reqs.back().bad_words = {{free_run[0]}, {free_run[2], free_run[3]}};
+  reqs.back().output_config.return_log_probs = true;
   reqs.push_back(Make(18, 8));
-  reqs.back().embedding_bias = std::vector<float>(static_cast<std::size_t>(kOpts.vocab_size), 0.5f);
-  const std::size_t num_host_only = reqs.size();
-  // min_tokens with an end_id: host until 5 tokens were generated, the device after.
+  reqs.back().embedding_bias = std::vector<float>(static_cast<std::size_t>(kOpts.vocab_size));
+  for (std::size_t t = 0; t < reqs.back().embedding_bias->size(); ++t)
+    (*reqs.back().embedding_bias)[t] =
+        t % 3 == 0 ? -std::numeric_limits<float>::infinity() : 0.01f * static_cast<float>(t % 17);
   reqs.push_back(Make(19, 9));
   reqs.back().sampling_config.min_tokens = 5;
   reqs.back().end_id = kOpts.vocab_size - 1;
+  reqs.push_back(Sampled(20, 8, 0.8f, 1, 0.0f));  // top_k 1: greedy, with a temperature
+  reqs.back().sampling_config.repetition_penalty = 1.2f;
+  reqs.back().output_config.return_log_probs = true;
+  reqs.push_back(Sampled(21, 8, 0.9f, 10, 0.0f));  // plain, in the same batch
+  const Both b = RunBoth(reqs);
+  ASSERT_EQ(b.device.size(), reqs.size());
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    ExpectSame(b, i);
+    const auto& seen = SeenOf(b, i);
+    EXPECT_EQ(seen.host_steps, 0) << "request " << i << " was sampled on the host";
+    ExpectConsecutiveDraws(seen, 0);
+  }
+  // The bad words changed the output (so the bans reached the sampler).
+  const VecTokens& banned_run = b.device[5].result.output_token_ids.at(0);
+  EXPECT_NE(banned_run.at(0), free_run[0]);
+  for (std::size_t t = 1; t < banned_run.size(); ++t) {
+    EXPECT_FALSE(banned_run[t - 1] == free_run[2] && banned_run[t] == free_run[3]) << t;
+  }
+  // The bias: one handle for the whole request, and banned ids never drawn.
+  EXPECT_EQ(SeenOf(b, 6).bias_handles.size(), 1u);
+  for (TokenIdType t : b.device[6].result.output_token_ids.at(0)) EXPECT_NE(t % 3, 0) << t;
+  for (std::size_t i : {0u, 1u, 2u, 3u, 4u, 5u, 8u}) {
+    ASSERT_EQ(b.device[i].result.log_probs.size(), 1u);
+    for (float lp : b.device[i].result.log_probs[0]) {
+      EXPECT_TRUE(std::isfinite(lp) && lp <= 0.0f) << "request " << i << ": " << lp;
+    }
+  }
+}
+
+TEST(DeviceSampling, LogProbsBeforeTruncationWhenNotNormalized) {
+  ExecutorConfig cfg;
+  cfg.normalize_log_probs = false;
+  std::vector<Request> reqs = {Sampled(31, 7, 0.8f, 5, 0.7f), Make(32, 7)};
+  for (Request& r : reqs) r.output_config.return_log_probs = true;
+  const Both b = RunBoth(reqs, cfg);
+  ASSERT_EQ(b.device.size(), reqs.size());
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    ExpectSame(b, i);
+    EXPECT_EQ(SeenOf(b, i).host_steps, 0);
+  }
+}
+
+TEST(DeviceSampling, OnlyRowsTheClientWantsGoToTheHost) {
+  std::vector<Request> reqs;
+  reqs.push_back(Sampled(41, 6, 0.9f, 0, 0.0f));
+  reqs.back().output_config.return_generation_logits = true;
+  reqs.push_back(Make(42, 6));
+  reqs.back().output_config.return_context_logits = true;
+  reqs.back().output_config.return_log_probs = true;
+  reqs.back().sampling_config.frequency_penalty = 0.3f;
   const Both b = RunBoth(reqs);
   ASSERT_EQ(b.device.size(), reqs.size());
   for (std::size_t i = 0; i < reqs.size(); ++i) ExpectSame(b, i);
-  for (std::size_t i = 0; i < num_host_only; ++i) {
-    const auto& seen = b.seen.at(static_cast<std::int64_t>(b.device_ids[i]));
-    EXPECT_TRUE(seen.draws.empty()) << "request " << i << " was sampled on the device";
-    EXPECT_EQ(static_cast<std::size_t>(seen.host_steps),
-              b.device[i].result.output_token_ids.at(0).size())
-        << "request " << i;
-  }
-  const auto& min_tokens = b.seen.at(static_cast<std::int64_t>(b.device_ids[num_host_only]));
-  EXPECT_EQ(min_tokens.host_steps, 5);
-  ASSERT_FALSE(min_tokens.draws.empty());
-  ExpectConsecutiveDraws(min_tokens, 5);  // the host's five Sample calls took draws 0..4
-  // Log-probs came from the host sampler, so they are real numbers.
-  for (float lp : b.device[3].result.log_probs.at(0)) EXPECT_TRUE(std::isfinite(lp));
+  // Generation logits: every row to the host, every token sampled there.
+  EXPECT_TRUE(SeenOf(b, 0).draws.empty());
+  EXPECT_EQ(SeenOf(b, 0).host_steps, 6);
+  EXPECT_EQ(b.device[0].result.generation_logits, b.host[0].result.generation_logits);
+  // Context logits: the prompt step returns all rows and the host samples the first token from
+  // the last; decode steps are sampled on the device from draw 1 on.
+  EXPECT_EQ(SeenOf(b, 1).host_steps, 1);
+  ExpectConsecutiveDraws(SeenOf(b, 1), 1);
+  EXPECT_EQ(SeenOf(b, 1).draws.size(), 5u);
+  EXPECT_EQ(b.device[1].result.context_logits, b.host[1].result.context_logits);
+}
+
+TEST(DeviceSampling, ARowThatCannotBeSampledFailsLikeOnTheHost) {
+  Request all_banned = Make(51, 5);
+  all_banned.embedding_bias = std::vector<float>(static_cast<std::size_t>(kOpts.vocab_size),
+                                                 -std::numeric_limits<float>::infinity());
+  const Both b = RunBoth({all_banned, Make(52, 5)});
+  ASSERT_EQ(b.device.size(), 2u);
+  ASSERT_TRUE(b.host[0].hasError());
+  ASSERT_TRUE(b.device[0].hasError());
+  EXPECT_EQ(b.device[0].error->ToString(), b.host[0].error->ToString());
+  EXPECT_EQ(SeenOf(b, 0).draws.size(), 1u);
+  ExpectSame(b, 1);  // the batch goes on
 }
 
 TEST(DeviceSampling, ConfigOffKeepsEverythingOnTheHost) {
