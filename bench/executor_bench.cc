@@ -1,16 +1,21 @@
-// inflight-bench-executor: the executor without a server.
+// inflight-bench-executor: the executor without a server. Sections (--sections, run in the order
+// given):
 //
-//   1. batch-1 decode: the median step time next to its floor, (weight bytes + KV bytes read per
-//   step)
-//      / bandwidth, with the bandwidth given (--bandwidth_gbps) or measured (--measure_bandwidth:
-//      memcpy);
-//   2. offline throughput per input/output shape: --num_requests requests enqueued at once
-//   (in-flight
-//      batching, chunked context), output tokens/s, TTFT and TPOT, next to TensorRT-LLM's published
-//      Llama-3.1-8B FP16 H100 figures (perf-anchors.md) as a reference column.
+//   decode      batch-1 decode: the median step time next to its floor, (weight bytes + KV bytes
+//               read per step) / bandwidth, with the bandwidth given (--bandwidth_gbps) or measured
+//               (--measure_bandwidth: memcpy);
+//   throughput  offline throughput per input/output shape: --num_requests requests enqueued at once
+//               (in-flight batching, chunked context), output tokens/s, TTFT and TPOT, next to
+//               TensorRT-LLM's published Llama-3.1-8B FP16 H100 figures (perf-anchors.md); each
+//               shape's row is printed when that shape finishes;
+//   latency     per-request latency (enqueue to final response) at each --latency_concurrency,
+//               closed loop: what bench/server_overhead.py compares with the same requests sent
+//               through inflight-server.
 //
-// The engine is --engine_dir, or one built here from a random checkpoint (--preset tiny | small |
-// llama-3.1-8b) in a temporary folder. On a CPU build only tiny or small finish in seconds.
+// The engine is --engine_dir, or random weights written straight into an engine in a temporary
+// folder (--preset tiny | small | llama-3.1-8b; the engine inflight-build would make from
+// make_checkpoint's checkpoint, without that checkpoint). On a CPU only tiny or small finish in
+// seconds.
 #include <unistd.h>
 #include <algorithm>
 #include <cstdio>
@@ -29,6 +34,7 @@
 #include "model/checkpoint_converter.h"
 #include "model/engine_config.h"
 #include "model/random_checkpoint.h"
+#include "model/random_engine.h"
 #include "table.h"
 
 namespace fs = std::filesystem;
@@ -63,7 +69,45 @@ struct Options {
   std::int64_t max_batch_size = 256;
   std::int64_t max_num_tokens = 8192;
   bool keep_engine = false;
+  std::string sections = "decode,throughput";
+  std::string latency_concurrency = "1,8";
+  std::string latency_shape = "128/64";
+  std::int64_t latency_requests = 24;
+  bool kv_cache_reuse = true;
 };
+
+// The sections to run, in the order given (a round puts the short ones before throughput, so a
+// deadline cuts only the long shapes).
+Result<std::vector<std::string>> ParseSections(const std::string& text) {
+  std::vector<std::string> sections;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item != "decode" && item != "throughput" && item != "latency") {
+      return InvalidArgument("--sections item \"" + item +
+                             "\" is not one of: decode, throughput, latency");
+    }
+    if (std::find(sections.begin(), sections.end(), item) != sections.end()) {
+      return InvalidArgument("--sections names \"" + item + "\" twice");
+    }
+    sections.push_back(item);
+  }
+  if (sections.empty()) return InvalidArgument("--sections \"" + text + "\" names no section");
+  return sections;
+}
+
+Result<std::vector<std::int64_t>> ParseConcurrencies(const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::int64_t c = 0;
+    RETURN_IF_ERROR(tools::ParseInt("--latency_concurrency", item, 1, 4096, &c));
+    out.push_back(c);
+  }
+  if (out.empty()) return InvalidArgument("--latency_concurrency \"" + text + "\" names none");
+  return out;
+}
 
 Result<std::vector<Shape>> ParseShapes(const std::string& text) {
   std::vector<Shape> shapes;
@@ -102,20 +146,24 @@ Result<std::string> MakeEngine(const Options& opt, const std::vector<Shape>& sha
     ckpt.dtype = *dtype;
   }
   ckpt.max_position_embeddings = std::max<std::int64_t>(ckpt.max_position_embeddings, max_seq);
-  const fs::path checkpoint = work / "checkpoint";
   const fs::path engine = work / "engine";
-  std::fprintf(stderr, "[bench] writing a random %s checkpoint to %s\n", opt.preset.c_str(),
-               checkpoint.c_str());
-  RETURN_IF_ERROR(model::WriteRandomCheckpoint(ckpt, checkpoint.string()).status());
   model::BuildOptions build;
-  build.checkpoint_dir = checkpoint.string();
   build.output_dir = engine.string();
   build.max_batch_size = static_cast<std::int32_t>(opt.max_batch_size);
   build.max_input_len = max_input;
   build.max_seq_len = max_seq;
   build.max_num_tokens = static_cast<std::int32_t>(opt.max_num_tokens);
-  std::fprintf(stderr, "[bench] building the engine in %s\n", engine.c_str());
-  RETURN_IF_ERROR(model::BuildEngine(build).status());
+  std::fprintf(stderr, "[bench] writing a random %s engine to %s\n", opt.preset.c_str(),
+               engine.c_str());
+  const double t0 = NowSeconds();
+  ASSIGN_OR_RETURN(model::BuildSummary summary, model::WriteRandomEngine(ckpt, build));
+  const double seconds = NowSeconds() - t0;
+  std::cout << "Random " << opt.preset
+            << " engine: " << Fmt(static_cast<double>(summary.num_bytes) / 1e6, 1)
+            << " MB written in " << Fmt(seconds, 2) << " s ("
+            << Fmt(static_cast<double>(summary.num_bytes) / 1e9 / seconds, 2) << " GB/s) under "
+            << work.parent_path().string() << "\n\n"
+            << std::flush;
   return engine.string();
 }
 
@@ -235,18 +283,109 @@ Result<ThroughputResult> MeasureThroughput(Executor& ex, const Shape& shape,
   return out;
 }
 
-Status Run(const Options& opt) {
-  ASSIGN_OR_RETURN(std::vector<Shape> shapes, ParseShapes(opt.shapes));
-  fs::path work;
-  std::string engine_dir = opt.engine_dir;
-  if (engine_dir.empty()) {
-    work = fs::temp_directory_path() /
-           ("inflight-bench-" + opt.preset + "-" + std::to_string(::getpid()));
-    fs::create_directories(work);
-    ASSIGN_OR_RETURN(engine_dir, MakeEngine(opt, shapes, work));
-  }
-  ASSIGN_OR_RETURN(model::EngineConfig cfg, model::LoadEngineConfig(engine_dir));
+struct LatencyResult {
+  std::vector<double> latency_ms, ttft_ms;
+  std::int64_t output_tokens = 0;
+  double seconds = 0;
+};
 
+// Closed loop: `concurrency` requests in flight, the next enqueued as soon as one finishes (what
+// benchmark_core_model.py's --concurrency workers do over HTTP). Latency = enqueueRequest to the
+// final response leaving awaitResponses, as a client of the executor sees it.
+Result<LatencyResult> MeasureLatency(Executor& ex, const Shape& shape, std::int64_t concurrency,
+                                     std::int64_t num_requests, std::uint64_t seed_base) {
+  LatencyResult out;
+  std::map<IdType, double> started;
+  std::int64_t next = 0, finished = 0;
+  auto submit = [&]() -> Status {
+    Request r;
+    r.input_token_ids =
+        RandomPrompt(shape.input_len, ex.vocabSize(), seed_base + static_cast<std::uint64_t>(next));
+    r.max_tokens = shape.output_len;
+    r.output_config.exclude_input_from_output = true;
+    const double t = NowSeconds();
+    ASSIGN_OR_RETURN(IdType id, ex.enqueueRequest(r));
+    started[id] = t;
+    ++next;
+    return Status::Ok();
+  };
+  const double t0 = NowSeconds();
+  while (next < std::min(concurrency, num_requests)) RETURN_IF_ERROR(submit());
+  double last_progress = t0;
+  while (finished < num_requests) {
+    const std::vector<Response> responses = ex.awaitResponses(std::chrono::milliseconds(1000));
+    const double now = NowSeconds();
+    for (const Response& r : responses) {
+      if (r.hasError()) return r.error.value();
+      if (!r.isFinal()) continue;
+      auto it = started.find(r.request_id);
+      if (it == started.end()) continue;
+      out.latency_ms.push_back((now - it->second) * 1e3);
+      started.erase(it);
+      ++finished;
+      last_progress = now;
+      const ResponseResult& res = r.result;
+      out.output_tokens += static_cast<std::int64_t>(
+          res.output_token_ids.empty() ? 0 : res.output_token_ids[0].size());
+      out.ttft_ms.push_back(static_cast<double>(res.first_token_time_ns - res.arrival_time_ns) /
+                            1e6);
+      if (next < num_requests) RETURN_IF_ERROR(submit());
+    }
+    if (now - last_progress > 600) {
+      return Unavailable("latency: no request finished in 600 s (" + std::to_string(finished) +
+                         " of " + std::to_string(num_requests) + " done)");
+    }
+  }
+  out.seconds = NowSeconds() - t0;
+  return out;
+}
+
+Status RunLatency(Executor& ex, const Options& opt) {
+  ASSIGN_OR_RETURN(std::vector<Shape> one, ParseShapes(opt.latency_shape));
+  if (one.size() != 1) return InvalidArgument("--latency_shape names one shape, e.g. 128/64");
+  const Shape shape = one[0];
+  ASSIGN_OR_RETURN(std::vector<std::int64_t> concurrencies,
+                   ParseConcurrencies(opt.latency_concurrency));
+  std::cout << "## Request latency (" << shape.input_len << "/" << shape.output_len << ", "
+            << opt.latency_requests << " requests per concurrency, closed loop)\n\n";
+  // Warm-up outside the timing, one request per concurrency level's first batch.
+  RETURN_IF_ERROR(MeasureLatency(ex, shape, 1, 2, 500000).status());
+  StreamingTable table({"concurrency", "in/out", "requests", "p50 ms", "p90 ms", "p99 ms",
+                        "mean ms", "TTFT p50 ms", "output tok/s"},
+                       std::cout);
+  std::vector<std::string> machine_lines;
+  std::uint64_t seed_base = 600000;
+  for (std::int64_t c : concurrencies) {
+    ASSIGN_OR_RETURN(LatencyResult r,
+                     MeasureLatency(ex, shape, c, opt.latency_requests, seed_base));
+    seed_base += static_cast<std::uint64_t>(opt.latency_requests);
+    double sum = 0;
+    for (double v : r.latency_ms) sum += v;
+    const double p50 = Percentile(r.latency_ms, 0.5), p90 = Percentile(r.latency_ms, 0.9),
+                 p99 = Percentile(r.latency_ms, 0.99);
+    table.AddRow({std::to_string(c), opt.latency_shape, std::to_string(opt.latency_requests),
+                  Fmt(p50, 3), Fmt(p90, 3), Fmt(p99, 3),
+                  Fmt(sum / static_cast<double>(r.latency_ms.size()), 3),
+                  Fmt(Percentile(r.ttft_ms, 0.5), 3),
+                  Fmt(static_cast<double>(r.output_tokens) / r.seconds, 1)});
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "latency: concurrency=%lld shape=%s requests=%lld p50_ms=%.4f p90_ms=%.4f "
+                  "p99_ms=%.4f",
+                  static_cast<long long>(c), opt.latency_shape.c_str(),
+                  static_cast<long long>(opt.latency_requests), p50, p90, p99);
+    machine_lines.emplace_back(line);
+  }
+  std::cout << "\nLatency: enqueueRequest to the final response returned by awaitResponses "
+               "(non-streaming), nearest-rank percentiles; the next request is enqueued when one "
+               "finishes.\n\n";
+  for (const std::string& l : machine_lines) std::cout << l << "\n";
+  std::cout << "\n" << std::flush;
+  return Status::Ok();
+}
+
+Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir,
+                 const model::EngineConfig& cfg) {
   double bandwidth = opt.bandwidth_gbps;
   std::string bandwidth_source = "--bandwidth_gbps";
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -254,22 +393,7 @@ Status Run(const Options& opt) {
     bandwidth = MeasureMemcpyGBps(std::size_t{512} << 20, threads, 5);
     bandwidth_source = "memcpy, 512 MiB, " + std::to_string(threads) + " threads, read+write";
   }
-
-  ExecutorConfig config;
-  config.scheduler_config.enable_chunked_context = true;
-  config.iter_stats_max_iterations = 100000;
-  ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(engine_dir, config));
-
-  std::cout << "## Engine\n\n"
-            << cfg.architecture_name << ", " << DTypeName(cfg.dtype) << ", hidden "
-            << cfg.hidden_size << ", " << cfg.num_layers << " layers, " << cfg.num_attention_heads
-            << "/" << cfg.num_kv_heads << " heads, head dim " << cfg.head_dim << ", intermediate "
-            << cfg.intermediate_size << ", vocab " << cfg.vocab_size << "; max_batch_size "
-            << ex->maxBatchSize() << ", max_num_tokens " << cfg.build.max_num_tokens
-            << ", chunked context on\n\n";
-
-  // 1. Batch-1 decode against the floor.
-  ASSIGN_OR_RETURN(DecodeResult decode, MeasureDecode(*ex, opt));
+  ASSIGN_OR_RETURN(DecodeResult decode, MeasureDecode(ex, opt));
   const std::int64_t weight_bytes = WeightBytesPerStep(engine_dir, cfg);
   const double mean_context =
       static_cast<double>(opt.decode_context) + static_cast<double>(opt.decode_steps) / 2.0;
@@ -286,15 +410,19 @@ Status Run(const Options& opt) {
              Fmt(decode.token_ms_median > 0 ? 1e3 / decode.token_ms_median : 0, 1)});
   dt.Print(std::cout);
   std::cout << "\nBandwidth: " << bandwidth_source << ". Median over " << decode.steps
-            << " generation-only iterations (executor iteration stats).\n\n";
+            << " generation-only iterations (executor iteration stats).\n\n"
+            << std::flush;
+  return Status::Ok();
+}
 
-  // 2. Offline throughput.
+Status RunThroughput(Executor& ex, const Options& opt, const std::vector<Shape>& shapes) {
   std::cout << "## Offline throughput (" << opt.num_requests << " requests enqueued at once)\n\n";
-  Table tt({"in/out", "requests", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
-            "wall s", "TRT-LLM FP16 H100 tok/s (ref)"});
+  StreamingTable tt({"in/out", "requests", "output tok/s", "TTFT p50 ms", "TTFT p99 ms",
+                     "TPOT p50 ms", "wall s", "TRT-LLM FP16 H100 tok/s (ref)"},
+                    std::cout);
   std::uint64_t seed_base = 1000;
   for (const Shape& s : shapes) {
-    ASSIGN_OR_RETURN(ThroughputResult r, MeasureThroughput(*ex, s, opt.num_requests, seed_base));
+    ASSIGN_OR_RETURN(ThroughputResult r, MeasureThroughput(ex, s, opt.num_requests, seed_base));
     seed_base += static_cast<std::uint64_t>(opt.num_requests);
     auto ref = kTrtLlmFp16H100.find({s.input_len, s.output_len});
     tt.AddRow({std::to_string(s.input_len) + "/" + std::to_string(s.output_len),
@@ -304,10 +432,55 @@ Status Run(const Options& opt) {
                Fmt(Percentile(r.tpot_ms, 0.5), 3), Fmt(r.seconds, 2),
                ref == kTrtLlmFp16H100.end() ? "-" : Fmt(ref->second, 0)});
   }
-  tt.Print(std::cout);
   std::cout << "\nThe reference column is Llama-3.1-8B FP16 on an H100 (trtllm-bench, v0.13): "
-               "compare only a "
-               "llama-3.1-8b engine on an H100 with it.\n";
+               "compare only a llama-3.1-8b engine on an H100 with it.\n\n"
+            << std::flush;
+  return Status::Ok();
+}
+
+Status Run(const Options& opt) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> sections, ParseSections(opt.sections));
+  const bool latency = std::find(sections.begin(), sections.end(), "latency") != sections.end();
+  ASSIGN_OR_RETURN(const std::vector<Shape> shapes, ParseShapes(opt.shapes));
+  std::vector<Shape> engine_shapes = shapes;  // what a random engine must hold
+  if (latency) {
+    ASSIGN_OR_RETURN(std::vector<Shape> latency_shape, ParseShapes(opt.latency_shape));
+    RETURN_IF_ERROR(ParseConcurrencies(opt.latency_concurrency).status());
+    engine_shapes.insert(engine_shapes.end(), latency_shape.begin(), latency_shape.end());
+  }
+  fs::path work;
+  std::string engine_dir = opt.engine_dir;
+  if (engine_dir.empty()) {
+    work = fs::temp_directory_path() /
+           ("inflight-bench-" + opt.preset + "-" + std::to_string(::getpid()));
+    fs::create_directories(work);
+    ASSIGN_OR_RETURN(engine_dir, MakeEngine(opt, engine_shapes, work));
+  }
+  ASSIGN_OR_RETURN(model::EngineConfig cfg, model::LoadEngineConfig(engine_dir));
+
+  ExecutorConfig config;
+  config.scheduler_config.enable_chunked_context = true;
+  config.kv_cache_config.enable_block_reuse = opt.kv_cache_reuse;
+  config.iter_stats_max_iterations = 100000;
+  const double load_start = NowSeconds();
+  ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(engine_dir, config));
+  const double load_seconds = NowSeconds() - load_start;
+
+  std::cout << "## Engine\n\n"
+            << cfg.architecture_name << ", " << DTypeName(cfg.dtype) << ", hidden "
+            << cfg.hidden_size << ", " << cfg.num_layers << " layers, " << cfg.num_attention_heads
+            << "/" << cfg.num_kv_heads << " heads, head dim " << cfg.head_dim << ", intermediate "
+            << cfg.intermediate_size << ", vocab " << cfg.vocab_size << "; max_batch_size "
+            << ex->maxBatchSize() << ", max_num_tokens " << cfg.build.max_num_tokens
+            << ", chunked context on, KV cache reuse " << (opt.kv_cache_reuse ? "on" : "off")
+            << "; loaded in " << Fmt(load_seconds, 1) << " s\n\n"
+            << std::flush;
+
+  for (const std::string& section : sections) {
+    if (section == "decode") RETURN_IF_ERROR(RunDecode(*ex, opt, engine_dir, cfg));
+    if (section == "throughput") RETURN_IF_ERROR(RunThroughput(*ex, opt, shapes));
+    if (section == "latency") RETURN_IF_ERROR(RunLatency(*ex, opt));
+  }
   ex->shutdown();
   if (!work.empty() && !opt.keep_engine) fs::remove_all(work);
   return Status::Ok();
@@ -368,7 +541,24 @@ int main(int argc, char** argv) {
             [&](const std::string& v) {
               return tools::ParseInt("--max_num_tokens", v, 1, 1 << 24, &opt.max_num_tokens);
             });
-  flags.AddSwitch("keep_engine", "keep the temporary checkpoint and engine", &opt.keep_engine);
+  flags.AddSwitch("keep_engine", "keep the temporary engine", &opt.keep_engine);
+  flags.Add("sections", "LIST",
+            "what to run, in the order given: decode, throughput, latency (default "
+            "decode,throughput)",
+            str(&opt.sections));
+  flags.Add("latency_concurrency", "LIST",
+            "latency: requests in flight, one row each (default 1,8)",
+            str(&opt.latency_concurrency));
+  flags.Add("latency_shape", "IN/OUT", "latency: prompt and output length (default 128/64)",
+            str(&opt.latency_shape));
+  flags.Add("latency_requests", "N", "latency: requests per concurrency (default 24)",
+            [&](const std::string& v) {
+              return tools::ParseInt("--latency_requests", v, 1, 1 << 20, &opt.latency_requests);
+            });
+  flags.AddSwitch("kv_cache_reuse",
+                  "prefix reuse of KV blocks (default true; =false to match a server "
+                  "configured without it)",
+                  &opt.kv_cache_reuse);
   auto parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) {
     std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());

@@ -6,7 +6,9 @@
 //   2. the cuBLASLt bf16 GEMM rate through kernels/cuda/gemm.h (the runner's own class, so the
 //      algorithm the runner gets): 8192^3 and the Llama-3.1-8B linear layers for several token
 //      counts, TFLOP/s and GB/s, each next to its floor max(FLOPs / the 8192^3 rate, bytes / the
-//      copy bandwidth) from this run.
+//      copy bandwidth) from this run. Rows of m <= kGemvMaxRows (1) tokens run twice: through the
+//      class as the runner calls it (our weight-streaming kernel, kernels/cuda/gemv.h) and forced
+//      to cuBLASLt.
 //
 // Random inputs (never zeros), warm-up first, median over many samples timed with CUDA events,
 // weight sets rotated so that L2 does not hold them. The last line is machine-readable
@@ -27,6 +29,7 @@
 
 #include "gpu_bench_util.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "table.h"
 
 namespace inflight::bench::gpu {
@@ -101,10 +104,11 @@ int Run(const Options& opt) {
       << " GB/s**. The read-only row is for reading decode attention, which mostly reads.\n\n";
 
   // 2. GEMM rate.
-  kernels::cuda::CublasLtGemm gemm;
-  if (gemm.status() != CUBLAS_STATUS_SUCCESS) {
+  kernels::cuda::CublasLtGemm gemm, cublas_only;
+  if (gemm.status() != CUBLAS_STATUS_SUCCESS || cublas_only.status() != CUBLAS_STATUS_SUCCESS) {
     Die(__FILE__, __LINE__, "CublasLtGemm()", CublasStatusName(gemm.status()));
   }
+  cublas_only.set_small_m_kernel(false);
   const GemmShape square{"square 8192^3", 8192, 8192, 8192, DType::kBFloat16};
   const GemmResult peak = TimeGemm(gemm, square, dev, opt.budget_ms, stream);
   const double peak_tflops = peak.tflops;
@@ -112,28 +116,35 @@ int Run(const Options& opt) {
   std::vector<GemmShape> shapes = {square};
   for (std::int64_t m : opt.tokens) {
     shapes.push_back({"qkv 4096->6144", m, 6144, 4096, DType::kBFloat16});
+    shapes.push_back({"o 4096->4096", m, 4096, 4096, DType::kBFloat16});
     shapes.push_back({"gate_up 4096->2x14336", m, 28672, 4096, DType::kBFloat16});
     shapes.push_back({"down 14336->4096", m, 4096, 14336, DType::kBFloat16});
     shapes.push_back({"lm_head 4096->128256 (fp32 out)", m, 128256, 4096, DType::kFloat32});
   }
-  std::cout << "## cuBLASLt bf16 GEMM (kernels/cuda/gemm.h CublasLtGemm::Linear, fp32 accumulation)"
+  std::cout << "## bf16 dense layers (kernels/cuda/gemm.h CublasLtGemm::Linear, fp32 accumulation)"
                "\n\n";
-  Table gt({"layer", "tokens (m)", "n", "k", "median", "p10..p90", "TFLOP/s", "% of 8192^3",
+  Table gt({"layer", "path", "tokens (m)", "n", "k", "median", "p10..p90", "TFLOP/s", "% of 8192^3",
             "GB/s (x+w+y once)", "% of copy", "floor", "time / floor", "sets", "graph"});
-  for (const GemmShape& s : shapes) {
-    const GemmResult r = s.m == 8192 && s.n == 8192 && s.k == 8192
-                             ? peak
-                             : TimeGemm(gemm, s, dev, opt.budget_ms, stream);
+  const auto add_row = [&](const GemmShape& s, const GemmResult& r, const char* path) {
     const double compute_us = s.Flops() / (peak_tflops * 1e12) * 1e6;
     const double memory_us = r.bytes / (copy.copy_gbps() * 1e9) * 1e6;
     const double floor_us = std::max(compute_us, memory_us);
-    gt.AddRow({s.name, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k),
+    gt.AddRow({s.name, path, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k),
                FmtUs(r.timing.median_us), FmtUs(r.timing.p10_us) + ".." + FmtUs(r.timing.p90_us),
                Fmt(r.tflops, 1), Percent(r.tflops, peak_tflops), Fmt(r.gbps, 0),
                Percent(r.gbps, copy.copy_gbps()),
                FmtUs(floor_us) + (compute_us >= memory_us ? " (FLOPs)" : " (bytes)"),
                Fmt(r.timing.median_us / floor_us, 2) + "x", std::to_string(r.rotations),
                r.timing.graph ? "yes" : "no"});
+  };
+  for (const GemmShape& s : shapes) {
+    if (s.m == 8192 && s.n == 8192 && s.k == 8192) {
+      add_row(s, peak, "cuBLASLt");
+      continue;
+    }
+    const bool small = s.m <= kernels::cuda::kGemvMaxRows;
+    add_row(s, TimeGemm(gemm, s, dev, opt.budget_ms, stream), small ? "gemv (runner)" : "cuBLASLt");
+    if (small) add_row(s, TimeGemm(cublas_only, s, dev, opt.budget_ms, stream), "cuBLASLt");
   }
   gt.Print(std::cout);
   // The same product once more at the end: the spread between the two is this card's noise.

@@ -31,6 +31,30 @@ void Table::Print(std::ostream& out) const {
   for (const auto& row : rows_) line(row);
 }
 
+StreamingTable::StreamingTable(std::vector<std::string> headers, std::ostream& out,
+                               std::size_t min_width)
+    : out_(out) {
+  for (const std::string& h : headers) widths_.push_back(std::max(min_width, h.size()));
+  Line(headers);
+  out_ << "|";
+  for (std::size_t w : widths_) out_ << std::string(w + 1, '-') << ":|";
+  out_ << std::endl;
+}
+
+void StreamingTable::AddRow(const std::vector<std::string>& cells) {
+  Line(cells);
+  out_ << std::flush;
+}
+
+void StreamingTable::Line(const std::vector<std::string>& cells) {
+  out_ << "|";
+  for (std::size_t c = 0; c < widths_.size(); ++c) {
+    const std::string cell = c < cells.size() ? cells[c] : "";
+    out_ << " " << std::string(widths_[c] - std::min(widths_[c], cell.size()), ' ') << cell << " |";
+  }
+  out_ << "\n";
+}
+
 std::string Fmt(double value, int digits) {
   if (!std::isfinite(value)) return "-";
   char buf[64];

@@ -19,6 +19,20 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// A markdown table printed as it grows: the header at construction, each row when added (then
+// flushed), so a run stopped half-way keeps the rows it finished. Columns take the header's width
+// (at least `min_width`); a longer cell widens its row only, which markdown renders the same.
+class StreamingTable {
+ public:
+  StreamingTable(std::vector<std::string> headers, std::ostream& out, std::size_t min_width = 8);
+  void AddRow(const std::vector<std::string>& cells);
+
+ private:
+  void Line(const std::vector<std::string>& cells);
+  std::vector<std::size_t> widths_;
+  std::ostream& out_;
+};
+
 // Fixed-point with `digits` decimals; thousands separated by ',' (as perf-anchors.md writes them).
 std::string Fmt(double value, int digits = 2);
 

@@ -9,8 +9,7 @@
 #include <unordered_map>
 
 #include "common/logging.h"
-#include "model/safetensors.h"
-#include "model/weight_plan.h"
+#include "model/parallel_safetensors_writer.h"
 
 namespace inflight::model {
 namespace {
@@ -136,9 +135,32 @@ Status CheckPiece(const Checkpoint& ckpt, const EngineWeight& w, const WeightPie
   return Status::Ok();
 }
 
-// Writes `p` into dst: (row_end - row_begin) rows of (col_end - col_begin) elements of type `to`.
-void GatherPiece(const Checkpoint& ckpt, const WeightPiece& p, DType to, std::byte* dst,
-                 std::vector<float>* scratch) {
+std::uint64_t WeightBytes(const EngineWeight& w, DType dtype) {
+  std::uint64_t n = DTypeSize(dtype);
+  for (std::int64_t d : w.shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+Result<std::string> ReadText(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot read " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status CheckRange(const char* flag, std::int64_t value, std::int64_t lo, std::int64_t hi) {
+  if (value < lo || value > hi) {
+    return InvalidArgument(std::string(flag) + " " + std::to_string(value) + " is outside [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void GatherWeightPiece(const TensorInfo* source, const WeightPiece& p, DType to, std::byte* dst,
+                       std::vector<float>* scratch) {
   const std::size_t esize = DTypeSize(to);
   const auto rows = static_cast<std::size_t>(p.row_end - p.row_begin);
   const auto cols = static_cast<std::size_t>(p.col_end - p.col_begin);
@@ -146,7 +168,7 @@ void GatherPiece(const Checkpoint& ckpt, const WeightPiece& p, DType to, std::by
     std::memset(dst, 0, rows * cols * esize);
     return;
   }
-  const TensorInfo* t = ckpt.Find(p.hf_name);
+  const TensorInfo* t = source;
   const std::size_t src_esize = DTypeSize(t->dtype);
   if (!p.transpose) {
     // View [rows, cols] of the tensor as stored: rows are contiguous.
@@ -175,30 +197,6 @@ void GatherPiece(const Checkpoint& ckpt, const WeightPiece& p, DType to, std::by
   }
 }
 
-std::uint64_t WeightBytes(const EngineWeight& w, DType dtype) {
-  std::uint64_t n = DTypeSize(dtype);
-  for (std::int64_t d : w.shape) n *= static_cast<std::uint64_t>(d);
-  return n;
-}
-
-Result<std::string> ReadText(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read " + path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Status CheckRange(const char* flag, std::int64_t value, std::int64_t lo, std::int64_t hi) {
-  if (value < lo || value > hi) {
-    return InvalidArgument(std::string(flag) + " " + std::to_string(value) + " is outside [" +
-                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Result<EngineConfig> MakeEngineConfig(const BuildOptions& o) {
   if (o.checkpoint_dir.empty()) return InvalidArgument("--checkpoint_dir is required");
   const fs::path hf_config = fs::path(o.checkpoint_dir) / "config.json";
@@ -207,7 +205,12 @@ Result<EngineConfig> MakeEngineConfig(const BuildOptions& o) {
     return NotFound("--checkpoint_dir " + o.checkpoint_dir +
                     " has no config.json (expected a Hugging Face checkpoint folder)");
   }
-  ASSIGN_OR_RETURN(EngineConfig c, EngineConfigFromHuggingFace(*text, hf_config.string()));
+  return MakeEngineConfigFromJson(*text, hf_config.string(), o);
+}
+
+Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
+                                              const std::string& source, const BuildOptions& o) {
+  ASSIGN_OR_RETURN(EngineConfig c, EngineConfigFromHuggingFace(hf_config_json, source));
   if (o.dtype) {
     if (!IsFloat(*o.dtype)) {
       return InvalidArgument(std::string("--dtype ") + DTypeName(*o.dtype) +
@@ -272,24 +275,55 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
   ASSIGN_OR_RETURN(auto ckpt,
                    Checkpoint::Open(o.checkpoint_dir, config.architecture == Architecture::kGpt2));
 
-  // Plan and check everything first: a bad checkpoint fails before any file is written.
+  // Check everything first: a bad checkpoint fails before any file is written.
+  for (std::int32_t rank = 0; rank < config.tp_size; ++rank) {
+    for (const EngineWeight& w : PlanRankWeights(config, rank)) {
+      for (const WeightPiece& p : w.pieces) RETURN_IF_ERROR(CheckPiece(*ckpt, w, p));
+    }
+  }
+
+  const Checkpoint* c = ckpt.get();
+  auto gather = [c](const EngineWeight& w, DType dtype, std::byte* dst) -> Status {
+    std::vector<float> scratch;
+    const std::size_t esize = DTypeSize(dtype);
+    for (const WeightPiece& p : w.pieces) {
+      GatherWeightPiece(p.zeros ? nullptr : c->Find(p.hf_name), p, dtype, dst, &scratch);
+      dst +=
+          static_cast<std::size_t>((p.row_end - p.row_begin) * (p.col_end - p.col_begin)) * esize;
+    }
+    // After the whole tensor: GPT-2's q, k and v pieces come from one checkpoint tensor.
+    for (const WeightPiece& p : w.pieces) {
+      if (!p.zeros) c->Release(c->Find(p.hf_name));
+    }
+    return Status::Ok();
+  };
+  ASSIGN_OR_RETURN(BuildSummary summary, WriteEngineFiles(config, gather, o.output_dir, progress));
+  summary.checkpoint_files = ckpt->paths();
+  LOG_DEBUG("built engine in {}: {} tensors, {} bytes", o.output_dir, summary.num_tensors,
+            summary.num_bytes);
+  return summary;
+}
+
+Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWeightFiller& fill,
+                                      const std::string& output_dir,
+                                      const BuildProgressFn& progress) {
   std::vector<std::vector<EngineWeight>> plans;
   BuildSummary summary;
   for (std::int32_t rank = 0; rank < config.tp_size; ++rank) {
     plans.push_back(PlanRankWeights(config, rank));
     for (const EngineWeight& w : plans.back()) {
-      for (const WeightPiece& p : w.pieces) RETURN_IF_ERROR(CheckPiece(*ckpt, w, p));
       summary.num_tensors += 1;
       summary.num_bytes += WeightBytes(w, config.dtype);
     }
   }
 
-  fs::create_directories(o.output_dir, ec);
-  if (ec) return Internal("cannot create --output_dir " + o.output_dir + ": " + ec.message());
-  fs::remove(fs::path(o.output_dir) / "config.json", ec);  // an interrupted build leaves no engine
+  std::error_code ec;
+  fs::create_directories(output_dir, ec);
+  if (ec) return Internal("cannot create --output_dir " + output_dir + ": " + ec.message());
+  fs::remove(fs::path(output_dir) / "config.json", ec);  // an interrupted build leaves no engine
   // Rank files beyond this tp_size are left from an earlier build of the same directory.
   for (std::int32_t r = config.tp_size;; ++r) {
-    if (!fs::remove(fs::path(o.output_dir) / ("rank" + std::to_string(r) + ".safetensors"), ec))
+    if (!fs::remove(fs::path(output_dir) / ("rank" + std::to_string(r) + ".safetensors"), ec))
       break;
   }
 
@@ -298,27 +332,14 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
   state.bytes_total = summary.num_bytes;
   const DType dtype = config.dtype;
   for (std::int32_t rank = 0; rank < config.tp_size; ++rank) {
-    SafetensorsWriter writer;
+    ParallelSafetensorsWriter writer;
     for (const EngineWeight& w : plans[rank]) {
-      const Checkpoint* c = ckpt.get();
       RETURN_IF_ERROR(writer.AddLazy(
-          w.name, dtype, w.shape, [c, &w, dtype](std::byte* dst, std::size_t) -> Status {
-            std::vector<float> scratch;
-            const std::size_t esize = DTypeSize(dtype);
-            for (const WeightPiece& p : w.pieces) {
-              GatherPiece(*c, p, dtype, dst, &scratch);
-              dst +=
-                  static_cast<std::size_t>((p.row_end - p.row_begin) * (p.col_end - p.col_begin)) *
-                  esize;
-            }
-            for (const WeightPiece& p : w.pieces) {
-              if (!p.zeros) c->Release(c->Find(p.hf_name));
-            }
-            return Status::Ok();
-          }));
+          w.name, dtype, w.shape,
+          [&fill, &w, dtype](std::byte* dst, std::size_t) { return fill(w, dtype, dst); }));
     }
     const std::string path =
-        (fs::path(o.output_dir) / ("rank" + std::to_string(rank) + ".safetensors")).string();
+        (fs::path(output_dir) / ("rank" + std::to_string(rank) + ".safetensors")).string();
     state.rank = rank;
     RETURN_IF_ERROR(writer.Write(path, [&](const std::string& name, std::size_t nbytes) {
       state.tensor = name;
@@ -328,12 +349,9 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
     }));
     summary.output_files.push_back(path);
   }
-  RETURN_IF_ERROR(SaveEngineConfig(config, o.output_dir));
-  summary.output_files.push_back((fs::path(o.output_dir) / "config.json").string());
-  summary.checkpoint_files = ckpt->paths();
-  summary.config = std::move(config);
-  LOG_DEBUG("built engine in {}: {} tensors, {} bytes", o.output_dir, summary.num_tensors,
-            summary.num_bytes);
+  RETURN_IF_ERROR(SaveEngineConfig(config, output_dir));
+  summary.output_files.push_back((fs::path(output_dir) / "config.json").string());
+  summary.config = config;
   return summary;
 }
 

@@ -1,9 +1,9 @@
 // Hugging Face checkpoint (config.json + *.safetensors) → engine directory (docs/engine_format.md).
 //
-// Weights are converted one engine tensor at a time: each is gathered from the memory-mapped
+// Weights are converted engine tensor by engine tensor: each is gathered from the memory-mapped
 // checkpoint (fusing q/k/v and gate/up, transposing GPT-2's Conv1D, taking this rank's slice,
-// converting the dtype) into one buffer that is written out and freed, so memory stays at about the
-// largest engine tensor.
+// converting the dtype) into a buffer that is written out; a few tensors are gathered and written
+// at once (ParallelSafetensorsWriter), so memory stays at a few times the largest engine tensor.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,8 @@
 #include "common/dtype.h"
 #include "inflight/status.h"
 #include "model/engine_config.h"
+#include "model/safetensors.h"
+#include "model/weight_plan.h"
 
 namespace inflight::model {
 
@@ -54,11 +56,35 @@ struct BuildSummary {
 // Reads <checkpoint_dir>/config.json and applies the options: the engine config that BuildEngine
 // writes.
 Result<EngineConfig> MakeEngineConfig(const BuildOptions& options);
+// The same from the text of a Hugging Face config.json (`source` names it in errors);
+// options.checkpoint_dir is not used.
+Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
+                                              const std::string& source,
+                                              const BuildOptions& options);
 
 // Checks the whole checkpoint (every needed tensor present, with the expected shape and a float
 // dtype) before writing anything, then writes rank<N>.safetensors for every rank and config.json
 // last.
 Result<BuildSummary> BuildEngine(const BuildOptions& options,
                                  const BuildProgressFn& progress = nullptr);
+
+// Fills engine tensor `weight` (its pieces stacked along rows) as `dtype` into dst. Called on
+// several threads at once, for different tensors.
+using EngineWeightFiller =
+    std::function<Status(const EngineWeight& weight, DType dtype, std::byte* dst)>;
+
+// The writing half of BuildEngine, for any source of weights: removes config.json and rank files
+// beyond config.tp_size from `output_dir`, writes rank<N>.safetensors (several tensors filled and
+// written at once) and config.json last, so an interrupted build leaves no loadable engine.
+// summary.checkpoint_files is left empty.
+Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWeightFiller& fill,
+                                      const std::string& output_dir,
+                                      const BuildProgressFn& progress = nullptr);
+
+// Writes `piece` of `source` (the checkpoint tensor it names; unused for a zero piece) as `to`:
+// (row_end - row_begin) x (col_end - col_begin) elements, row-major. `scratch` is reused between
+// calls.
+void GatherWeightPiece(const TensorInfo* source, const WeightPiece& piece, DType to, std::byte* dst,
+                       std::vector<float>* scratch);
 
 }  // namespace inflight::model

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/safetensors.h"
+#include "model/parallel_safetensors_writer.h"
 
 namespace inflight::model {
 namespace {
@@ -369,15 +369,12 @@ std::string CheckpointConfigJson(const RandomCheckpointOptions& o) {
   return j.dump(2) + "\n";
 }
 
-Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions o,
-                                                const std::string& output_dir,
-                                                const CheckpointProgressFn& progress) {
-  std::optional<TokenizerInfo> tok;
+Result<RandomCheckpointOptions> ResolveCheckpointOptions(RandomCheckpointOptions o) {
   if (!o.tokenizer_dir.empty()) {
-    ASSIGN_OR_RETURN(tok, ReadTokenizerInfo(o.tokenizer_dir));
-    if (!o.vocab_size) o.vocab_size = tok->vocab_size;
-    if (!o.bos_token_id) o.bos_token_id = tok->bos_token_id;
-    if (!o.eos_token_id) o.eos_token_id = tok->eos_token_id;
+    ASSIGN_OR_RETURN(TokenizerInfo tok, ReadTokenizerInfo(o.tokenizer_dir));
+    if (!o.vocab_size) o.vocab_size = tok.vocab_size;
+    if (!o.bos_token_id) o.bos_token_id = tok.bos_token_id;
+    if (!o.eos_token_id) o.eos_token_id = tok.eos_token_id;
   }
   if (!o.vocab_size) o.vocab_size = 1000;
   RETURN_IF_ERROR(ValidateCheckpointOptions(o));
@@ -387,6 +384,17 @@ Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions o,
                              " is outside the vocabulary [0, " + std::to_string(*o.vocab_size) +
                              ")");
     }
+  }
+  return o;
+}
+
+Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions options,
+                                                const std::string& output_dir,
+                                                const CheckpointProgressFn& progress) {
+  ASSIGN_OR_RETURN(const RandomCheckpointOptions o, ResolveCheckpointOptions(std::move(options)));
+  std::optional<TokenizerInfo> tok;
+  if (!o.tokenizer_dir.empty()) {
+    ASSIGN_OR_RETURN(tok, ReadTokenizerInfo(o.tokenizer_dir));
   }
   std::error_code ec;
   fs::create_directories(output_dir, ec);
@@ -426,7 +434,7 @@ Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions o,
   const auto tensors_total = static_cast<std::int64_t>(specs.size());
   json weight_map = json::object();
   for (int k = 0; k < num_shards; ++k) {
-    SafetensorsWriter writer;
+    ParallelSafetensorsWriter writer;
     for (std::size_t i = 0; i < specs.size(); ++i) {
       if (shard_of[i] != k) continue;
       const HfTensorSpec& s = specs[i];

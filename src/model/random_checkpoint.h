@@ -41,6 +41,10 @@ struct RandomCheckpointOptions {
 // rope scaling, bfloat16). Sets the preset's fields only; later flags may override them.
 Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* options);
 Status ValidateCheckpointOptions(const RandomCheckpointOptions& options);
+// The options as WriteRandomCheckpoint applies them: vocabulary size and bos/eos from the tokenizer
+// folder when not set (vocabulary 1000 without either), validated, special ids inside the
+// vocabulary.
+Result<RandomCheckpointOptions> ResolveCheckpointOptions(RandomCheckpointOptions options);
 
 // What a tokenizer folder offers: files to copy, the vocabulary size (largest id + 1) and bos/eos
 // ids (from tokenizer_config.json's bos_token/eos_token, else "<|endoftext|>" when the vocabulary
@@ -81,7 +85,8 @@ using CheckpointProgressFn = std::function<void(
     const std::string& tensor, std::int64_t tensors_done, std::int64_t tensors_total,
     std::uint64_t bytes_done, std::uint64_t bytes_total)>;
 
-// Writes the checkpoint into `output_dir` (created if missing), streaming tensor by tensor.
+// Writes the checkpoint into `output_dir` (created if missing), a few tensors generated and written
+// at once.
 Result<CheckpointSummary> WriteRandomCheckpoint(RandomCheckpointOptions options,
                                                 const std::string& output_dir,
                                                 const CheckpointProgressFn& progress = nullptr);

@@ -1,11 +1,13 @@
 // inflight-build: a Hugging Face checkpoint → an Inflight engine directory (docs/engine_format.md).
 // Flags follow trtllm-build's names so existing scripts carry over.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "common/flags.h"
 #include "common/progress_bar.h"
 #include "model/checkpoint_converter.h"
+#include "model/random_engine.h"
 
 namespace {
 
@@ -13,15 +15,22 @@ using inflight::Status;
 using inflight::model::BuildOptions;
 using inflight::tools::FlagSet;
 
-void DefineFlags(FlagSet* flags, BuildOptions* o) {
+// Where the weights come from when there is no checkpoint: make_checkpoint's preset and seed.
+struct RandomSource {
+  std::string preset;
+  std::int64_t seed = 0;
+};
+
+void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
   using inflight::tools::ParseChoice;
   using inflight::tools::ParseInt32;
-  flags->Add(
-      "checkpoint_dir", "DIR", "Hugging Face checkpoint: config.json + *.safetensors (required)",
-      [o](const std::string& v) {
-        o->checkpoint_dir = v;
-        return v.empty() ? inflight::InvalidArgument("--checkpoint_dir is empty") : Status::Ok();
-      });
+  flags->Add("checkpoint_dir", "DIR",
+             "Hugging Face checkpoint: config.json + *.safetensors (or --random_preset)",
+             [o](const std::string& v) {
+               o->checkpoint_dir = v;
+               return v.empty() ? inflight::InvalidArgument("--checkpoint_dir is empty")
+                                : Status::Ok();
+             });
   flags->Add("output_dir", "DIR", "engine directory to write (required)",
              [o](const std::string& v) {
                o->output_dir = v;
@@ -81,7 +90,17 @@ void DefineFlags(FlagSet* flags, BuildOptions* o) {
         }
         return Status::Ok();
       });
-  flags->Require("checkpoint_dir");
+  flags->Add("random_preset", "tiny|small|llama-3.1-8b",
+             "instead of --checkpoint_dir: the engine of `make_checkpoint --preset P --seed S`'s "
+             "checkpoint, written straight from random weights (no checkpoint written or read)",
+             [random](const std::string& v) {
+               return inflight::tools::ParseChoice(
+                   "--random_preset", v, {"tiny", "small", "llama-3.1-8b"}, &random->preset);
+             });
+  flags->Add("seed", "N", "with --random_preset: make_checkpoint's --seed (default 0)",
+             [random](const std::string& v) {
+               return inflight::tools::ParseInt("--seed", v, 0, INT64_MAX, &random->seed);
+             });
   flags->Require("output_dir");
 }
 
@@ -94,21 +113,46 @@ int Fail(const Status& st) {
 
 int main(int argc, char** argv) {
   BuildOptions options;
+  RandomSource random;
   FlagSet flags("inflight-build",
                 "Converts a Hugging Face checkpoint (LlamaForCausalLM, MistralForCausalLM,\n"
                 "Qwen2ForCausalLM, GPT2LMHeadModel) into an Inflight engine directory:\n"
-                "config.json and rank<N>.safetensors.");
-  DefineFlags(&flags, &options);
+                "config.json and rank<N>.safetensors. With --random_preset, writes the engine\n"
+                "of a random checkpoint without the checkpoint (for benchmarks).");
+  DefineFlags(&flags, &options, &random);
   auto parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) return Fail(parsed.status());
   if (!*parsed) return 0;
+  const bool from_checkpoint = flags.WasSet("checkpoint_dir");
+  if (from_checkpoint == flags.WasSet("random_preset")) {
+    return Fail(inflight::InvalidArgument(
+        from_checkpoint ? "give --checkpoint_dir or --random_preset, not both"
+                        : "flag --checkpoint_dir is required (or --random_preset)"));
+  }
 
   inflight::tools::ProgressBar bar("tensors");
-  auto summary =
-      inflight::model::BuildEngine(options, [&](const inflight::model::BuildProgress& p) {
-        bar.Update(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total,
-                   "rank" + std::to_string(p.rank) + " " + p.tensor);
-      });
+  auto on_progress = [&](const inflight::model::BuildProgress& p) {
+    bar.Update(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total,
+               "rank" + std::to_string(p.rank) + " " + p.tensor);
+  };
+  inflight::Result<inflight::model::BuildSummary> summary = inflight::Internal("not built");
+  if (from_checkpoint) {
+    summary = inflight::model::BuildEngine(options, on_progress);
+  } else {
+    inflight::model::RandomCheckpointOptions checkpoint;
+    if (inflight::Status st = inflight::model::ApplyCheckpointPreset(random.preset, &checkpoint);
+        !st.ok()) {
+      return Fail(st);
+    }
+    checkpoint.seed = static_cast<std::uint64_t>(random.seed);
+    // make_checkpoint's preset would refuse a max_seq_len past its positions; the benchmarks
+    // size the engine by its shapes, so the positions follow.
+    if (options.max_seq_len) {
+      checkpoint.max_position_embeddings =
+          std::max<std::int64_t>(checkpoint.max_position_embeddings, *options.max_seq_len);
+    }
+    summary = inflight::model::WriteRandomEngine(checkpoint, options, on_progress);
+  }
   bar.Finish();
   if (!summary.ok()) return Fail(summary.status());
   const auto& c = summary->config;

@@ -1,0 +1,96 @@
+#include "model/random_engine.h"
+
+#include <cstring>
+#include <map>
+#include <memory>
+
+namespace inflight::model {
+namespace {
+
+// A checkpoint tensor's recipe: what WriteRandomCheckpoint would fill it with.
+struct RandomTensor {
+  const HfTensorSpec* spec = nullptr;
+  std::size_t numel = 0;
+};
+
+class RandomWeights {
+ public:
+  explicit RandomWeights(const RandomCheckpointOptions& o)
+      : options_(o), specs_(CheckpointTensors(o)) {
+    for (const HfTensorSpec& s : specs_) by_name_.emplace(s.name, &s);
+  }
+
+  // The weight plan names GPT-2's tensors without "transformer."; the checkpoint has it.
+  Result<RandomTensor> Find(const std::string& plan_name) const {
+    auto it = by_name_.find("transformer." + plan_name);
+    if (it == by_name_.end()) it = by_name_.find(plan_name);
+    if (it == by_name_.end()) {
+      return Internal("random engine: no checkpoint tensor \"" + plan_name + "\" for " +
+                      options_.arch);
+    }
+    RandomTensor t{it->second, 1};
+    for (std::int64_t d : it->second->shape) t.numel *= static_cast<std::size_t>(d);
+    return t;
+  }
+
+  // Fills one engine tensor. A piece that is a whole checkpoint tensor in the checkpoint's dtype
+  // (every piece of a tp_size 1 Llama engine of the same dtype) is generated in place; others are
+  // generated as the checkpoint holds them and gathered like inflight-build does, so the bytes
+  // match a build from the written checkpoint (dtype rounding included).
+  Status Fill(const EngineWeight& w, DType to, std::byte* dst) const {
+    const std::size_t esize = DTypeSize(to);
+    std::vector<std::byte> source;
+    std::vector<float> scratch;
+    for (const WeightPiece& p : w.pieces) {
+      const auto rows = static_cast<std::size_t>(p.row_end - p.row_begin);
+      const auto cols = static_cast<std::size_t>(p.col_end - p.col_begin);
+      if (p.zeros) {
+        std::memset(dst, 0, rows * cols * esize);
+      } else {
+        ASSIGN_OR_RETURN(const RandomTensor t, Find(p.hf_name));
+        if (to == options_.dtype && !p.transpose && rows * cols == t.numel) {
+          FillRandomTensor(options_.seed, t.spec->name, t.spec->init, options_.init_std, to, dst,
+                           t.numel);
+        } else {
+          source.resize(t.numel * DTypeSize(options_.dtype));
+          FillRandomTensor(options_.seed, t.spec->name, t.spec->init, options_.init_std,
+                           options_.dtype, source.data(), t.numel);
+          TensorInfo info;
+          info.name = t.spec->name;
+          info.dtype = options_.dtype;
+          info.shape = t.spec->shape;
+          info.data = source.data();
+          info.nbytes = source.size();
+          GatherWeightPiece(&info, p, to, dst, &scratch);
+        }
+      }
+      dst += rows * cols * esize;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  RandomCheckpointOptions options_;
+  std::vector<HfTensorSpec> specs_;
+  std::map<std::string, const HfTensorSpec*> by_name_;
+};
+
+}  // namespace
+
+Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint,
+                                       const BuildOptions& build, const BuildProgressFn& progress) {
+  if (build.output_dir.empty()) return InvalidArgument("--output_dir is required");
+  ASSIGN_OR_RETURN(const RandomCheckpointOptions o, ResolveCheckpointOptions(checkpoint));
+  ASSIGN_OR_RETURN(
+      const EngineConfig config,
+      MakeEngineConfigFromJson(CheckpointConfigJson(o), "random " + o.arch + " weights", build));
+  const auto weights = std::make_shared<const RandomWeights>(o);
+  return WriteEngineFiles(
+      config,
+      [weights](const EngineWeight& w, DType dtype, std::byte* dst) {
+        return weights->Fill(w, dtype, dst);
+      },
+      build.output_dir, progress);
+}
+
+}  // namespace inflight::model
