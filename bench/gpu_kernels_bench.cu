@@ -381,8 +381,10 @@ void Sampling(const Options& opt, const Ceilings& c, cudaStream_t stream) {
     float temperature;
     std::int32_t top_k;
     float top_p;
+    bool sample_rows = false;  // SampleRows with greedy params: the runner's greedy decode path
   };
   const std::vector<Variant> variants = {{"argmax", true, 0.0f, 0, 1.0f},
+                                         {"SampleRows greedy", true, 0.0f, 0, 1.0f, true},
                                          {"top-k 50, top-p 0.9, T 0.8", false, 0.8f, 50, 0.9f},
                                          {"top-p 0.9 (no top-k), T 0.8", false, 0.8f, 0, 0.9f},
                                          {"full vocabulary, T 1", false, 1.0f, 0, 1.0f}};
@@ -405,7 +407,15 @@ void Sampling(const Options& opt, const Ceilings& c, cudaStream_t stream) {
         uniform[r] = static_cast<float>((r * 0.6180339887) - std::floor(r * 0.6180339887));
       }
       DeviceBuffer d_temp(temperature.size() * 4), d_k(top_k.size() * 4), d_p(top_p.size() * 4),
-          d_u(uniform.size() * 4), d_ids(static_cast<std::size_t>(B) * 4);
+          d_u(uniform.size() * 4), d_ids(static_cast<std::size_t>(B) * 4),
+          d_log_probs(static_cast<std::size_t>(B) * 4),
+          d_params(static_cast<std::size_t>(B) * sizeof(kc::SamplingParams)), d_lists(4);
+      kc::SamplingParams greedy;
+      greedy.greedy = 1;
+      const std::vector<kc::SamplingParams> params(static_cast<std::size_t>(B), greedy);
+      BENCH_CUDA(
+          cudaMemcpy(d_params.get(), params.data(), d_params.bytes(), cudaMemcpyHostToDevice));
+      BENCH_CUDA(cudaMemset(d_lists.get(), 0, d_lists.bytes()));
       BENCH_CUDA(
           cudaMemcpy(d_temp.get(), temperature.data(), d_temp.bytes(), cudaMemcpyHostToDevice));
       BENCH_CUDA(cudaMemcpy(d_k.get(), top_k.data(), d_k.bytes(), cudaMemcpyHostToDevice));
@@ -416,7 +426,12 @@ void Sampling(const Options& opt, const Ceilings& c, cudaStream_t stream) {
       to.rotations = sets;
       const Timing tm = TimeCalls(
           [&](int call) {
-            const float* l = logits[call % sets].get<float>();
+            float* l = logits[call % sets].get<float>();
+            if (var.sample_rows) {
+              return kc::SampleRows(d_ids.get<std::int32_t>(), d_log_probs.get<float>(), l, B,
+                                    kVocab, kVocab, d_params.get<kc::SamplingParams>(),
+                                    d_lists.get<std::int32_t>(), stream);
+            }
             if (var.argmax)
               return kc::ArgMax(d_ids.get<std::int32_t>(), l, B, kVocab, kVocab, stream);
             return kc::SampleTopKTopP(d_ids.get<std::int32_t>(), l, B, kVocab, kVocab,

@@ -54,7 +54,7 @@ void CheckNorm(Norm norm, DType dtype, int tokens, int hidden, bool with_residua
 GPU_TEST(RmsNormMatchesCpu) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16})
     for (int tokens : {1, 3, 19, 99})
-      for (int hidden : {111, 1025, 4096})
+      for (int hidden : {111, 1025, 4096, 8192, 8200})
         for (bool residual : {false, true})
           CheckNorm(Norm::kRms, dtype, tokens, hidden, residual, false);
 }

@@ -335,6 +335,9 @@ GPU_TEST(SampleRowsMatchesHostSampler) {
   for (int vocab : {1, 3, 1000, 128256}) {
     CheckSampleRows(vocab, 64);
     CheckSampleRows(vocab, num_rows(Rng()));
+    // A decode batch of a few rows: rows are shared by thread-block clusters on sm_90.
+    CheckSampleRows(vocab, 1);
+    CheckSampleRows(vocab, 9);
   }
 }
 

@@ -18,6 +18,8 @@ unsigned GridFor(std::int64_t n) {
 template <typename T>
 __global__ void SwiGluKernel(T* out, const T* gate_up, std::int64_t num_tokens,
                              std::int64_t inter) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   const std::int64_t n = num_tokens * inter;
   for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; idx < n;
        idx += static_cast<std::int64_t>(gridDim.x) * kThreads) {
@@ -31,6 +33,8 @@ __global__ void SwiGluKernel(T* out, const T* gate_up, std::int64_t num_tokens,
 // Grid: (min(ceil(n / kThreads), 65536)), Block: (kThreads); grid-stride.
 template <typename T>
 __global__ void GeluNewKernel(T* out, const T* x, std::int64_t n) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   const float k = 0.7978845608028654f;  // sqrt(2 / pi)
   for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; idx < n;
        idx += static_cast<std::int64_t>(gridDim.x) * kThreads) {
@@ -46,20 +50,21 @@ cudaError_t SwiGlu(void* out, const void* gate_up, DType dtype, std::int64_t num
   if (num_tokens < 0 || inter <= 0) return cudaErrorInvalidValue;
   if (num_tokens == 0) return cudaSuccess;
   INFLIGHT_DISPATCH_HALF(dtype, T, {
-    SwiGluKernel<T><<<GridFor(num_tokens * inter), kThreads, 0, stream>>>(
-        static_cast<T*>(out), static_cast<const T*>(gate_up), num_tokens, inter);
+    return LaunchProgrammatic(SwiGluKernel<T>, dim3(GridFor(num_tokens * inter)), dim3(kThreads), 0,
+                              stream, static_cast<T*>(out), static_cast<const T*>(gate_up),
+                              num_tokens, inter);
   });
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 cudaError_t GeluNew(void* out, const void* x, DType dtype, std::int64_t n, cudaStream_t stream) {
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   INFLIGHT_DISPATCH_HALF(dtype, T, {
-    GeluNewKernel<T>
-        <<<GridFor(n), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(x), n);
+    return LaunchProgrammatic(GeluNewKernel<T>, dim3(GridFor(n)), dim3(kThreads), 0, stream,
+                              static_cast<T*>(out), static_cast<const T*>(x), n);
   });
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 }  // namespace inflight::kernels::cuda

@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "common/dtype.h"
 
@@ -63,6 +65,81 @@ __device__ __forceinline__ float BlockSum(float v) {
   __syncthreads();
   v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.0f;
   return WarpSum(v);
+}
+
+// Programmatic dependent launch (PDL, sm_90+). A kernel launched by LaunchProgrammatic may start
+// while the kernel before it in the stream drains, so it must call GridDependencyWait before it
+// reads anything an earlier kernel wrote or writes anything an earlier kernel reads; that wait
+// returns once the previous grid has finished and its writes are visible (and so, transitively,
+// those of every grid before it). GridDependencyLaunchDependents lets the next programmatic kernel
+// begin its launch early. Both are no-ops below sm_90 and in a kernel launched the ordinary way.
+__device__ __forceinline__ void GridDependencyWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void GridDependencyLaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether the current device is sm_90 or later (programmatic launch, thread-block clusters).
+inline bool CurrentDeviceIsSm90OrLater() {
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         major >= 9;
+}
+
+// Whether to ask for programmatic launch: on sm_90 and later, unless the environment sets
+// INFLIGHT_DISABLE_PDL=1 (an A/B switch for measuring what PDL buys).
+inline bool ProgrammaticLaunchEnabled() {
+  static const bool disabled = [] {
+    const char* v = std::getenv("INFLIGHT_DISABLE_PDL");
+    return v != nullptr && v[0] == '1';
+  }();
+  return !disabled && CurrentDeviceIsSm90OrLater();
+}
+
+// The largest grid (in blocks) that LaunchProgrammatic launches programmatically: 8 blocks per SM,
+// one wave of 256-thread blocks. Decode-sized kernels gained 0.2-0.6 us a call from PDL on an H100
+// (RMSNorm 1 row 1.9 -> 1.4 us in a graph), while a grid of several waves (RoPE at 64 tokens,
+// 1280 blocks) lost 0.7 us; gemv was unchanged either way. INFLIGHT_PDL_MAX_BLOCKS overrides it.
+inline std::int64_t ProgrammaticLaunchMaxBlocks() {
+  static const std::int64_t from_env = [] {
+    const char* v = std::getenv("INFLIGHT_PDL_MAX_BLOCKS");
+    return v != nullptr ? std::atoll(v) : std::int64_t{-1};
+  }();
+  if (from_env >= 0) return from_env;
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return 0;
+  }
+  return std::int64_t{8} * sms;
+}
+
+// Launches `kernel` as a programmatic dependent of the previous work in `stream` where the device
+// has PDL and the grid is at most ProgrammaticLaunchMaxBlocks(), else as an ordinary launch. The
+// kernel must begin with GridDependencyWait (see above). Returns the launch's error.
+template <typename... Params, typename... Args>
+cudaError_t LaunchProgrammatic(void (*kernel)(Params...), dim3 grid, dim3 block,
+                               std::size_t shared_bytes, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute programmatic = {};
+  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  const bool pdl =
+      ProgrammaticLaunchEnabled() &&
+      static_cast<std::int64_t>(grid.x) * grid.y * grid.z <= ProgrammaticLaunchMaxBlocks();
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = pdl ? &programmatic : nullptr;
+  config.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
 __host__ __device__ constexpr std::int64_t CeilDiv(std::int64_t a, std::int64_t b) {

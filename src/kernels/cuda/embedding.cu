@@ -12,6 +12,8 @@ template <typename T>
 __global__ void EmbeddingKernel(T* out, const std::int32_t* token_ids, const T* table,
                                 std::int64_t hidden, const T* pos_table,
                                 const std::int32_t* positions) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   const std::int64_t t = blockIdx.x;
   const T* row = table + static_cast<std::int64_t>(token_ids[t]) * hidden;
   const T* pos_row =
@@ -33,11 +35,12 @@ cudaError_t EmbeddingGather(void* out, const std::int32_t* token_ids, std::int64
   if (pos_table != nullptr && positions == nullptr) return cudaErrorInvalidValue;
   if (num_tokens == 0) return cudaSuccess;
   INFLIGHT_DISPATCH_HALF(dtype, T, {
-    EmbeddingKernel<T><<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(
-        static_cast<T*>(out), token_ids, static_cast<const T*>(table), hidden,
-        static_cast<const T*>(pos_table), positions);
+    return LaunchProgrammatic(EmbeddingKernel<T>, dim3(static_cast<unsigned>(num_tokens)),
+                              dim3(kThreads), 0, stream, static_cast<T*>(out), token_ids,
+                              static_cast<const T*>(table), hidden,
+                              static_cast<const T*>(pos_table), positions);
   });
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 }  // namespace inflight::kernels::cuda

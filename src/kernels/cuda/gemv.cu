@@ -72,6 +72,8 @@ template <typename T, typename OutT, int M, bool kGated>
 __global__ void __launch_bounds__(kThreads) GemvKernel(GemvArgs a) {
   extern __shared__ uint4 sx[];  // [M][chunks]
   const std::int64_t chunks = a.chunks;
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   for (std::int64_t i = threadIdx.x; i < M * chunks; i += kThreads) {
     const std::int64_t t = i / chunks, c = i - t * chunks;
     sx[i] = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.x) + t * a.x_stride + c * 8);
@@ -172,8 +174,7 @@ cudaError_t LaunchRows(const GemvArgs& args, cudaStream_t stream) {
   const std::int64_t wanted = CeilDiv(args.rows, kWarps);
   const std::int64_t cap = static_cast<std::int64_t>(MultiprocessorCount()) * 16;
   const auto blocks = static_cast<unsigned>(wanted < cap ? wanted : cap);
-  kernel<<<blocks, kThreads, smem, stream>>>(args);
-  return cudaGetLastError();
+  return LaunchProgrammatic(kernel, dim3(blocks), dim3(kThreads), smem, stream, args);
 }
 
 template <typename T, typename OutT, bool kGated>

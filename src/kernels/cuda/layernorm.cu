@@ -13,6 +13,8 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     LayerNormKernel(T* out, const T* x, T* residual, const T* weight, const T* bias,
                     std::int64_t hidden, float eps) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * hidden;
   const T* xr = x + base;
   T* rr = residual != nullptr ? residual + base : nullptr;
@@ -50,11 +52,12 @@ cudaError_t LayerNorm(void* out, const void* x, void* residual, const void* weig
   if (num_tokens < 0 || hidden <= 0 || num_tokens > 0x7fffffff) return cudaErrorInvalidValue;
   if (num_tokens == 0) return cudaSuccess;
   INFLIGHT_DISPATCH_HALF(dtype, T, {
-    LayerNormKernel<T><<<static_cast<unsigned>(num_tokens), kThreads, 0, stream>>>(
+    return LaunchProgrammatic(
+        LayerNormKernel<T>, dim3(static_cast<unsigned>(num_tokens)), dim3(kThreads), 0, stream,
         static_cast<T*>(out), static_cast<const T*>(x), static_cast<T*>(residual),
         static_cast<const T*>(weight), static_cast<const T*>(bias), hidden, eps);
   });
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 }  // namespace inflight::kernels::cuda

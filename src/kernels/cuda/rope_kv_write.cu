@@ -31,6 +31,8 @@ __global__ void __launch_bounds__(kThreads)
     RopeKvWriteKernel(T* q, T* k, T* v, std::int64_t token_stride, int num_heads, T* k_pool,
                       T* v_pool, PagedBatch batch, int num_kv_heads, int tokens_per_block,
                       int head_dim, const float* inv_freq) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   const int row = blockIdx.x;
   const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
   const int pos = batch.num_cached[s] + row - batch.query_start[s];
@@ -91,13 +93,14 @@ cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
   if (batch.num_tokens == 0) return cudaSuccess;
   INFLIGHT_DISPATCH_HALF(dtype, T, {
     const dim3 grid(static_cast<unsigned>(batch.num_tokens), WorkBlocks(num_heads, shape));
-    RopeKvWriteKernel<T><<<grid, kThreads, 0, stream>>>(
-        static_cast<T*>(q), static_cast<T*>(k), static_cast<T*>(v), token_stride,
-        static_cast<int>(num_heads), static_cast<T*>(k_pool), static_cast<T*>(v_pool), batch,
-        static_cast<int>(shape.num_kv_heads), static_cast<int>(shape.tokens_per_block),
-        static_cast<int>(shape.head_dim), inv_freq);
+    return LaunchProgrammatic(RopeKvWriteKernel<T>, grid, dim3(kThreads), 0, stream,
+                              static_cast<T*>(q), static_cast<T*>(k), static_cast<T*>(v),
+                              token_stride, static_cast<int>(num_heads), static_cast<T*>(k_pool),
+                              static_cast<T*>(v_pool), batch, static_cast<int>(shape.num_kv_heads),
+                              static_cast<int>(shape.tokens_per_block),
+                              static_cast<int>(shape.head_dim), inv_freq);
   });
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 }  // namespace inflight::kernels::cuda
