@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "model/safetensors.h"
@@ -72,24 +71,10 @@ std::size_t ParallelSafetensorsWriter::total_bytes() const {
   return n;
 }
 
-// The same JSON as SafetensorsWriter::Write (metadata first, tensors in the order added, padded
-// with spaces to 8 bytes); the unit test holds the two writers to the same bytes.
 std::string ParallelSafetensorsWriter::HeaderText() const {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-  meta["format"] = "pt";
-  for (const auto& [k, v] : metadata_) meta[k] = v;
-  header["__metadata__"] = meta;
-  std::uint64_t offset = 0;
-  for (const Entry& e : entries_) {
-    header[e.name] = {{"dtype", SafetensorsDTypeName(e.dtype)},
-                      {"shape", e.shape},
-                      {"data_offsets", {offset, offset + e.nbytes}}};
-    offset += e.nbytes;
-  }
-  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  text.append((8 - text.size() % 8) % 8, ' ');
-  return text;
+  std::vector<SafetensorsHeaderEntry> infos;
+  for (const Entry& e : entries_) infos.push_back({e.name, e.dtype, &e.shape, e.nbytes});
+  return SafetensorsHeaderText(metadata_, infos);
 }
 
 Status ParallelSafetensorsWriter::Write(const std::string& path, const ProgressFn& progress) const {

@@ -257,24 +257,31 @@ std::size_t SafetensorsWriter::total_bytes() const {
   return n;
 }
 
-Status SafetensorsWriter::Write(const std::string& path, const ProgressFn& progress) const {
+std::string SafetensorsHeaderText(const std::map<std::string, std::string>& metadata,
+                                  const std::vector<SafetensorsHeaderEntry>& entries) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
   meta["format"] = "pt";
-  for (const auto& [k, v] : metadata_) meta[k] = v;
+  for (const auto& [k, v] : metadata) meta[k] = v;
   header["__metadata__"] = meta;
   std::uint64_t offset = 0;
-  for (const Entry& e : entries_) {
-    header[e.name] = {{"dtype", SafetensorsDTypeName(e.dtype)},
-                      {"shape", e.shape},
-                      {"data_offsets", {offset, offset + e.nbytes}}};
+  for (const SafetensorsHeaderEntry& e : entries) {
+    header[std::string(e.name)] = {{"dtype", SafetensorsDTypeName(e.dtype)},
+                                   {"shape", *e.shape},
+                                   {"data_offsets", {offset, offset + e.nbytes}}};
     offset += e.nbytes;
   }
   // NOTE: replace, not throw, on a name that is not UTF-8; such a name is the caller's bug, not a
   // crash.
-  std::string header_text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
-  header_text.append((8 - header_text.size() % 8) % 8, ' ');
+  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+Status SafetensorsWriter::Write(const std::string& path, const ProgressFn& progress) const {
+  std::vector<SafetensorsHeaderEntry> infos;
+  for (const Entry& e : entries_) infos.push_back({e.name, e.dtype, &e.shape, e.nbytes});
+  const std::string header_text = SafetensorsHeaderText(metadata_, infos);
 
   const std::string tmp_path = path + ".tmp";
   std::FILE* f = std::fopen(tmp_path.c_str(), "wb");

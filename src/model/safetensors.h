@@ -38,6 +38,20 @@ struct TensorInfo {
 // "[2, 3]"
 std::string ShapeToString(const std::vector<std::int64_t>& shape);
 
+// One tensor of a header that a writer emits.
+struct SafetensorsHeaderEntry {
+  std::string_view name;
+  DType dtype;
+  const std::vector<std::int64_t>* shape;
+  std::size_t nbytes;
+};
+
+// The header both writers emit: "__metadata__" ({"format": "pt"} and `metadata`) first, then the
+// tensors in order with consecutive data_offsets; padded with spaces to a multiple of 8 bytes so
+// that the data starts aligned, as the reference writer does.
+std::string SafetensorsHeaderText(const std::map<std::string, std::string>& metadata,
+                                  const std::vector<SafetensorsHeaderEntry>& entries);
+
 class SafetensorsFile {
  public:
   // Maps `path` read-only and validates the header: its length against the file size, every dtype,

@@ -57,6 +57,50 @@ __device__ __forceinline__ void FindQueryTile(const PagedBatch& batch, int tile_
   *tile = 0;
 }
 
+// The query tile one context CTA computes, and where its sequence's keys live.
+struct ContextTile {
+  int head;
+  int seq;
+  int q_begin;  // the sequence's first row in the step
+  int q0;       // the tile's first row within the sequence
+  int rows;     // rows in the tile (the last tile of a sequence may be short)
+  int pos0;     // position of the tile's first row
+  int kv_end;   // the tile's rows see keys [0, kv_end)
+  int kvh;
+  const std::int32_t* table;  // the sequence's block table
+};
+
+// Which tile this CTA computes: blockIdx.x = slot * num_heads + head (head fastest, so that the
+// heads sharing a kv head run side by side and share its K/V tiles in L2), slots as FindQueryTile
+// orders them. False past the last tile. Every thread of the block calls it (it synchronises).
+template <int kRows>
+__device__ __forceinline__ bool LocateContextTile(const ContextArgs& args, ContextTile* t) {
+  __shared__ int work[2];
+  const PagedBatch& batch = args.batch;
+  const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(args.num_heads));
+  const int slot = static_cast<int>(blockIdx.x / static_cast<unsigned>(args.num_heads));
+  if (threadIdx.x < 32) {
+    int seq, tile;
+    FindQueryTile(batch, kRows, slot, static_cast<int>(threadIdx.x), &seq, &tile);
+    if (threadIdx.x == 0) {
+      work[0] = seq;
+      work[1] = tile;
+    }
+  }
+  __syncthreads();
+  t->seq = work[0];
+  if (t->seq < 0) return false;
+  t->head = head;
+  t->q_begin = batch.query_start[t->seq];
+  t->q0 = work[1] * kRows;
+  t->rows = min(kRows, batch.query_start[t->seq + 1] - t->q_begin - t->q0);
+  t->pos0 = batch.num_cached[t->seq] + t->q0;
+  t->kv_end = t->pos0 + t->rows;
+  t->kvh = head / (args.num_heads / args.num_kv_heads);
+  t->table = batch.block_tables + static_cast<std::int64_t>(t->seq) * batch.max_blocks_per_seq;
+  return true;
+}
+
 // One key tile's online-softmax update for the 16 rows of an m16 fragment. Scores and outputs are
 // in the accumulator layout of mma.sync m16n8 (and of each warp's part of wgmma m64nN): thread
 // (g = lane / 4, t = lane % 4) holds rows g and g + 8 (hr = 0, 1); s[n][2 hr + e] is key 8 n + 2 t

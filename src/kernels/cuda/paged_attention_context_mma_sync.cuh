@@ -138,33 +138,14 @@ __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArg
   T* sK = sQ + Cfg::kQElems;
   T* sV = sK + 2 * Cfg::kTileElems;
   auto* sKeyOffset = reinterpret_cast<std::int64_t*>(sV + 2 * Cfg::kTileElems);
-  __shared__ int work[2];
-
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int head = static_cast<int>(blockIdx.x % static_cast<unsigned>(args.num_heads));
-  const int slot = static_cast<int>(blockIdx.x / static_cast<unsigned>(args.num_heads));
-  const PagedBatch& batch = args.batch;
-  if (warp == 0) {
-    int seq, tile;
-    FindQueryTile(batch, Cfg::kRows, slot, lane, &seq, &tile);
-    if (lane == 0) {
-      work[0] = seq;
-      work[1] = tile;
-    }
-  }
-  __syncthreads();
-  const int seq = work[0];
-  if (seq < 0) return;
-  const int q_begin = batch.query_start[seq];
-  const int q0 = work[1] * Cfg::kRows;
-  const int rows = min(Cfg::kRows, batch.query_start[seq + 1] - q_begin - q0);
-  const int pos0 = batch.num_cached[seq] + q0;  // position of the tile's first row
-  const int kv_end = pos0 + rows;               // the tile's rows see keys [0, kv_end)
+  ContextTile tile;
+  if (!LocateContextTile<Cfg::kRows>(args, &tile)) return;
+  const int head = tile.head, q_begin = tile.q_begin, q0 = tile.q0, rows = tile.rows;
+  const int pos0 = tile.pos0, kv_end = tile.kv_end, kvh = tile.kvh;
+  const std::int32_t* table = tile.table;
   const int num_key_tiles = (kv_end + Cfg::kKeys - 1) / Cfg::kKeys;
-  const int kvh = head / (args.num_heads / args.num_kv_heads);
   const int tpb = args.tokens_per_block;
-  const std::int32_t* table =
-      batch.block_tables + static_cast<std::int64_t>(seq) * batch.max_blocks_per_seq;
   const T* k_pool = static_cast<const T*>(args.k_pool);
   const T* v_pool = static_cast<const T*>(args.v_pool);
 
