@@ -26,17 +26,12 @@ constexpr const char* kGenerateOneResponseMessage =
     "generates "
     "various number of responses";
 
-// Whether the model batches, from its Triton JSON config (max_batch_size > 0): /generate adds the
-// batch dim.
+// Whether the model batches (max_batch_size > 0): /generate adds the batch dim.
 Result<bool> ModelBatches(const Server& server, const std::string& name, std::int64_t version) {
-  ASSIGN_OR_RETURN(std::string config_text, server.GetModelConfigJson(name, version));
-  json config = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded() || !config.is_object()) {
-    return Internal("configuration of model \"" + name + "\" is not valid JSON");
-  }
-  auto max_batch_size = config.find("max_batch_size");
-  return max_batch_size != config.end() && max_batch_size->is_number() &&
-         max_batch_size->get<double>() > 0;
+  // NOTE: serializing the whole config to JSON to read this took ~1.2 ms a request (2-core dev VM),
+  // the largest part of what the server added to a request.
+  ASSIGN_OR_RETURN(std::int64_t max_batch_size, server.ModelMaxBatchSize(name, version));
+  return max_batch_size > 0;
 }
 
 std::string SseEvent(const json& payload) {

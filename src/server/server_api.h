@@ -1,7 +1,8 @@
 // What the inflight-server core offers its frontends (HTTP now; gRPC could be another).
 //
-// The core (server_core.cc and friends) owns the model repository, the loaded backends, the instance
-// schedulers and the ensemble scheduler; a frontend only converts wire formats to these types and back.
+// The core (server_core.cc and friends) owns the model repository, the loaded backends, the
+// instance schedulers and the ensemble scheduler; a frontend only converts wire formats to these
+// types and back.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,8 @@ class ModelConfig;
 
 namespace inflight::server {
 
-// A tensor on the host. BYTES elements are serialized as Triton does: a 4-byte little-endian length, then
-// the bytes, one after another.
+// A tensor on the host. BYTES elements are serialized as Triton does: a 4-byte little-endian
+// length, then the bytes, one after another.
 struct Tensor {
   std::string name;
   TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
@@ -35,8 +36,8 @@ using ParameterValue = std::variant<std::string, std::int64_t, bool, double>;
 
 struct InferRequest {
   std::string model_name;
-  std::int64_t model_version = -1;   // -1: latest ready version
-  std::string id;                    // client's request id, echoed back
+  std::int64_t model_version = -1;  // -1: latest ready version
+  std::string id;                   // client's request id, echoed back
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;  // empty: every output
   std::map<std::string, ParameterValue> parameters;
@@ -90,7 +91,7 @@ struct ServerOptions {
   std::string backend_directory = "/opt/tritonserver/backends";
   // --backend-config=<backend>,<key>=<value>
   std::map<std::string, std::map<std::string, std::string>> backend_config;
-  bool explicit_model_control = false;     // --model-control-mode=explicit
+  bool explicit_model_control = false;      // --model-control-mode=explicit
   std::vector<std::string> startup_models;  // --load-model (explicit mode; "*" = all)
   bool strict_readiness = true;
   // --exit-timeout-secs: how long Shutdown waits for requests in flight before cancelling them (and
@@ -100,8 +101,9 @@ struct ServerOptions {
 
 class Server {
  public:
-  // Scans the repositories and loads models (all, or the explicit list). A model that fails to load is
-  // UNAVAILABLE with its reason; the server still starts (as tritonserver with --exit-on-error=false).
+  // Scans the repositories and loads models (all, or the explicit list). A model that fails to load
+  // is UNAVAILABLE with its reason; the server still starts (as tritonserver with
+  // --exit-on-error=false).
   static Result<std::unique_ptr<Server>> Create(const ServerOptions& options);
   virtual ~Server() = default;
 
@@ -115,10 +117,14 @@ class Server {
   virtual Result<std::string> GetModelConfigJson(const std::string& name,
                                                  std::int64_t version) const = 0;
   virtual Result<bool> ModelIsDecoupled(const std::string& name, std::int64_t version) const = 0;
+  // The configuration's max_batch_size (0: the model does not batch). /generate asks on every
+  // request, so this must be cheap (no JSON round trip).
+  virtual Result<std::int64_t> ModelMaxBatchSize(const std::string& name,
+                                                 std::int64_t version) const = 0;
 
   // Validates the request against the model config (unknown model → kNotFound; missing required
-  // input, wrong dtype or shape → kInvalidArgument naming the tensor) and queues it. Errors found later
-  // arrive through the callback. A full queue → kUnavailable with Triton's message.
+  // input, wrong dtype or shape → kInvalidArgument naming the tensor) and queues it. Errors found
+  // later arrive through the callback. A full queue → kUnavailable with Triton's message.
   virtual Result<std::shared_ptr<InflightRequest>> Infer(InferRequest request,
                                                          ResponseCallback callback) = 0;
 

@@ -543,6 +543,12 @@ Result<bool> ServerCore::ModelIsDecoupled(const std::string& name, std::int64_t 
   return v->model->decoupled;
 }
 
+Result<std::int64_t> ServerCore::ModelMaxBatchSize(const std::string& name,
+                                                   std::int64_t version) const {
+  ASSIGN_OR_RETURN(VersionEntry * v, FindReady(name, version));
+  return static_cast<std::int64_t>(v->model->config.max_batch_size());
+}
+
 Result<std::shared_ptr<InflightRequest>> ServerCore::Infer(InferRequest request,
                                                            ResponseCallback callback) {
   if (!accepting_.load()) {

@@ -77,9 +77,7 @@ Result<ModelMetadata> FakeServer::GetModelMetadata(const std::string& name,
 
 Result<std::string> FakeServer::GetModelConfigJson(const std::string& name,
                                                    std::int64_t version) const {
-  if (!ModelIsReady(name, version))
-    return NotFound("Request for unknown model: '" + name + "' is not found");
-  const int max_batch_size = name == "stream" ? 4 : 0;
+  ASSIGN_OR_RETURN(std::int64_t max_batch_size, ModelMaxBatchSize(name, version));
   return std::string(R"({"name":")") + name + R"(","max_batch_size":)" +
          std::to_string(max_batch_size) + "}";
 }
@@ -88,6 +86,13 @@ Result<bool> FakeServer::ModelIsDecoupled(const std::string& name, std::int64_t 
   if (!ModelIsReady(name, version))
     return NotFound("Request for unknown model: '" + name + "' is not found");
   return name == "stream";
+}
+
+Result<std::int64_t> FakeServer::ModelMaxBatchSize(const std::string& name,
+                                                   std::int64_t version) const {
+  if (!ModelIsReady(name, version))
+    return NotFound("Request for unknown model: '" + name + "' is not found");
+  return name == "stream" ? 4 : 0;
 }
 
 InferRequest FakeServer::last_request() const {

@@ -31,6 +31,8 @@ class FakeServer : public Server {
   Result<std::string> GetModelConfigJson(const std::string& name,
                                          std::int64_t version) const override;
   Result<bool> ModelIsDecoupled(const std::string& name, std::int64_t version) const override;
+  Result<std::int64_t> ModelMaxBatchSize(const std::string& name,
+                                         std::int64_t version) const override;
   Result<std::shared_ptr<InflightRequest>> Infer(InferRequest request,
                                                  ResponseCallback callback) override;
   std::string MetricsText() const override;
