@@ -9,9 +9,12 @@ generation logits.
 
 Checks per prompt (NEW_TOKENS greedy tokens):
   - tokens: our tokens against HF's model.generate (greedy). The first difference is accepted only
-    when HF's top-2 logits at that step are within rounding (gap <= TIE_REL x max |logit| of the row,
-    the same relative bound as the logits check); it is reported, and the prompt counts the tokens
-    before it as matched. Any other difference fails.
+    when HF's top-2 logits at that step are within rounding: gap <= w x max |logit| of the row, with
+    w = max(TIE_REL, how far HF's own result in the case's dtype is from its float32 result on that
+    prompt). In float16 w is TIE_REL (the same relative bound as the logits check); in bfloat16 the
+    dtype alone moves HF's logits by 2-3e-2 on these models, so a tie window narrower than that would
+    call rounding a failure. It is reported, and the prompt counts the tokens before it as matched.
+    Any other difference fails.
   - logits: HF's logits for prompt + OUR tokens in one forward pass (teacher forcing, so every one of
     the NEW_TOKENS steps is compared even after an accepted divergence) against our context and
     generation logits: max over rows of max|ours - hf| / max|hf| must be <= MAX_REL_ERROR.
@@ -105,9 +108,9 @@ def rel_error(ours, ref):
     return float("inf") if err != err else err / max(ref.abs().max().item(), 1e-30)
 
 
-def within_rounding(row, a, b):
-    """True when logits a and b of this row are closer than the parity tolerance."""
-    return abs(row[a].item() - row[b].item()) <= TIE_REL * row.abs().max().item()
+def within_rounding(row, a, b, window):
+    """True when logits a and b of this row are closer than window x max |logit| of the row."""
+    return abs(row[a].item() - row[b].item()) <= window * row.abs().max().item()
 
 
 @torch.no_grad()
@@ -152,6 +155,7 @@ def compare_prompt(model, model32, device, ours):
         return max(rel_error(a[r], b[r]) for r in range(n))
 
     rel, rel32, hf32 = worst(mine, ref), worst(mine, ref32), worst(ref, ref32)
+    window = max(TIE_REL, hf32)  # what rounding in this dtype does to HF's own logits
 
     ok = True
     matched = NEW_TOKENS
@@ -162,13 +166,14 @@ def compare_prompt(model, model32, device, ours):
         row, row32 = hf_steps[i], ref32[len(prompt) - 1 + i]  # same prefix on both sides up to i
         top2 = torch.topk(row, 2)
         gap = (top2.values[0] - top2.values[1]).item()
-        tie = within_rounding(row, a, b)
-        exact = int(torch.argmax(row32)) == a or within_rounding(row32, a, b)
+        tie = within_rounding(row, a, b, window)
+        exact = int(torch.argmax(row32)) == a or within_rounding(row32, a, b, window)
         verdict = ("near-tie in HF's logits, accepted" if tie else
                    "HF's logits prefer its token beyond rounding, but in float32 ours is the "
                    "argmax or within rounding: accepted" if exact else "NOT a near-tie")
         notes.append(f"prompt len {len(prompt)}: step {i} ours {a} vs HF {b}, HF top-2 gap "
-                     f"{gap:.3g} (max|logit| {row.abs().max().item():.3g}): {verdict}")
+                     f"{gap:.3g} (max|logit| {row.abs().max().item():.3g}, tie window "
+                     f"{window:.3g} x max): {verdict}")
         ok = ok and (tie or exact)
         break
 
@@ -178,8 +183,8 @@ def compare_prompt(model, model32, device, ours):
     for j, tok in enumerate(our_tokens):
         row, row32 = ref[len(prompt) - 1 + j], ref32[len(prompt) - 1 + j]
         best, best32 = int(torch.argmax(row)), int(torch.argmax(row32))
-        if (tok not in (best, best32) and not within_rounding(row, tok, best)
-                and not within_rounding(row32, tok, best32)):
+        if (tok not in (best, best32) and not within_rounding(row, tok, best, window)
+                and not within_rounding(row32, tok, best32, window)):
             ok = False
             notes.append(f"prompt len {len(prompt)}: step {j} our token {tok} is neither HF's "
                          f"teacher-forced argmax ({best}, float32 {best32}) nor within rounding")
@@ -301,7 +306,8 @@ def main():
               f"Device: {device_name()}; date {date}; transformers {transformers.__version__}, "
               f"torch {torch.__version__}; {NEW_TOKENS} greedy tokens x {len(PROMPTS)} prompts per "
               f"case; our side through the Executor (device {args.device}); criterion: tokens "
-              f"identical (a divergence only at an HF top-2 near-tie, <= {TIE_REL} x max|logit|), "
+              f"identical (a divergence only at an HF top-2 near-tie, <= w x max|logit| with w = "
+              f"max({TIE_REL}, HF's own distance from float32 in that dtype)), "
               f"logits max|ours-hf|/max|hf| <= {MAX_REL_ERROR} (teacher-forced, all steps). "
               f"'dtype-bound': tokens pass, logits exceed {MAX_REL_ERROR} against HF in that dtype "
               f"but are no farther from HF's float32 computation (same weights, upcast) than HF's "
