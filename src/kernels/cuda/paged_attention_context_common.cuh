@@ -57,6 +57,19 @@ __device__ __forceinline__ void FindQueryTile(const PagedBatch& batch, int tile_
   *tile = 0;
 }
 
+// CTAs a context launch needs: query tiles of tile_rows rows times heads, counting at most one
+// partial tile per sequence and at most max_query_len's tiles per sequence (slots past the last
+// tile exit at once).
+inline std::int64_t ContextGridBlocks(const ContextArgs& args, int tile_rows) {
+  const PagedBatch& b = args.batch;
+  const std::int64_t by_tokens = (static_cast<std::int64_t>(b.num_tokens) +
+                                  static_cast<std::int64_t>(b.num_seqs) * (tile_rows - 1)) /
+                                 tile_rows;
+  const std::int64_t by_longest =
+      static_cast<std::int64_t>(b.num_seqs) * ((b.max_query_len + tile_rows - 1) / tile_rows);
+  return (by_tokens < by_longest ? by_tokens : by_longest) * args.num_heads;
+}
+
 // The query tile one context CTA computes, and where its sequence's keys live.
 struct ContextTile {
   int head;

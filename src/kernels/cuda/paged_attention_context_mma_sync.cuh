@@ -279,14 +279,7 @@ cudaError_t LaunchContextAttentionMmaSync(const ContextArgs& args, cudaStream_t 
                              cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) return err;
-  // Query tiles: at most one partial tile per sequence, and at most max_query_len's tiles each.
-  const PagedBatch& b = args.batch;
-  const std::int64_t by_tokens = (static_cast<std::int64_t>(b.num_tokens) +
-                                  static_cast<std::int64_t>(b.num_seqs) * (Cfg::kRows - 1)) /
-                                 Cfg::kRows;
-  const std::int64_t by_longest =
-      static_cast<std::int64_t>(b.num_seqs) * CeilDiv(b.max_query_len, Cfg::kRows);
-  const std::int64_t blocks = (by_tokens < by_longest ? by_tokens : by_longest) * args.num_heads;
+  const std::int64_t blocks = ContextGridBlocks(args, Cfg::kRows);
   if (blocks > INT_MAX) return cudaErrorInvalidValue;
   if (blocks == 0) return cudaSuccess;
   MmaSyncContextKernel<T, D, Cfg>

@@ -208,13 +208,7 @@ cudaError_t LaunchContextAttentionWgmma(const ContextArgs& args, cudaStream_t st
   cudaError_t err = cudaFuncSetAttribute(WgmmaContextKernel<T, D, Cfg>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
-  const PagedBatch& b = args.batch;
-  const std::int64_t by_tokens = (static_cast<std::int64_t>(b.num_tokens) +
-                                  static_cast<std::int64_t>(b.num_seqs) * (Cfg::kRows - 1)) /
-                                 Cfg::kRows;
-  const std::int64_t by_longest =
-      static_cast<std::int64_t>(b.num_seqs) * CeilDiv(b.max_query_len, Cfg::kRows);
-  const std::int64_t blocks = (by_tokens < by_longest ? by_tokens : by_longest) * args.num_heads;
+  const std::int64_t blocks = ContextGridBlocks(args, Cfg::kRows);
   if (blocks > INT_MAX) return cudaErrorInvalidValue;
   if (blocks == 0) return cudaSuccess;
   WgmmaContextKernel<T, D, Cfg>
