@@ -226,12 +226,17 @@ bool Borderline(const std::vector<float>& processed, const SamplingConfig& c, do
 }
 
 // Runs SampleRows on `rows` random rows of `vocab` logits and checks each against the host.
-void CheckSampleRows(int vocab, int rows) {
+// quantum > 0 rounds the logits to its multiples: long runs of equal values, so the selections'
+// buckets hold many ties (and the candidate sets of truncated rows overflow more often).
+void CheckSampleRows(int vocab, int rows, float quantum = 0.0f) {
   std::vector<HostRow> host(static_cast<std::size_t>(rows));
   for (int r = 0; r < rows; ++r) host[static_cast<std::size_t>(r)] = RandomHostRow(r, vocab);
   // Logits in [-4, 4], a tie for the maximum and ties around the middle; one NaN row and one
   // all-banned row (bias of -inf everywhere) when there are enough rows.
   auto logits = RandomVector(static_cast<std::size_t>(rows) * vocab, -4.0f, 4.0f);
+  if (quantum > 0.0f) {
+    for (float& l : logits) l = std::round(l / quantum) * quantum;
+  }
   for (int r = 0; r < rows && vocab > 3; ++r) {
     float* row = logits.data() + static_cast<std::ptrdiff_t>(r) * vocab;
     const int top = HostArgMax(row, vocab);
@@ -338,6 +343,10 @@ GPU_TEST(SampleRowsMatchesHostSampler) {
     // A decode batch of a few rows: rows are shared by thread-block clusters on sm_90.
     CheckSampleRows(vocab, 1);
     CheckSampleRows(vocab, 9);
+  }
+  for (int vocab : {5000, 128256}) {
+    CheckSampleRows(vocab, 64, 0.25f);
+    CheckSampleRows(vocab, 64, 1.0f / 64.0f);
   }
 }
 

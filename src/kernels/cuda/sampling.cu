@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kThreads)
     SampleTopKTopPKernel(std::int32_t* out_ids, const float* logits, int vocab,
                          std::int64_t row_stride, const float* temperature,
                          const std::int32_t* top_k, const float* top_p, const float* uniform,
-                         MassScale scale) {
+                         MassScale scale, int max_candidates) {
   const int r = blockIdx.x;
   const float temp = temperature != nullptr ? temperature[r] : 1.0f;
   RowChoice c;
@@ -41,7 +41,8 @@ __global__ void __launch_bounds__(kThreads)
   c.uniform = static_cast<double>(uniform[r]);
   c.normalize_log_prob = true;
   const ScaledLoad load{logits + r * row_stride, c.greedy ? 1.0f : 1.0f / temp};
-  SampleRow(load, vocab, c, scale, out_ids + r, nullptr);
+  extern __shared__ __align__(16) unsigned char select_shared[];
+  SampleRow(load, vocab, c, scale, select_shared, max_candidates, out_ids + r, nullptr);
 }
 
 bool ValidShape(std::int64_t num_rows, std::int64_t vocab, std::int64_t row_stride) {
@@ -68,9 +69,15 @@ cudaError_t SampleTopKTopP(std::int32_t* out_ids, const float* logits, std::int6
     return cudaErrorInvalidValue;
   }
   if (num_rows == 0) return cudaSuccess;
-  SampleTopKTopPKernel<<<static_cast<unsigned>(num_rows), kThreads, 0, stream>>>(
+  const int max_candidates = MaxCandidatesOnDevice();
+  const auto shared_bytes = static_cast<unsigned>(max_candidates) * sizeof(unsigned long long);
+  const cudaError_t set =
+      cudaFuncSetAttribute(SampleTopKTopPKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(shared_bytes));
+  if (set != cudaSuccess) return set;
+  SampleTopKTopPKernel<<<static_cast<unsigned>(num_rows), kThreads, shared_bytes, stream>>>(
       out_ids, logits, static_cast<int>(vocab), row_stride, temperature, top_k, top_p, uniform,
-      MakeMassScale(vocab));
+      MakeMassScale(vocab), max_candidates);
   return cudaGetLastError();
 }
 

@@ -82,14 +82,15 @@ __device__ RowChoice ChoiceOf(const SamplingParams& p) {
 __global__ void __launch_bounds__(kThreads)
     SampleRowsKernel(std::int32_t* out_ids, float* out_log_probs, float* logits, int vocab,
                      std::int64_t row_stride, const SamplingParams* params,
-                     const std::int32_t* lists, MassScale scale) {
+                     const std::int32_t* lists, MassScale scale, int max_candidates) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const int r = blockIdx.x;
   float* row = logits + r * row_stride;
   const SamplingParams p = params[r];
   ApplyLogitsProcessors(row, 0, vocab, p, lists);
-  SampleRow(RowLoad{row}, vocab, ChoiceOf(p), scale, out_ids + r,
+  extern __shared__ __align__(16) unsigned char select_shared[];
+  SampleRow(RowLoad{row}, vocab, ChoiceOf(p), scale, select_shared, max_candidates, out_ids + r,
             out_log_probs != nullptr ? out_log_probs + r : nullptr);
 }
 
@@ -161,7 +162,7 @@ struct SliceLogits {
 __global__ void __launch_bounds__(kThreads)
     SampleRowsClusterKernel(std::int32_t* out_ids, float* out_log_probs, float* logits, int vocab,
                             std::int64_t row_stride, const SamplingParams* params,
-                            const std::int32_t* lists, MassScale scale) {
+                            const std::int32_t* lists, MassScale scale, int max_candidates) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   GridDependencyWait();
   GridDependencyLaunchDependents();
@@ -178,7 +179,8 @@ __global__ void __launch_bounds__(kThreads)
     __threadfence();  // the slices' writes, before the first block reads the whole row
     cluster.sync();
     if (rank == 0) {
-      SampleRow(RowLoad{row}, vocab, ChoiceOf(p), scale, out_ids + r,
+      extern __shared__ __align__(16) unsigned char select_shared[];
+      SampleRow(RowLoad{row}, vocab, ChoiceOf(p), scale, select_shared, max_candidates, out_ids + r,
                 out_log_probs != nullptr ? out_log_probs + r : nullptr);
     }
     return;
@@ -243,7 +245,7 @@ __global__ void __launch_bounds__(kThreads)
 #else
   // Launched only on sm_90 and later (SampleRows checks the device).
   (void)out_ids, (void)out_log_probs, (void)logits, (void)vocab, (void)row_stride, (void)params,
-      (void)lists, (void)scale;
+      (void)lists, (void)scale, (void)max_candidates;
 #endif
 }
 
@@ -258,6 +260,10 @@ cudaError_t SampleRows(std::int32_t* out_ids, float* out_log_probs, float* logit
     return cudaErrorInvalidValue;
   }
   if (num_rows == 0) return cudaSuccess;
+  // NOTE: a launch reserves the dynamic shared memory for every row, greedy ones included: which
+  // rows sample is known only on the device.
+  const int max_candidates = MaxCandidatesOnDevice();
+  const auto shared_bytes = static_cast<unsigned>(max_candidates) * sizeof(unsigned long long);
   // Clusters and programmatic launch both arrive with sm_90.
   if (num_rows <= kMaxClusterRows && CurrentDeviceIsSm90OrLater()) {
     cudaLaunchAttribute attrs[2] = {};
@@ -271,15 +277,25 @@ cudaError_t SampleRows(std::int32_t* out_ids, float* out_log_probs, float* logit
     config.gridDim = dim3(kClusterBlocks, static_cast<unsigned>(num_rows));
     config.blockDim = dim3(kThreads);
     config.stream = stream;
+    config.dynamicSmemBytes = shared_bytes;
     config.attrs = attrs;
     config.numAttrs = ProgrammaticLaunchEnabled() ? 2 : 1;
+    const cudaError_t set =
+        cudaFuncSetAttribute(SampleRowsClusterKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(shared_bytes));
+    if (set != cudaSuccess) return set;
     return cudaLaunchKernelEx(&config, SampleRowsClusterKernel, out_ids, out_log_probs, logits,
                               static_cast<int>(vocab), row_stride, params, lists,
-                              MakeMassScale(vocab));
+                              MakeMassScale(vocab), max_candidates);
   }
+  const cudaError_t set =
+      cudaFuncSetAttribute(SampleRowsKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(shared_bytes));
+  if (set != cudaSuccess) return set;
   return LaunchProgrammatic(SampleRowsKernel, dim3(static_cast<unsigned>(num_rows)), dim3(kThreads),
-                            0, stream, out_ids, out_log_probs, logits, static_cast<int>(vocab),
-                            row_stride, params, lists, MakeMassScale(vocab));
+                            shared_bytes, stream, out_ids, out_log_probs, logits,
+                            static_cast<int>(vocab), row_stride, params, lists,
+                            MakeMassScale(vocab), max_candidates);
 }
 
 }  // namespace inflight::kernels::cuda

@@ -21,16 +21,17 @@ constexpr std::int64_t kMaxVocab = std::int64_t{1} << 30;
 
 using Mass = unsigned long long;
 
-// Calls fn(id, logit, valid) for every id of [0, vocab) with kUnroll loads in flight. Every lane of
-// a warp makes the same calls (valid is false past the end), so fn may use warp intrinsics.
+// Calls fn(id, load(id), valid) for every id of [0, vocab) with kUnroll loads in flight. Every
+// lane of a warp makes the same calls (valid is false past the end), so fn may use warp intrinsics.
 template <typename Load, typename Fn>
 __device__ __forceinline__ void ForEachId(int vocab, const Load& load, Fn&& fn) {
+  using Value = decltype(load(0));
   for (int base = 0; base < vocab; base += kUnroll * kThreads) {
-    float v[kUnroll];
+    Value v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int i = base + u * kThreads + static_cast<int>(threadIdx.x);
-      v[u] = i < vocab ? load(i) : 0.0f;
+      v[u] = i < vocab ? load(i) : Value{};
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -111,6 +112,27 @@ __device__ __forceinline__ unsigned long long OrderKey(float z, int id) {
   return (static_cast<unsigned long long>(bits) << 32) |
          static_cast<unsigned long long>(0xffffffffu - static_cast<unsigned>(id));
 }
+
+// The logit of an OrderKey (-0 comes back as +0, which has the same probability).
+__device__ __forceinline__ float ZOfKey(unsigned long long key) {
+  unsigned bits = static_cast<unsigned>(key >> 32);
+  bits = (bits & 0x80000000u) != 0 ? (bits & 0x7fffffffu) : ~bits;
+  return __uint_as_float(bits);
+}
+
+// Key sources for the radix selections: `unsigned long long operator()(int i) const` gives the
+// OrderKey of entry i. RowKeys reads a whole row; CandidateKeys the keys gathered into shared
+// memory (in any order: the selections only count and add).
+template <typename Load>
+struct RowKeys {
+  Load load;
+  __device__ unsigned long long operator()(int i) const { return OrderKey(load(i), i); }
+};
+
+struct CandidateKeys {
+  const unsigned long long* keys;
+  __device__ unsigned long long operator()(int i) const { return keys[i]; }
+};
 
 // Probabilities as fixed-point integers: p = exp(z - z_max) in (0, 1] times 2^bits, rounded. bits =
 // 62 - bit_width(vocab), so a whole row sums below 2^62 and integer sums are exact and independent
@@ -196,11 +218,23 @@ __device__ __forceinline__ void AddToHistogram(unsigned* count, unsigned* mass_l
   }
 }
 
-// The key of the k-th largest token (1-based, 1 <= k <= vocab): an 8-pass radix select over the
-// key's bytes, stopping early once the k-th token's whole bucket is kept (keys >= the returned
+// Radix-pass digit choice by warp 0, in place of a serial 256-step scan by one thread: lane l owns
+// digits 255 - 8l down to 248 - 8l, so a scan over the lanes' sums in lane order walks the digits
+// from the top.
+__device__ __forceinline__ Mass WarpInclusiveSum(Mass v) {
+  const int lane = threadIdx.x & 31;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const Mass o = __shfl_up_sync(kFullMask, v, offset);
+    if (lane >= offset) v += o;
+  }
+  return v;
+}
+
+// The key of the k-th largest of n keys (1-based, 1 <= k <= n): an 8-pass radix select over the
+// key's bytes, stopping early once the k-th key's whole bucket is kept (keys >= the returned
 // prefix are then exactly the top k).
-template <typename Load>
-__device__ unsigned long long KthLargestKey(const Load& load, int vocab, int k) {
+template <typename Keys>
+__device__ unsigned long long KthLargestKey(const Keys& keys, int n, int k) {
   __shared__ unsigned count[256];
   __shared__ unsigned long long s_prefix;
   __shared__ unsigned s_remaining;
@@ -210,22 +244,33 @@ __device__ unsigned long long KthLargestKey(const Load& load, int vocab, int k) 
   for (int shift = 56; shift >= 0; shift -= 8) {
     if (threadIdx.x < 256) count[threadIdx.x] = 0;
     __syncthreads();
-    ForEachId(vocab, load, [&](int i, float z, bool valid) {
-      const unsigned long long key = OrderKey(z, i);
+    ForEachId(n, keys, [&](int, unsigned long long key, bool valid) {
       const int digit =
           valid && (key & mask) == prefix ? static_cast<int>((key >> shift) & 0xff) : -1;
       AddToHistogram<false>(count, nullptr, nullptr, digit, 0ull);
     });
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int d = 255;
-      for (; d > 0; --d) {
-        if (remaining <= count[d]) break;
-        remaining -= count[d];
+    if (threadIdx.x < 32) {
+      // The first digit from the top at which the running count reaches `remaining` (digit 0
+      // when nothing does, as the serial scan did).
+      const int lane = threadIdx.x;
+      Mass local = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) local += count[255 - 8 * lane - j];
+      const Mass inclusive = WarpInclusiveSum(local);
+      const unsigned crossing = __ballot_sync(kFullMask, inclusive >= remaining || lane == 31);
+      if (lane == __ffs(crossing) - 1) {
+        Mass above = inclusive - local;
+        int d = 255 - 8 * lane;
+        for (;; --d) {
+          if (above + count[d] >= remaining || d == 0) break;
+          above += count[d];
+        }
+        const unsigned left = remaining - static_cast<unsigned>(above);
+        s_prefix = prefix | (static_cast<unsigned long long>(d) << shift);
+        s_remaining = left;
+        s_done = left == count[d];
       }
-      s_prefix = prefix | (static_cast<unsigned long long>(d) << shift);
-      s_remaining = remaining;
-      s_done = remaining == count[d];
     }
     __syncthreads();
     prefix = s_prefix;
@@ -236,19 +281,19 @@ __device__ unsigned long long KthLargestKey(const Load& load, int vocab, int k) 
   return prefix;
 }
 
-// Among tokens with key >= floor_key, the largest key t such that the mass of keys >= t reaches
+// Among the n keys >= floor_key, the largest key t such that the mass of keys >= t reaches
 // `target`: the smallest most-probable prefix whose mass is >= target ends at t. A radix select
 // over the key's bytes on fixed-point masses; it stops early once the boundary bucket holds one
-// token. Precondition: target <= the mass of keys >= floor_key.
-template <typename Load>
-__device__ unsigned long long TopPKey(const Load& load, int vocab, float z_max, MassScale scale,
+// key. Precondition: target <= the mass of keys >= floor_key.
+template <typename Keys>
+__device__ unsigned long long TopPKey(const Keys& keys, int n, float z_max, MassScale scale,
                                       unsigned long long floor_key, double target) {
   __shared__ unsigned count[256], mass_lo[256], mass_hi[256];
   __shared__ unsigned long long s_prefix;
   __shared__ Mass s_above;
   __shared__ int s_done;
   unsigned long long prefix = 0, mask = 0;
-  Mass above = 0;  // mass of the kept tokens whose keys are above the current bucket
+  Mass above = 0;  // mass of the kept keys above the current bucket
   for (int shift = 56; shift >= 0; shift -= 8) {
     if (threadIdx.x < 256) {
       count[threadIdx.x] = 0;
@@ -256,37 +301,53 @@ __device__ unsigned long long TopPKey(const Load& load, int vocab, float z_max, 
       mass_hi[threadIdx.x] = 0;
     }
     __syncthreads();
-    ForEachId(vocab, load, [&](int i, float z, bool valid) {
-      const unsigned long long key = OrderKey(z, i);
+    ForEachId(n, keys, [&](int, unsigned long long key, bool valid) {
       const bool in = valid && key >= floor_key && (key & mask) == prefix;
       AddToHistogram<true>(count, mass_lo, mass_hi,
                            in ? static_cast<int>((key >> shift) & 0xff) : -1,
-                           in ? ToMass(z, z_max, scale) : 0ull);
+                           in ? ToMass(ZOfKey(key), z_max, scale) : 0ull);
     });
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int chosen = -1, lowest = 0;
-      Mass a = above, above_lowest = above;
-      for (int d = 255; d >= 0; --d) {
-        const Mass m = MassOf(mass_lo, mass_hi, d);
-        if (m == 0) continue;
-        lowest = d;
-        above_lowest = a;
-        if (static_cast<double>(a + m) >= target) {
-          chosen = d;
-          break;
+    if (threadIdx.x < 32) {
+      // The first non-empty digit from the top at which the running mass reaches the target.
+      // Running sums only grow and so do their doubles: the first lane whose sum gets there holds
+      // that digit.
+      const int lane = threadIdx.x;
+      Mass local = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) local += MassOf(mass_lo, mass_hi, 255 - 8 * lane - j);
+      const Mass inclusive = WarpInclusiveSum(local);
+      const unsigned crossing =
+          __ballot_sync(kFullMask, static_cast<double>(above + inclusive) >= target);
+      // NOTE: exact integer sums reach the target by the precondition; when rounding of the
+      // double comparison says otherwise, keep everything left: the lowest non-empty digit.
+      const unsigned nonempty = __ballot_sync(kFullMask, local != 0);
+      const int picker = crossing != 0   ? __ffs(crossing) - 1
+                         : nonempty != 0 ? 31 - __clz(nonempty)
+                                         : 31;
+      if (lane == picker) {
+        Mass a = above + inclusive - local;
+        int chosen = -1, lowest = 0;
+        Mass above_lowest = a;
+        for (int d = 255 - 8 * lane; d > 247 - 8 * lane; --d) {
+          const Mass m = MassOf(mass_lo, mass_hi, d);
+          if (m == 0) continue;
+          lowest = d;
+          above_lowest = a;
+          if (static_cast<double>(a + m) >= target) {
+            chosen = d;
+            break;
+          }
+          a += m;
         }
-        a += m;
+        if (chosen < 0) {
+          chosen = lowest;
+          a = above_lowest;
+        }
+        s_prefix = prefix | (static_cast<unsigned long long>(chosen) << shift);
+        s_above = a;
+        s_done = count[chosen] <= 1;
       }
-      // NOTE: exact integer sums reach the target by the precondition; this only guards rounding
-      // of the double comparison: then keep everything left.
-      if (chosen < 0) {
-        chosen = lowest;
-        a = above_lowest;
-      }
-      s_prefix = prefix | (static_cast<unsigned long long>(chosen) << shift);
-      s_above = a;
-      s_done = count[chosen] <= 1;
     }
     __syncthreads();
     prefix = s_prefix;
@@ -294,18 +355,18 @@ __device__ unsigned long long TopPKey(const Load& load, int vocab, float z_max, 
     mask |= 0xffull << shift;
     if (s_done) break;
   }
-  // An early stop leaves the low bits 0, which could reach below floor_key: the bucket's one token
+  // An early stop leaves the low bits 0, which could reach below floor_key: the bucket's one key
   // counted is the only one >= floor_key in it.
   return prefix > floor_key ? prefix : floor_key;
 }
 
-// Sum of the masses of tokens with key >= floor_key.
-template <typename Load>
-__device__ Mass KeptMass(const Load& load, int vocab, float z_max, MassScale scale,
+// Sum of the masses of the n keys >= floor_key.
+template <typename Keys>
+__device__ Mass KeptMass(const Keys& keys, int n, float z_max, MassScale scale,
                          unsigned long long floor_key) {
   Mass sum = 0;
-  ForEachId(vocab, load, [&](int i, float z, bool valid) {
-    if (valid && OrderKey(z, i) >= floor_key) sum += ToMass(z, z_max, scale);
+  ForEachId(n, keys, [&](int, unsigned long long key, bool valid) {
+    if (valid && key >= floor_key) sum += ToMass(ZOfKey(key), z_max, scale);
   });
   return BlockSumMass(sum);
 }
@@ -385,6 +446,137 @@ __device__ int DrawKept(const Load& load, int vocab, float z_max, MassScale scal
   return BlockMaxInt(last);
 }
 
+// Truncated rows (top-k, top-p) select on candidates: one pass over the row counts a histogram of
+// the keys' top kBucketBits bits (with masses when top-p alone decides), which places the
+// boundary in one bucket; the keys of that bucket and above are gathered into shared memory, and
+// the byte-wise radix selections run there instead of re-reading the row (about 17 passes over
+// the row become 3 and the draw). A row whose candidates overflow kMaxCandidates (a huge top-k, a
+// flat distribution) takes the row-wide path; both give the same keys.
+constexpr int kBucketBits = 12;
+constexpr int kBuckets = 1 << kBucketBits;
+constexpr int kBucketShift = 64 - kBucketBits;
+constexpr int kMaxCandidates = 24576;
+constexpr int kHistogramBytes = 3 * kBuckets * static_cast<int>(sizeof(unsigned));
+// Room left for the static shared memory of the kernels that call SampleRow (about 9 KiB).
+constexpr int kStaticSharedAllowance = 12 * 1024;
+static_assert(kBuckets == 4 * kThreads, "the bucket scan gives each thread 4 buckets");
+
+// How many candidates SampleRow may gather on the current device: up to kMaxCandidates within the
+// device's opt-in shared memory per block; 0 (row-wide selections alone) when not even the bucket
+// histogram fits. The kernels take max_candidates * 8 bytes of dynamic shared memory: the bucket
+// histogram first, then the candidates' keys in the same bytes.
+inline int MaxCandidatesOnDevice() {
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    return 0;
+  }
+  const int room = (optin - kStaticSharedAllowance) / static_cast<int>(sizeof(unsigned long long));
+  const int n = room < kMaxCandidates ? room : kMaxCandidates;
+  return n * static_cast<int>(sizeof(unsigned long long)) >= kHistogramBytes ? n : 0;
+}
+
+struct CandidateBound {
+  int bucket;  // the lowest bucket kept; -1 when rounding found none (the row-wide path decides)
+  Mass count;  // tokens in that bucket and above
+};
+
+// The bucket holding the k-th largest key (k > 0), or else the one where the running mass from the
+// top reaches top_p * total; *total gets the row's mass. `histogram` is 3 * kBuckets words.
+template <typename Load>
+__device__ CandidateBound BoundCandidates(const Load& load, int vocab, float z_max, MassScale scale,
+                                          int k, float top_p, unsigned* histogram, Mass* total) {
+  unsigned* count = histogram;
+  unsigned* mass_lo = count + kBuckets;
+  unsigned* mass_hi = mass_lo + kBuckets;
+  __shared__ int s_bucket;
+  __shared__ Mass s_count;
+  const bool by_mass = k <= 0;
+  for (int i = threadIdx.x; i < 3 * kBuckets; i += kThreads) histogram[i] = 0;
+  if (threadIdx.x == 0) s_bucket = -1;
+  __syncthreads();
+  Mass sum = 0;
+  if (by_mass) {
+    ForEachId(vocab, load, [&](int i, float z, bool valid) {
+      const Mass m = valid ? ToMass(z, z_max, scale) : 0ull;
+      sum += m;
+      AddToHistogram<true>(count, mass_lo, mass_hi,
+                           valid ? static_cast<int>(OrderKey(z, i) >> kBucketShift) : -1, m);
+    });
+  } else {
+    ForEachId(vocab, load, [&](int i, float z, bool valid) {
+      if (valid) sum += ToMass(z, z_max, scale);
+      AddToHistogram<false>(count, nullptr, nullptr,
+                            valid ? static_cast<int>(OrderKey(z, i) >> kBucketShift) : -1, 0ull);
+    });
+  }
+  *total = BlockSumMass(sum);  // (synchronises: the histogram is complete)
+  // Thread t owns buckets top - 0..3: thread order walks the buckets from the top.
+  const int top = kBuckets - 1 - 4 * static_cast<int>(threadIdx.x);
+  Mass local_count = 0, local_mass = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    local_count += count[top - j];
+    if (by_mass) local_mass += MassOf(mass_lo, mass_hi, top - j);
+  }
+  Mass unused;
+  Mass count_above = BlockExclusiveSum(local_count, &unused);
+  if (by_mass) {
+    const double target = static_cast<double>(top_p) * static_cast<double>(*total);
+    Mass mass_above = BlockExclusiveSum(local_mass, &unused);
+    // Running sums only grow: one thread holds the first bucket whose sum reaches the target.
+    if (static_cast<double>(mass_above) < target &&
+        static_cast<double>(mass_above + local_mass) >= target) {
+      for (int j = 0; j < 4; ++j) {
+        count_above += count[top - j];
+        mass_above += MassOf(mass_lo, mass_hi, top - j);
+        if (static_cast<double>(mass_above) >= target) {
+          s_bucket = top - j;
+          s_count = count_above;
+          break;
+        }
+      }
+    }
+  } else {
+    const Mass kk = static_cast<Mass>(k);
+    if (count_above < kk && count_above + local_count >= kk) {
+      for (int j = 0; j < 4; ++j) {
+        count_above += count[top - j];
+        if (count_above >= kk) {
+          s_bucket = top - j;
+          s_count = count_above;
+          break;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  return CandidateBound{s_bucket, s_bucket >= 0 ? s_count : 0ull};
+}
+
+// Gathers the keys of the row's tokens in `bucket` and above into keys[] (in no particular order)
+// and returns how many there are.
+template <typename Load>
+__device__ int GatherCandidates(const Load& load, int vocab, int bucket, unsigned long long* keys) {
+  __shared__ int s_n;
+  if (threadIdx.x == 0) s_n = 0;
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  ForEachId(vocab, load, [&](int i, float z, bool valid) {
+    const unsigned long long key = OrderKey(z, i);
+    const bool in = valid && static_cast<int>(key >> kBucketShift) >= bucket;
+    const unsigned in_lanes = __ballot_sync(kFullMask, in);
+    if (in_lanes == 0) return;
+    int base = 0;
+    if (lane == 0) base = atomicAdd(&s_n, __popc(in_lanes));
+    base = __shfl_sync(kFullMask, base, 0);
+    if (in) keys[base + __popc(in_lanes & ((1u << lane) - 1u))] = key;
+  });
+  __syncthreads();
+  return s_n;
+}
+
 // How one row is sampled once its logits are final.
 struct RowChoice {
   bool greedy;
@@ -398,11 +590,26 @@ struct RowChoice {
 constexpr int kRowNotFinite = -1;
 constexpr int kRowAllBanned = -2;
 
+template <typename Load>
+__device__ void WriteSampled(const Load& load, int token, float z_max, Mass log_prob_mass,
+                             MassScale scale, std::int32_t* out_id, float* out_log_prob) {
+  if (threadIdx.x == 0) {
+    *out_id = token;
+    if (out_log_prob != nullptr) {
+      const double z = static_cast<double>(load(token));
+      *out_log_prob = static_cast<float>(z - LogSumExpOf(z_max, log_prob_mass, scale));
+    }
+  }
+}
+
 // The sampler (sampling::Sample after the logits processors) on one row: writes the token (or an
 // error code) to *out_id and its log-probability (NaN on error) to *out_log_prob when not null.
+// select_shared: max_candidates * 8 bytes of the block's shared memory, 8-byte aligned
+// (MaxCandidatesOnDevice).
 template <typename Load>
 __device__ void SampleRow(const Load& load, int vocab, const RowChoice& c, MassScale scale,
-                          std::int32_t* out_id, float* out_log_prob) {
+                          unsigned char* select_shared, int max_candidates, std::int32_t* out_id,
+                          float* out_log_prob) {
   Best best{0.0f, -1};
   bool bad = false;
   ForEachId(vocab, load, [&](int i, float z, bool valid) {
@@ -423,10 +630,47 @@ __device__ void SampleRow(const Load& load, int vocab, const RowChoice& c, MassS
     return;
   }
   const float z_max = best.value;
-
-  unsigned long long floor_key = 0;  // keep every token
   const int k = c.greedy ? 0 : c.top_k;
-  if (k > 0 && k < vocab) floor_key = KthLargestKey(load, vocab, k);
+  const bool top_k_on = k > 0 && k < vocab;
+  const bool top_p_on = !c.greedy && c.top_p > 0.0f && c.top_p < 1.0f;
+
+  if ((top_k_on || top_p_on) && max_candidates > 0) {
+    Mass total = 0;
+    const CandidateBound bound =
+        BoundCandidates(load, vocab, z_max, scale, top_k_on ? k : 0, c.top_p,
+                        reinterpret_cast<unsigned*>(select_shared), &total);
+    if (bound.bucket >= 0 && bound.count <= static_cast<Mass>(max_candidates)) {
+      auto* keys = reinterpret_cast<unsigned long long*>(select_shared);
+      const int n = GatherCandidates(load, vocab, bound.bucket, keys);
+      const CandidateKeys candidates{keys};
+      // Every candidate is >= lowest and every other token below it, so a floor key raised to
+      // lowest keeps the same candidates and no other token.
+      const unsigned long long lowest = static_cast<unsigned long long>(bound.bucket)
+                                        << kBucketShift;
+      unsigned long long floor_key = lowest;
+      Mass kept = total;
+      if (top_k_on) {
+        const unsigned long long kth = KthLargestKey(candidates, n, k);
+        floor_key = kth > lowest ? kth : lowest;
+        kept = KeptMass(candidates, n, z_max, scale, floor_key);
+      }
+      if (top_p_on) {
+        floor_key = TopPKey(candidates, n, z_max, scale, floor_key,
+                            static_cast<double>(c.top_p) * static_cast<double>(kept));
+        kept = KeptMass(candidates, n, z_max, scale, floor_key);
+      }
+      const int token =
+          DrawKept(load, vocab, z_max, scale, floor_key, c.uniform * static_cast<double>(kept));
+      WriteSampled(load, token, z_max, c.normalize_log_prob ? kept : total, scale, out_id,
+                   out_log_prob);
+      return;
+    }
+  }
+
+  // Greedy, the full vocabulary, or too many candidates: selections over the whole row.
+  const RowKeys<Load> row_keys{load};
+  unsigned long long floor_key = 0;  // keep every token
+  if (top_k_on) floor_key = KthLargestKey(row_keys, vocab, k);
   Mass total = 0, kept = 0;
   ForEachId(vocab, load, [&](int i, float z, bool valid) {
     if (!valid) return;
@@ -440,21 +684,15 @@ __device__ void SampleRow(const Load& load, int vocab, const RowChoice& c, MassS
   int token = best.id;
   Mass log_prob_mass = total;
   if (!c.greedy) {
-    if (c.top_p > 0.0f && c.top_p < 1.0f) {
-      floor_key = TopPKey(load, vocab, z_max, scale, floor_key,
+    if (top_p_on) {
+      floor_key = TopPKey(row_keys, vocab, z_max, scale, floor_key,
                           static_cast<double>(c.top_p) * static_cast<double>(kept));
-      kept = KeptMass(load, vocab, z_max, scale, floor_key);
+      kept = KeptMass(row_keys, vocab, z_max, scale, floor_key);
     }
     token = DrawKept(load, vocab, z_max, scale, floor_key, c.uniform * static_cast<double>(kept));
     if (c.normalize_log_prob) log_prob_mass = kept;
   }
-  if (threadIdx.x == 0) {
-    *out_id = token;
-    if (out_log_prob != nullptr) {
-      const double z = static_cast<double>(load(token));
-      *out_log_prob = static_cast<float>(z - LogSumExpOf(z_max, log_prob_mass, scale));
-    }
-  }
+  WriteSampled(load, token, z_max, log_prob_mass, scale, out_id, out_log_prob);
 }
 
 }  // namespace inflight::kernels::cuda::sampling_detail
