@@ -84,12 +84,19 @@ __device__ __forceinline__ void GridDependencyLaunchDependents() {
 #endif
 }
 
+// An attribute of the current device, or `fallback` when the runtime cannot tell.
+inline int CurrentDeviceAttribute(cudaDeviceAttr attribute, int fallback) {
+  int device = 0, value = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&value, attribute, device) != cudaSuccess) {
+    return fallback;
+  }
+  return value;
+}
+
 // Whether the current device is sm_90 or later (programmatic launch, thread-block clusters).
 inline bool CurrentDeviceIsSm90OrLater() {
-  int device = 0, major = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         major >= 9;
+  return CurrentDeviceAttribute(cudaDevAttrComputeCapabilityMajor, 0) >= 9;
 }
 
 // Whether to ask for programmatic launch: on sm_90 and later, unless the environment sets
@@ -112,12 +119,7 @@ inline std::int64_t ProgrammaticLaunchMaxBlocks() {
     return v != nullptr ? std::atoll(v) : std::int64_t{-1};
   }();
   if (from_env >= 0) return from_env;
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    return 0;
-  }
-  return std::int64_t{8} * sms;
+  return std::int64_t{8} * CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 0);
 }
 
 // Launches `kernel` as a programmatic dependent of the previous work in `stream` where the device

@@ -139,22 +139,7 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(GemvArgs a) {
 }
 
 int MaxSharedBytes() {
-  int device = 0, bytes = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-          cudaSuccess) {
-    return 48 << 10;
-  }
-  return bytes;
-}
-
-int MultiprocessorCount() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    return 132;
-  }
-  return count;
+  return CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 << 10);
 }
 
 template <typename T, typename OutT, int M, bool kGated>
@@ -172,7 +157,8 @@ cudaError_t LaunchRows(const GemvArgs& args, cudaStream_t stream) {
   const auto smem = static_cast<std::size_t>(M * args.chunks * 16);
   // Enough blocks for every row when that fits in a few waves; the row loop covers the rest.
   const std::int64_t wanted = CeilDiv(args.rows, kWarps);
-  const std::int64_t cap = static_cast<std::int64_t>(MultiprocessorCount()) * 16;
+  const std::int64_t cap =
+      static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) * 16;
   const auto blocks = static_cast<unsigned>(wanted < cap ? wanted : cap);
   return LaunchProgrammatic(kernel, dim3(blocks), dim3(kThreads), smem, stream, args);
 }

@@ -19,28 +19,6 @@ int MaxSplits(const PagedBatch& batch, std::int32_t partition_tokens) {
   return static_cast<int>(CeilDiv(batch.max_kv_len, partition_tokens));
 }
 
-int CurrentDevice() {
-  int device = 0;
-  return cudaGetDevice(&device) == cudaSuccess ? device : 0;
-}
-
-int MultiprocessorCount() {
-  int count = 0;
-  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, CurrentDevice()) !=
-      cudaSuccess) {
-    return 132;
-  }
-  return count;
-}
-
-// Programmatic dependent launch needs sm_90.
-bool HasProgrammaticLaunch() {
-  int major = 0;
-  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, CurrentDevice()) ==
-             cudaSuccess &&
-         major >= 9;
-}
-
 std::int64_t RoundUp(std::int64_t x, std::int64_t to) {
   return CeilDiv(x, to) * to;
 }
@@ -57,7 +35,10 @@ std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_
   const std::int64_t len = std::max<std::int64_t>(batch.max_kv_len, 1);
   const std::int64_t units = std::max<std::int64_t>(1, batch.num_seqs) * num_kv_heads;
   const std::int64_t splits = std::max<std::int64_t>(
-      1, kBlocksPerSm * static_cast<std::int64_t>(MultiprocessorCount()) / units);
+      1,
+      kBlocksPerSm *
+          static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) /
+          units);
   const std::int64_t per = std::clamp(RoundUp(CeilDiv(len, splits), detail::kDecPartition),
                                       kMinPartition, kMaxPartition);
   return static_cast<std::int32_t>(std::min(per, RoundUp(len, detail::kDecPartition)));
@@ -117,7 +98,7 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                           std::max(max_splits, 1),
                           part_o,
                           part_ml,
-                          HasProgrammaticLaunch()};
+                          CurrentDeviceIsSm90OrLater()};
   switch (shape.head_dim) {
     case 64:
       return detail::LaunchDecodeAttentionHd64(args, dtype, stream);

@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "kernels/cuda/cuda_common.cuh"
 namespace inflight::kernels::cuda::sampling_detail {
 
 constexpr int kThreads = 1024;
@@ -466,12 +468,8 @@ static_assert(kBuckets == 4 * kThreads, "the bucket scan gives each thread 4 buc
 // histogram fits. The kernels take max_candidates * 8 bytes of dynamic shared memory: the bucket
 // histogram first, then the candidates' keys in the same bytes.
 inline int MaxCandidatesOnDevice() {
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-          cudaSuccess) {
-    return 0;
-  }
+  const int optin = CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+  if (optin == 0) return 0;
   const int room = (optin - kStaticSharedAllowance) / static_cast<int>(sizeof(unsigned long long));
   const int n = room < kMaxCandidates ? room : kMaxCandidates;
   return n * static_cast<int>(sizeof(unsigned long long)) >= kHistogramBytes ? n : 0;
