@@ -24,7 +24,7 @@ step "Dependencies"
 tokenizer_src="$root/.testdata/gpt2"
 
 step "Build"
-"$root/tools/build.sh" -DINFLIGHT_TESTS=OFF -DINFLIGHT_BENCH=OFF
+"$root/tools/build.sh" -DINFLIGHT_TESTS=OFF -DINFLIGHT_BENCH=OFF -DINFLIGHT_WERROR=OFF
 server="$build/bin/inflight-server"
 
 step "A random-weight GPT-2 checkpoint with GPT-2's tokenizer, its engine, the model repository"

@@ -253,6 +253,7 @@ void Executor::Impl::AdmitAndCancel() {
 
 void Executor::Impl::RunStep() {
   const auto start = std::chrono::steady_clock::now();
+  profile_.Begin();
   executor::ScheduleResult step = scheduler_.Schedule();
   if (step.empty()) {
     // Nothing fits this instant (blocks held by requests being finished); wait for a change.
@@ -266,6 +267,7 @@ void Executor::Impl::RunStep() {
     if (s.first_scheduled_time_ns == 0) s.first_scheduled_time_ns = now;
   }
   model::StepInput input = scheduler_.BuildStepInput(step);
+  profile_.Mark(executor::StepProfile::kSchedule);
   std::vector<bool> on_device(step.items.size(), false);
   const bool device_sampling = config_.device_sampling && runner_->supports_device_sampling();
   for (std::size_t i = 0; device_sampling && i < step.items.size(); ++i) {
@@ -280,7 +282,10 @@ void Executor::Impl::RunStep() {
     input.sequences[i].logits = model::SequenceStep::Logits::kNone;
     on_device[i] = true;
   }
+  profile_.Mark(executor::StepProfile::kSamplingInputs);
   Result<model::StepOutput> out = runner_->Step(input);
+  profile_.Mark(executor::StepProfile::kRunnerHost);
+  if (out.ok()) profile_.MoveToDeviceWait(out->device_wait_ms);
   if (out.ok() && std::find(on_device.begin(), on_device.end(), true) != on_device.end() &&
       (out->sampled_tokens.size() != step.items.size() ||
        out->sampled_log_probs.size() != step.items.size())) {
@@ -318,9 +323,14 @@ void Executor::Impl::RunStep() {
       SampleItem(s, rows.last(static_cast<std::size_t>(vocab)));
     }
   }
+  profile_.Mark(executor::StepProfile::kOutputs);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   RecordIteration(step, ms);
+  if (profile_.enabled()) {
+    profile_.Mark(executor::StepProfile::kStats);
+    profile_.EndStep(static_cast<std::int64_t>(step.items.size()));
+  }
 }
 
 void Executor::Impl::CollectContextLogits(RequestState& s, const ScheduledItem& item,

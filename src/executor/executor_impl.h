@@ -15,6 +15,7 @@
 #include "executor/device_sampling_inputs.h"
 #include "executor/request_state.h"
 #include "executor/scheduler.h"
+#include "executor/step_profile.h"
 #include "inflight/executor.h"
 #include "kv_cache/block_manager.h"
 #include "model/model_runner.h"
@@ -78,7 +79,8 @@ class Executor::Impl {
   // Requests sampled on the device so far (loop thread only); erased with the state.
   std::unordered_map<IdType, executor::DeviceSamplingInputs> device_inputs_;
   std::uint64_t iteration_ = 0;
-  bool busy_ = false;  // the last loop turn ran a step
+  bool busy_ = false;              // the last loop turn ran a step
+  executor::StepProfile profile_;  // loop thread only
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;       // the loop waits here for requests / cancels / shutdown

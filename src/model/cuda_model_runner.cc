@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -70,22 +71,38 @@ std::string MiB(std::int64_t bytes) {
   return std::to_string(bytes >> 20) + " MiB";
 }
 
-// One device allocation, freed on destruction.
-class DeviceBuffer {
+// One CUDA allocation, freed on destruction: device memory, or pinned host memory, which a
+// device-to-host copy fills without blocking the host (a pageable destination makes
+// cudaMemcpyAsync wait for the stream, hiding where a step's time goes).
+enum class Memory { kDevice, kPinnedHost };
+template <Memory kKind>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaBuffer() = default;
+  ~CudaBuffer() { Reset(); }
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
   Status Allocate(std::int64_t bytes) {
     Reset();
     if (bytes <= 0) return Status::Ok();
-    CUDA_RETURN(cudaMalloc(&ptr_, static_cast<std::size_t>(bytes)));
+    if constexpr (kKind == Memory::kDevice) {
+      CUDA_RETURN(cudaMalloc(&ptr_, static_cast<std::size_t>(bytes)));
+    } else {
+      CUDA_RETURN(cudaMallocHost(&ptr_, static_cast<std::size_t>(bytes)));
+    }
     bytes_ = bytes;
     return Status::Ok();
   }
+  // Allocate, unless `bytes` already fit.
+  Status Reserve(std::int64_t bytes) { return bytes <= bytes_ ? Status::Ok() : Allocate(bytes); }
   void Reset() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+    if (ptr_ != nullptr) {
+      if constexpr (kKind == Memory::kDevice) {
+        cudaFree(ptr_);
+      } else {
+        cudaFreeHost(ptr_);
+      }
+    }
     ptr_ = nullptr;
     bytes_ = 0;
   }
@@ -99,6 +116,8 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
   std::int64_t bytes_ = 0;
 };
+using DeviceBuffer = CudaBuffer<Memory::kDevice>;
+using PinnedBuffer = CudaBuffer<Memory::kPinnedHost>;
 
 struct DeviceLayer {
   const void *attn_norm = nullptr, *attn_norm_bias = nullptr, *qkv = nullptr, *qkv_bias = nullptr,
@@ -159,6 +178,8 @@ class CudaModelRunner final : public ModelRunner {
   // step can be captured into a CUDA graph.
   Status Enqueue(const Launch& l);
   Status Forward(const StepInput& input, StepOutput& out);
+  // Blocks until the stream's work is done; the time goes to out.device_wait_ms.
+  Status WaitForStep(StepOutput& out);
   // Adds the sequence's DeviceSampling to sampling_batch_, its embedding bias uploaded if new.
   Status StageSampling(const DeviceSampling& d);
   // Decode steps whose sequences all decode one token and are all device-sampled replay a CUDA
@@ -200,6 +221,7 @@ class CudaModelRunner final : public ModelRunner {
   std::int64_t max_tokens_ = 0;
   DeviceBuffer residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logit_res_,
       logits_, step_ints_, decode_ws_, sampled_ids_;
+  PinnedBuffer host_ids_;  // sampled ids and log-probs, copied back each step
   std::int64_t workspace_bytes_ = 0;
   std::mutex step_mutex_;
   // Device sampling: this step's rows (host side) and the requests' embedding biases on the device.
@@ -651,13 +673,15 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
     l.decode_ws_bytes = static_cast<std::size_t>(decode_ws_.bytes());
   }
   RETURN_IF_ERROR(Enqueue(l));
-  std::vector<std::int32_t> sampled(static_cast<std::size_t>(2 * num_sampled));
-  if (!sampled.empty()) {
-    CUDA_RETURN(cudaMemcpyAsync(sampled.data(), sampled_ids_.get(), sampled.size() * 4,
-                                cudaMemcpyDeviceToHost, stream_));
+  RETURN_IF_ERROR(host_ids_.Reserve(num_sampled * 8));
+  const auto* sampled = host_ids_.get<const std::int32_t>();
+  if (num_sampled > 0) {
+    CUDA_RETURN(cudaMemcpyAsync(host_ids_.get(), sampled_ids_.get(),
+                                static_cast<std::size_t>(num_sampled) * 8, cudaMemcpyDeviceToHost,
+                                stream_));
   }
-  CUDA_RETURN(cudaStreamSynchronize(stream_));
-  if (!sampled.empty()) {
+  RETURN_IF_ERROR(WaitForStep(out));
+  if (num_sampled > 0) {
     out.sampled_tokens.assign(static_cast<std::size_t>(num_seqs), -1);
     out.sampled_log_probs.assign(static_cast<std::size_t>(num_seqs),
                                  std::numeric_limits<float>::quiet_NaN());
@@ -667,6 +691,14 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
       out.sampled_log_probs[i] = std::bit_cast<float>(sampled[sample_seq.size() + j]);
     }
   }
+  return Status::Ok();
+}
+
+Status CudaModelRunner::WaitForStep(StepOutput& out) {
+  const auto start = std::chrono::steady_clock::now();
+  CUDA_RETURN(cudaStreamSynchronize(stream_));
+  out.device_wait_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 
@@ -832,10 +864,12 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
       graphs_enabled_ = false;
     }
   }
-  std::vector<std::int32_t> sampled(static_cast<std::size_t>(bucket + n));
-  CUDA_RETURN(cudaMemcpyAsync(sampled.data(), graph_ids_.get(), sampled.size() * 4,
-                              cudaMemcpyDeviceToHost, stream_));
-  CUDA_RETURN(cudaStreamSynchronize(stream_));
+  RETURN_IF_ERROR(host_ids_.Reserve(std::int64_t{bucket + n} * 4));
+  const auto* sampled = host_ids_.get<const std::int32_t>();
+  CUDA_RETURN(cudaMemcpyAsync(host_ids_.get(), graph_ids_.get(),
+                              static_cast<std::size_t>(bucket + n) * 4, cudaMemcpyDeviceToHost,
+                              stream_));
+  RETURN_IF_ERROR(WaitForStep(out));
   out.row_begin.assign(static_cast<std::size_t>(n), 0);
   out.sampled_tokens.resize(static_cast<std::size_t>(n));
   out.sampled_log_probs.resize(static_cast<std::size_t>(n));

@@ -90,6 +90,9 @@ struct StepOutput {
   std::vector<float> sampled_log_probs;
   static constexpr TokenIdType kSampledNotFinite = -2;  // a processed logit is NaN or +inf
   static constexpr TokenIdType kSampledAllBanned = -3;  // every token is banned
+  // Milliseconds the host spent blocked on the device in this step (0 for the CPU runner), which
+  // tells host work the device waits for from device work (executor/step_profile.h).
+  double device_wait_ms = 0;
 };
 
 class ModelRunner {

@@ -225,6 +225,7 @@ if want e2e; then
     say '```'
 
     step "e2e tests against the GPU repositories"
+    # LOGPROB_TOL: bf16 rounding shifts with batch and resume-by-prefill; the judge lets tokens part only at a near-tie.
     if [[ "${INFLIGHT_ROUND_E2E_TESTS:-1}" == 0 ]]; then
       r="skipped (INFLIGHT_ROUND_E2E_TESTS=0)"; : >"$out/e2e.log"
     elif (cd "$root/tests/e2e" &&
@@ -232,7 +233,7 @@ if want e2e; then
         INFLIGHT_LLM_REPO="$work/default/triton_model_repo" \
         INFLIGHT_LLM_TINY_KV_REPO="$work/tiny_kv/triton_model_repo" \
         INFLIGHT_LLM_ENGINE="$work/default/engine" INFLIGHT_SOURCE_DIR="$root" \
-        PYTHONDONTWRITEBYTECODE=1 timeout "${INFLIGHT_E2E_TIMEOUT:-240}" python3 -m unittest -v test_llm_ensemble test_llm_repository) \
+        PYTHONDONTWRITEBYTECODE=1 INFLIGHT_E2E_LOGPROB_TOL=0.05 timeout "${INFLIGHT_E2E_TIMEOUT:-240}" python3 -m unittest -v test_llm_ensemble test_llm_repository) \
         >"$out/e2e.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
     tail -30 "$out/e2e.log"
     say ""

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Where the executor's step time goes at scale, in one device call: one random Llama-3.1-8B bf16
+# engine, then inflight-bench-executor's throughput section with INFLIGHT_STEP_PROFILE on, so the log
+# shows per step the host phases beside the device wait (executor/step_profile.h).
+#
+#   bench/package_gpu_round.sh                  # here, first: fills .device/bench
+#   bash bench/step_profile_round.sh            # on the device, with .device/bench carried
+#
+# Environment: INFLIGHT_BENCH_RUNS ("128/128:256": shape:requests items, one executor run each),
+# INFLIGHT_BENCH_MAX_BATCH_SIZE (256: the engine's), INFLIGHT_BENCH_KV_FRACTION (0.9),
+# INFLIGHT_STEP_PROFILE (64: steps per logged summary), INFLIGHT_BENCH_OUT ($OUT), and any
+# INFLIGHT_* switch the executor reads (INFLIGHT_CUDA_GRAPHS=0, INFLIGHT_DISABLE_PDL=1, ...).
+set -u -o pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+pkg=${INFLIGHT_BENCH_PACKAGE_DIR:-$root/.device/bench}
+dest=${INFLIGHT_BENCH_OUT:-${OUT:-$root/out/step-profile}}
+runs=${INFLIGHT_BENCH_RUNS:-128/128:256}
+mkdir -p "$dest"
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+export LD_LIBRARY_PATH="$pkg/lib:${LD_LIBRARY_PATH:-}:$cuda_home/lib64"
+export INFLIGHT_STEP_PROFILE=${INFLIGHT_STEP_PROFILE:-64}
+max_in=128 max_seq=256
+for run in $runs; do
+  shape=${run%%:*}
+  (( ${shape%/*} > max_in )) && max_in=${shape%/*}
+  (( ${shape%/*} + ${shape#*/} > max_seq )) && max_seq=$(( ${shape%/*} + ${shape#*/} ))
+done
+engine=$(mktemp -d /dev/shm/inflight-profile.XXXXXX)
+trap 'rm -rf "$engine"' EXIT
+"$pkg/libexec/inflight-build" --random_preset llama-3.1-8b --dtype bfloat16 --max_input_len "$max_in" \
+  --max_seq_len "$max_seq" --max_batch_size "${INFLIGHT_BENCH_MAX_BATCH_SIZE:-256}" \
+  --output_dir "$engine/e" >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
+rc=0
+for run in $runs; do
+  shape=${run%%:*} n=${run#*:} tag=${run//[\/:]/-}
+  echo "== $shape, $n requests"
+  "$pkg/libexec/inflight-bench-executor" --engine_dir "$engine/e" --sections throughput \
+    --shapes "$shape" --num_requests "$n" --kv_cache_reuse=false \
+    --kv_cache_free_gpu_mem_fraction "${INFLIGHT_BENCH_KV_FRACTION:-0.9}" \
+    >"$dest/profile-$tag.md" 2>"$dest/profile-$tag.log" || rc=1
+  sed -n '/^| shape/,$p' "$dest/profile-$tag.md"
+  grep -E "step profile|KV pool|executor:" "$dest/profile-$tag.log" | cut -c1-330 | awk 'NR % 4 == 1'
+done
+exit $rc

@@ -1,0 +1,42 @@
+#include "executor/step_profile.h"
+
+#include <cstdlib>
+
+#include "common/logging.h"
+
+namespace inflight::executor {
+
+StepProfile::StepProfile() {
+  if (const char* env = std::getenv("INFLIGHT_STEP_PROFILE")) every_ = std::atoll(env);
+}
+
+void StepProfile::Mark(Phase finished) {
+  const Clock::time_point now = Clock::now();
+  ms_[finished] += std::chrono::duration<double, std::milli>(now - last_).count();
+  last_ = now;
+}
+
+void StepProfile::MoveToDeviceWait(double ms) {
+  ms_[kRunnerHost] -= ms;
+  ms_[kDeviceWait] += ms;
+}
+
+void StepProfile::EndStep(std::int64_t num_sequences) {
+  ++steps_;
+  sequences_ += num_sequences;
+  if (steps_ < every_) return;
+  const double n = static_cast<double>(steps_);
+  double total = 0;
+  for (double v : ms_) total += v;
+  LOG_INFO(
+      "step profile, mean of {} steps ({:.1f} sequences): {:.3f} ms = schedule {:.3f} + sampling "
+      "inputs {:.3f} + runner host {:.3f} + device wait {:.3f} + outputs {:.3f} + stats {:.3f}",
+      steps_, static_cast<double>(sequences_) / n, total / n, ms_[kSchedule] / n,
+      ms_[kSamplingInputs] / n, ms_[kRunnerHost] / n, ms_[kDeviceWait] / n, ms_[kOutputs] / n,
+      ms_[kStats] / n);
+  steps_ = 0;
+  sequences_ = 0;
+  ms_ = {};
+}
+
+}  // namespace inflight::executor

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+
+namespace inflight::executor {
+
+// Where the executor loop's time goes, step by step: host work the GPU waits for shows up as the
+// gap between a step's wall time and its device wait. Off unless INFLIGHT_STEP_PROFILE=N is set,
+// then a summary (mean milliseconds per step) is logged every N steps.
+class StepProfile {
+ public:
+  enum Phase {
+    kSchedule,        // Scheduler::Schedule and BuildStepInput
+    kSamplingInputs,  // per-sequence device-sampling inputs
+    kRunnerHost,      // the runner's Step, less its wait for the device
+    kDeviceWait,      // the runner blocked on the device
+    kOutputs,         // OnStepComputed, tokens accepted, responses
+    kStats,           // the iteration record
+    kNumPhases
+  };
+
+  StepProfile();
+  bool enabled() const { return every_ > 0; }
+  // Starts timing the next phase; the time since the previous mark goes to `finished`.
+  void Mark(Phase finished);
+  void Begin() { last_ = Clock::now(); }
+  // The runner's own measure of its wait, moved from kRunnerHost to kDeviceWait.
+  void MoveToDeviceWait(double ms);
+  void EndStep(std::int64_t num_sequences);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::int64_t every_ = 0;
+  std::int64_t steps_ = 0;
+  std::int64_t sequences_ = 0;
+  Clock::time_point last_;
+  std::array<double, kNumPhases> ms_{};
+};
+
+}  // namespace inflight::executor
