@@ -285,7 +285,7 @@ void Executor::Impl::RunStep() {
   profile_.Mark(executor::StepProfile::kSamplingInputs);
   Result<model::StepOutput> out = runner_->Step(input);
   profile_.Mark(executor::StepProfile::kRunnerHost);
-  if (out.ok()) profile_.MoveToDeviceWait(out->device_wait_ms);
+  if (out.ok()) profile_.AddRunnerTimes(out->device_wait_ms, out->device_ms);
   if (out.ok() && std::find(on_device.begin(), on_device.end(), true) != on_device.end() &&
       (out->sampled_tokens.size() != step.items.size() ||
        out->sampled_log_probs.size() != step.items.size())) {

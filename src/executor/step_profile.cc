@@ -16,9 +16,10 @@ void StepProfile::Mark(Phase finished) {
   last_ = now;
 }
 
-void StepProfile::MoveToDeviceWait(double ms) {
-  ms_[kRunnerHost] -= ms;
-  ms_[kDeviceWait] += ms;
+void StepProfile::AddRunnerTimes(double wait_ms, double device_ms) {
+  ms_[kRunnerHost] -= wait_ms;
+  ms_[kDeviceWait] += wait_ms;
+  device_ms_ += device_ms;
 }
 
 void StepProfile::EndStep(std::int64_t num_sequences) {
@@ -30,13 +31,15 @@ void StepProfile::EndStep(std::int64_t num_sequences) {
   for (double v : ms_) total += v;
   LOG_INFO(
       "step profile, mean of {} steps ({:.1f} sequences): {:.3f} ms = schedule {:.3f} + sampling "
-      "inputs {:.3f} + runner host {:.3f} + device wait {:.3f} + outputs {:.3f} + stats {:.3f}",
+      "inputs {:.3f} + runner host {:.3f} + device wait {:.3f} + outputs {:.3f} + stats {:.3f}; "
+      "device busy {:.3f} ({:.1f}% of the wall time)",
       steps_, static_cast<double>(sequences_) / n, total / n, ms_[kSchedule] / n,
       ms_[kSamplingInputs] / n, ms_[kRunnerHost] / n, ms_[kDeviceWait] / n, ms_[kOutputs] / n,
-      ms_[kStats] / n);
+      ms_[kStats] / n, device_ms_ / n, total > 0 ? 100.0 * device_ms_ / total : 0.0);
   steps_ = 0;
   sequences_ = 0;
   ms_ = {};
+  device_ms_ = 0;
 }
 
 }  // namespace inflight::executor

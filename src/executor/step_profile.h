@@ -26,8 +26,10 @@ class StepProfile {
   // Starts timing the next phase; the time since the previous mark goes to `finished`.
   void Mark(Phase finished);
   void Begin() { last_ = Clock::now(); }
-  // The runner's own measure of its wait, moved from kRunnerHost to kDeviceWait.
-  void MoveToDeviceWait(double ms);
+  // The runner's own measures (model::StepOutput): its wait for the device, moved from
+  // kRunnerHost to kDeviceWait, and the device's busy time, which the summary sets against the
+  // step's wall time (the rest is device idle time that host work causes).
+  void AddRunnerTimes(double wait_ms, double device_ms);
   void EndStep(std::int64_t num_sequences);
 
  private:
@@ -37,6 +39,7 @@ class StepProfile {
   std::int64_t sequences_ = 0;
   Clock::time_point last_;
   std::array<double, kNumPhases> ms_{};
+  double device_ms_ = 0;
 };
 
 }  // namespace inflight::executor

@@ -132,6 +132,9 @@ class CudaModelRunner final : public ModelRunner {
                                                          const CudaRunnerOptions& options);
   ~CudaModelRunner() override {
     for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
+    for (cudaEvent_t ev : {step_begin_, step_end_}) {
+      if (ev != nullptr) cudaEventDestroy(ev);
+    }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   const EngineConfig& config() const override { return config_; }
@@ -169,7 +172,11 @@ class CudaModelRunner final : public ModelRunner {
     const std::int32_t* sampling_lists = nullptr;         // what sampling_params index
     std::int32_t* sampled_ids = nullptr;                  // device [num_rows - num_out_rows]
     float* sampled_log_probs = nullptr;                   // device [num_rows - num_out_rows]
-    bool decode_only = false;
+    // Sequences [0, num_decode_seqs) have one query row each and go to the decode kernel, which
+    // reads each KV head once for all its query heads; the context kernel, which takes the rest,
+    // would give each of them a whole query tile per head. A decode-only step sends them all.
+    std::int32_t num_decode_seqs = 0;
+    std::int32_t decode_max_kv_len = 0;  // over those sequences
     std::int32_t partition = 0;
     void* decode_ws = nullptr;
     std::size_t decode_ws_bytes = 0;
@@ -201,6 +208,7 @@ class CudaModelRunner final : public ModelRunner {
   std::string device_name_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // a step's device time, for profiles
   std::unique_ptr<kc::CublasLtGemm> gemm_;
 
   DeviceBuffer weights_buf_;
@@ -234,6 +242,7 @@ class CudaModelRunner final : public ModelRunner {
   // graph_blocks_]; graph_lists_ the sampling lists; graph_ids_ the sampled ids of a bucket's
   // slots, then their log-probs.
   bool graphs_enabled_ = true;
+  bool mixed_decode_split_ = true;  // Launch::num_decode_seqs in mixed steps
   bool graphs_ready_ = false;
   std::int32_t graph_slots_ = 0;   // max_batch_size
   std::int32_t graph_blocks_ = 0;  // block-table columns: enough for max_seq_len
@@ -380,6 +389,8 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   CUDA_RETURN(cudaGetDeviceProperties(&prop, r->device_));
   r->device_name_ = "cuda:" + std::to_string(r->device_);
   CUDA_RETURN(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
+  CUDA_RETURN(cudaEventCreate(&r->step_begin_));
+  CUDA_RETURN(cudaEventCreate(&r->step_end_));
 
   ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
   const EngineConfig& c = r->config_;
@@ -431,6 +442,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   // INFLIGHT_CUDA_GRAPHS=0 turns graph replay off (for comparisons and debugging).
   const char* graphs_env = std::getenv("INFLIGHT_CUDA_GRAPHS");
   r->graphs_enabled_ = graphs_env == nullptr || std::string(graphs_env) != "0";
+  // INFLIGHT_MIXED_DECODE_SPLIT=0 sends a mixed step's decodes through the context kernel too.
+  const char* split_env = std::getenv("INFLIGHT_MIXED_DECODE_SPLIT");
+  r->mixed_decode_split_ = split_env == nullptr || std::string(split_env) != "0";
   LOG_INFO(
       "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
       "blocks x {} tokens = {} "
@@ -482,6 +496,18 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
   const bool swiglu = c.activation == Activation::kSwiGlu;
   const std::int64_t e = static_cast<std::int64_t>(DTypeSize(dtype_));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  // The two attention kernels' views of the batch: rows keep their step-wide indices.
+  const std::int32_t D = launch.num_decode_seqs;
+  kc::PagedBatch decodes = batch, contexts = batch;
+  decodes.num_seqs = D;
+  decodes.num_tokens = D;
+  decodes.max_query_len = D > 0 ? 1 : 0;
+  decodes.max_kv_len = launch.decode_max_kv_len;
+  contexts.num_seqs = batch.num_seqs - D;
+  contexts.num_tokens = batch.num_tokens - D;
+  contexts.query_start += D;
+  contexts.num_cached += D;
+  contexts.block_tables += static_cast<std::ptrdiff_t>(D) * batch.max_blocks_per_seq;
 
   CUDA_RETURN(kc::EmbeddingGather(residual_.get(), launch.token_ids, T, embed_, H, pos_embed_,
                                   launch.positions, dtype_, stream_));
@@ -502,13 +528,14 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
     char* v_pool = k_pool + pool_elems_ * e;
     CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape,
                                 inv_freq_.get<float>(), dtype_, stream_));
-    if (launch.decode_only) {
-      CUDA_RETURN(kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, batch, shape,
+    if (decodes.num_seqs > 0) {
+      CUDA_RETURN(kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, decodes, shape,
                                            nq, scale, dtype_, launch.partition, launch.decode_ws,
                                            launch.decode_ws_bytes, stream_));
-    } else {
-      CUDA_RETURN(kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, batch, shape,
-                                            nq, scale, dtype_, stream_));
+    }
+    if (contexts.num_seqs > 0) {
+      CUDA_RETURN(kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, contexts,
+                                            shape, nq, scale, dtype_, stream_));
     }
     RETURN_IF_ERROR(Linear(hidden_.get(), attn_.get(), l.attn_out, l.attn_out_bias, T, H, q_dim));
     RETURN_IF_ERROR(
@@ -644,7 +671,15 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   batch.num_cached = d_ints + o_nc;
   batch.block_tables = d_ints + o_tab;
   batch.max_blocks_per_seq = max_blocks;
-  const bool decode_only = max_q == 1;
+  // The leading one-row sequences (the scheduler puts decodes first) take the decode kernel.
+  std::int32_t num_decodes = 0, decode_max_kv = 0;
+  const bool split_decodes = mixed_decode_split_ || max_q == 1;
+  while (split_decodes && num_decodes < num_seqs &&
+         input.sequences[static_cast<std::size_t>(num_decodes)].tokens.size() == 1) {
+    const SequenceStep& s = input.sequences[static_cast<std::size_t>(num_decodes)];
+    decode_max_kv = std::max(decode_max_kv, s.num_cached + 1);
+    ++num_decodes;
+  }
   Launch l;
   l.batch = batch;
   l.token_ids = d_ints + o_tok;
@@ -663,11 +698,17 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   // This step's ids, then its log-probs, so that one copy brings both back.
   l.sampled_ids = sampled_ids_.get<std::int32_t>();
   l.sampled_log_probs = sampled_ids_.get<float>() + num_sampled;
-  l.decode_only = decode_only;
-  if (decode_only) {
-    l.partition = kc::DecodePartitionTokens(batch, c.num_kv_heads);
+  l.num_decode_seqs = num_decodes;
+  l.decode_max_kv_len = decode_max_kv;
+  if (num_decodes > 0) {
+    kc::PagedBatch decodes = batch;
+    decodes.num_seqs = num_decodes;
+    decodes.num_tokens = num_decodes;
+    decodes.max_query_len = 1;
+    decodes.max_kv_len = decode_max_kv;
+    l.partition = kc::DecodePartitionTokens(decodes, c.num_kv_heads);
     const auto ws = static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
-        batch, c.num_attention_heads, c.head_dim, l.partition));
+        decodes, c.num_attention_heads, c.head_dim, l.partition));
     if (ws > decode_ws_.bytes()) RETURN_IF_ERROR(decode_ws_.Allocate(ws));
     l.decode_ws = decode_ws_.get();
     l.decode_ws_bytes = static_cast<std::size_t>(decode_ws_.bytes());
@@ -695,10 +736,14 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
 }
 
 Status CudaModelRunner::WaitForStep(StepOutput& out) {
+  CUDA_RETURN(cudaEventRecord(step_end_, stream_));
   const auto start = std::chrono::steady_clock::now();
   CUDA_RETURN(cudaStreamSynchronize(stream_));
   out.device_wait_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  float device_ms = 0;
+  CUDA_RETURN(cudaEventElapsedTime(&device_ms, step_begin_, step_end_));
+  out.device_ms = device_ms;
   return Status::Ok();
 }
 
@@ -837,7 +882,8 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
     // The bucket's ids, then its log-probs.
     l.sampled_ids = graph_ids_.get<std::int32_t>();
     l.sampled_log_probs = graph_ids_.get<float>() + bucket;
-    l.decode_only = true;
+    l.num_decode_seqs = bucket;
+    l.decode_max_kv_len = l.batch.max_kv_len;
     l.partition = graph_partition_.at(bucket);
     l.decode_ws = graph_ws_.get();
     l.decode_ws_bytes = static_cast<std::size_t>(graph_ws_.bytes());
@@ -889,6 +935,7 @@ Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
   out.vocab_size = config_.vocab_size;
   if (input.sequences.empty()) return out;
   bias_cache_->BeginStep();  // the previous step's work is done: expired biases can go
+  CUDA_RETURN(cudaEventRecord(step_begin_, stream_));
   if (GraphEligible(input)) {
     RETURN_IF_ERROR(DecodeWithGraph(input, out));
   } else {

@@ -93,6 +93,9 @@ struct StepOutput {
   // Milliseconds the host spent blocked on the device in this step (0 for the CPU runner), which
   // tells host work the device waits for from device work (executor/step_profile.h).
   double device_wait_ms = 0;
+  // Milliseconds from the step's first device work to its last (CUDA events; 0 for the CPU
+  // runner): when it falls short of the step's wall time, the device sat idle for the rest.
+  double device_ms = 0;
 };
 
 class ModelRunner {

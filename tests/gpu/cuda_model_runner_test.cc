@@ -56,7 +56,8 @@ void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim)
   auto gpu = model::CreateCudaModelRunner(engine, gpu_opts);
   GPU_CHECK(gpu.ok(), gpu.status().ToString());
 
-  // Two sequences with shuffled blocks: a 37-token prompt (all logits) and a 5-token prompt.
+  // Two sequences with shuffled blocks: a 37-token prompt (all logits) and a 5-token prompt; two
+  // more join in round 2.
   std::vector<std::int32_t> blocks(64);
   for (int i = 0; i < 64; ++i) blocks[static_cast<std::size_t>(i)] = i;
   std::shuffle(blocks.begin(), blocks.end(), Rng());
@@ -87,6 +88,19 @@ void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim)
       s.num_cached += static_cast<std::int32_t>(s.tokens.size());
       s.tokens = {tok(Rng())};
       s.logits = model::SequenceStep::Logits::kLast;
+    }
+    if (round == 1) {
+      // A mixed step: the decodes (decode kernel), a 19-token prompt and a 1-token prompt behind
+      // it (context kernel).
+      for (int len : {19, 1}) {
+        model::SequenceStep s;
+        for (int i = 0; i < len; ++i) s.tokens.push_back(tok(Rng()));
+        const std::size_t first = step.sequences.size() * 8;
+        s.block_table.assign(blocks.begin() + static_cast<std::ptrdiff_t>(first),
+                             blocks.begin() + static_cast<std::ptrdiff_t>(first + 8));
+        s.logits = model::SequenceStep::Logits::kLast;
+        step.sequences.push_back(s);
+      }
     }
   }
 }
