@@ -10,7 +10,9 @@
 //               shape's row is printed when that shape finishes;
 //   latency     per-request latency (enqueue to final response) at each --latency_concurrency,
 //               closed loop: what bench/server_overhead.py compares with the same requests sent
-//               through inflight-server.
+//               through inflight-server;
+//   prefill     --prefill_requests prompts of --prefill_len tokens with one output token each: the
+//               model's FLOPs per wall second next to the card's GEMM rate (--gemm_tflops).
 //
 // The engine is --engine_dir, or random weights written straight into an engine in a temporary
 // folder (--preset tiny | small | llama-3.1-8b; the engine inflight-build would make from
@@ -75,6 +77,9 @@ struct Options {
   std::int64_t latency_requests = 24;
   bool kv_cache_reuse = true;
   double kv_fraction = 0.9;  // the executor's default; TensorRT-LLM's table ran at 0.99
+  std::int64_t prefill_len = 2048;
+  std::int64_t prefill_requests = 32;
+  double gemm_tflops = 0;  // the card's measured bf16 GEMM rate, for the prefill row's ratio
 };
 
 // The sections to run, in the order given (a round puts the short ones before throughput, so a
@@ -84,9 +89,9 @@ Result<std::vector<std::string>> ParseSections(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    if (item != "decode" && item != "throughput" && item != "latency") {
+    if (item != "decode" && item != "throughput" && item != "latency" && item != "prefill") {
       return InvalidArgument("--sections item \"" + item +
-                             "\" is not one of: decode, throughput, latency");
+                             "\" is not one of: decode, throughput, latency, prefill");
     }
     if (std::find(sections.begin(), sections.end(), item) != sections.end()) {
       return InvalidArgument("--sections names \"" + item + "\" twice");
@@ -416,6 +421,45 @@ Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir
   return Status::Ok();
 }
 
+// FLOPs of one prompt of `len` tokens through the model: the dense layers for every token, causal
+// attention (q·k and p·v over the keys at or before each row) and lm_head for the last row only.
+double PrefillFlops(const model::EngineConfig& c, std::int64_t len) {
+  const double H = static_cast<double>(c.hidden_size), hd = static_cast<double>(c.head_dim);
+  const double nq = static_cast<double>(c.num_attention_heads);
+  const double inter = static_cast<double>(c.intermediate_size);
+  const double mlp_in = c.activation == model::Activation::kSwiGlu ? 2 * inter : inter;
+  const double per_layer =
+      H * static_cast<double>(c.QkvRows(1)) + nq * hd * H + H * mlp_in + inter * H;
+  const double L = static_cast<double>(len);
+  const double dense = 2.0 * L * per_layer * static_cast<double>(c.num_layers);
+  const double attention = 4.0 * nq * hd * (L * (L + 1) / 2) * static_cast<double>(c.num_layers);
+  return dense + attention + 2.0 * H * static_cast<double>(c.vocab_size);
+}
+
+// Prefill alone: --prefill_requests prompts of --prefill_len tokens and one output token each,
+// enqueued at once, so every step is a full chunk of prompt tokens.
+Status RunPrefill(Executor& ex, const Options& opt, const model::EngineConfig& cfg) {
+  const Shape shape{static_cast<SizeType>(opt.prefill_len), 1};
+  std::cout << "## Prefill (" << opt.prefill_requests << " prompts of " << opt.prefill_len
+            << " tokens, 1 output token each, enqueued at once)\n\n";
+  RETURN_IF_ERROR(MeasureThroughput(ex, shape, 2, 700000).status());  // warm-up
+  ASSIGN_OR_RETURN(ThroughputResult r, MeasureThroughput(ex, shape, opt.prefill_requests, 710000));
+  const double tokens = static_cast<double>(opt.prefill_requests * opt.prefill_len);
+  const double tflops = static_cast<double>(opt.prefill_requests) *
+                        PrefillFlops(cfg, opt.prefill_len) / r.seconds / 1e12;
+  Table t({"prompt tokens", "wall s", "prompt tok/s", "TFLOP/s", "GEMM rate TFLOP/s",
+           "% of GEMM rate"});
+  t.AddRow({Fmt(tokens, 0), Fmt(r.seconds, 3), Fmt(tokens / r.seconds, 1), Fmt(tflops, 1),
+            opt.gemm_tflops > 0 ? Fmt(opt.gemm_tflops, 1) : "-",
+            opt.gemm_tflops > 0 ? Fmt(100.0 * tflops / opt.gemm_tflops, 1) + "%" : "-"});
+  t.Print(std::cout);
+  std::cout << "\nTFLOP/s: dense layers for every prompt token, causal attention and lm_head for "
+               "the last row, over the wall time from enqueue to the last response. GEMM rate: "
+               "--gemm_tflops (the ceilings benchmark's bf16 8192^3 rate on this card).\n\n"
+            << std::flush;
+  return Status::Ok();
+}
+
 Status RunThroughput(Executor& ex, const Options& opt, const std::vector<Shape>& shapes) {
   std::cout << "## Offline throughput (" << opt.num_requests << " requests enqueued at once)\n\n";
   StreamingTable tt({"in/out", "requests", "output tok/s", "TTFT p50 ms", "TTFT p99 ms",
@@ -448,6 +492,9 @@ Status Run(const Options& opt) {
     ASSIGN_OR_RETURN(std::vector<Shape> latency_shape, ParseShapes(opt.latency_shape));
     RETURN_IF_ERROR(ParseConcurrencies(opt.latency_concurrency).status());
     engine_shapes.insert(engine_shapes.end(), latency_shape.begin(), latency_shape.end());
+  }
+  if (std::find(sections.begin(), sections.end(), "prefill") != sections.end()) {
+    engine_shapes.push_back(Shape{static_cast<SizeType>(opt.prefill_len), 1});
   }
   fs::path work;
   std::string engine_dir = opt.engine_dir;
@@ -483,6 +530,7 @@ Status Run(const Options& opt) {
     if (section == "decode") RETURN_IF_ERROR(RunDecode(*ex, opt, engine_dir, cfg));
     if (section == "throughput") RETURN_IF_ERROR(RunThroughput(*ex, opt, shapes));
     if (section == "latency") RETURN_IF_ERROR(RunLatency(*ex, opt));
+    if (section == "prefill") RETURN_IF_ERROR(RunPrefill(*ex, opt, cfg));
   }
   ex->shutdown();
   if (!work.empty() && !opt.keep_engine) fs::remove_all(work);
@@ -546,7 +594,7 @@ int main(int argc, char** argv) {
             });
   flags.AddSwitch("keep_engine", "keep the temporary engine", &opt.keep_engine);
   flags.Add("sections", "LIST",
-            "what to run, in the order given: decode, throughput, latency (default "
+            "what to run, in the order given: decode, throughput, latency, prefill (default "
             "decode,throughput)",
             str(&opt.sections));
   flags.Add("latency_concurrency", "LIST",
@@ -562,6 +610,16 @@ int main(int argc, char** argv) {
                   "prefix reuse of KV blocks (default true; =false to match a server "
                   "configured without it)",
                   &opt.kv_cache_reuse);
+  flags.Add("prefill_len", "N", "prefill: prompt length (default 2048)", [&](const std::string& v) {
+    return tools::ParseInt("--prefill_len", v, 1, 1 << 20, &opt.prefill_len);
+  });
+  flags.Add("prefill_requests", "N", "prefill: prompts (default 32)", [&](const std::string& v) {
+    return tools::ParseInt("--prefill_requests", v, 1, 1 << 20, &opt.prefill_requests);
+  });
+  flags.Add("gemm_tflops", "TFLOP/s", "prefill: the card's bf16 GEMM rate, for the ratio",
+            [&](const std::string& v) {
+              return tools::ParseDouble("--gemm_tflops", v, 1e-3, 1e6, &opt.gemm_tflops);
+            });
   flags.Add("kv_cache_free_gpu_mem_fraction", "F",
             "share of the GPU memory free after weights that the KV cache takes (default 0.9)",
             [&](const std::string& v) {
