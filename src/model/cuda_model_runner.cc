@@ -119,6 +119,29 @@ class CudaBuffer {
 using DeviceBuffer = CudaBuffer<Memory::kDevice>;
 using PinnedBuffer = CudaBuffer<Memory::kPinnedHost>;
 
+// The decode kernel's view of a step's first `num_seqs` sequences, one query row each; rows keep
+// their step-wide indices.
+kc::PagedBatch LeadingDecodes(const kc::PagedBatch& batch, std::int32_t num_seqs,
+                              std::int32_t max_kv_len) {
+  kc::PagedBatch view = batch;
+  view.num_seqs = num_seqs;
+  view.num_tokens = num_seqs;
+  view.max_query_len = num_seqs > 0 ? 1 : 0;
+  view.max_kv_len = max_kv_len;
+  return view;
+}
+
+// The context kernel's view of the sequences after the first `skip`.
+kc::PagedBatch AfterDecodes(const kc::PagedBatch& batch, std::int32_t skip) {
+  kc::PagedBatch view = batch;
+  view.num_seqs -= skip;
+  view.num_tokens -= skip;
+  view.query_start += skip;
+  view.num_cached += skip;
+  view.block_tables += static_cast<std::ptrdiff_t>(skip) * batch.max_blocks_per_seq;
+  return view;
+}
+
 struct DeviceLayer {
   const void *attn_norm = nullptr, *attn_norm_bias = nullptr, *qkv = nullptr, *qkv_bias = nullptr,
              *attn_out = nullptr, *attn_out_bias = nullptr, *mlp_norm = nullptr,
@@ -501,18 +524,9 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
   const bool swiglu = c.activation == Activation::kSwiGlu;
   const std::int64_t e = static_cast<std::int64_t>(DTypeSize(dtype_));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  // The two attention kernels' views of the batch: rows keep their step-wide indices.
-  const std::int32_t D = launch.num_decode_seqs;
-  kc::PagedBatch decodes = batch, contexts = batch;
-  decodes.num_seqs = D;
-  decodes.num_tokens = D;
-  decodes.max_query_len = D > 0 ? 1 : 0;
-  decodes.max_kv_len = launch.decode_max_kv_len;
-  contexts.num_seqs = batch.num_seqs - D;
-  contexts.num_tokens = batch.num_tokens - D;
-  contexts.query_start += D;
-  contexts.num_cached += D;
-  contexts.block_tables += static_cast<std::ptrdiff_t>(D) * batch.max_blocks_per_seq;
+  const kc::PagedBatch decodes =
+      LeadingDecodes(batch, launch.num_decode_seqs, launch.decode_max_kv_len);
+  const kc::PagedBatch contexts = AfterDecodes(batch, launch.num_decode_seqs);
 
   CUDA_RETURN(kc::EmbeddingGather(residual_.get(), launch.token_ids, T, embed_, H, pos_embed_,
                                   launch.positions, dtype_, stream_));
@@ -706,11 +720,7 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   l.num_decode_seqs = num_decodes;
   l.decode_max_kv_len = decode_max_kv;
   if (num_decodes > 0) {
-    kc::PagedBatch decodes = batch;
-    decodes.num_seqs = num_decodes;
-    decodes.num_tokens = num_decodes;
-    decodes.max_query_len = 1;
-    decodes.max_kv_len = decode_max_kv;
+    const kc::PagedBatch decodes = LeadingDecodes(batch, num_decodes, decode_max_kv);
     l.partition = kc::DecodePartitionTokens(decodes, c.num_kv_heads);
     const auto ws = static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
         decodes, c.num_attention_heads, c.head_dim, l.partition));
