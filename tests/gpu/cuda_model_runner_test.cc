@@ -63,15 +63,18 @@ void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim)
   std::shuffle(blocks.begin(), blocks.end(), Rng());
   model::StepInput step;
   std::uniform_int_distribution<int> tok(0, 1110);
-  for (int len : {37, 5}) {
+  // A new sequence with a `len`-token prompt and the next 8 of the shuffled blocks.
+  const auto add_prompt = [&](int len, model::SequenceStep::Logits logits) {
     model::SequenceStep s;
     for (int i = 0; i < len; ++i) s.tokens.push_back(tok(Rng()));
     const std::size_t first = step.sequences.size() * 8;
     s.block_table.assign(blocks.begin() + static_cast<std::ptrdiff_t>(first),
                          blocks.begin() + static_cast<std::ptrdiff_t>(first + 8));
-    s.logits = len == 37 ? model::SequenceStep::Logits::kAll : model::SequenceStep::Logits::kLast;
+    s.logits = logits;
     step.sequences.push_back(s);
-  }
+  };
+  add_prompt(37, model::SequenceStep::Logits::kAll);
+  add_prompt(5, model::SequenceStep::Logits::kLast);
   for (int round = 0; round < 4; ++round) {
     auto want = (*cpu)->Step(step);
     auto got = (*gpu)->Step(step);
@@ -92,15 +95,8 @@ void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim)
     if (round == 1) {
       // A mixed step: the decodes (decode kernel), a 19-token prompt and a 1-token prompt behind
       // it (context kernel).
-      for (int len : {19, 1}) {
-        model::SequenceStep s;
-        for (int i = 0; i < len; ++i) s.tokens.push_back(tok(Rng()));
-        const std::size_t first = step.sequences.size() * 8;
-        s.block_table.assign(blocks.begin() + static_cast<std::ptrdiff_t>(first),
-                             blocks.begin() + static_cast<std::ptrdiff_t>(first + 8));
-        s.logits = model::SequenceStep::Logits::kLast;
-        step.sequences.push_back(s);
-      }
+      add_prompt(19, model::SequenceStep::Logits::kLast);
+      add_prompt(1, model::SequenceStep::Logits::kLast);
     }
   }
 }
