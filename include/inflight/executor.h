@@ -168,6 +168,8 @@ class Executor {
 
   // Validates and queues; an invalid request or a full queue is an error here, nothing is queued.
   Result<IdType> enqueueRequest(const Request& request);
+  // Each request as enqueueRequest would take it; the valid ones join the queue together, so the
+  // scheduler's next step sees all of them (one step's batch does not depend on thread timing).
   std::vector<Result<IdType>> enqueueRequests(const std::vector<Request>& requests);
 
   // Blocks until at least one response is ready or the timeout passes (nullopt: wait forever, until

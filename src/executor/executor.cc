@@ -19,10 +19,7 @@ Result<IdType> Executor::enqueueRequest(const Request& request) {
 }
 
 std::vector<Result<IdType>> Executor::enqueueRequests(const std::vector<Request>& requests) {
-  std::vector<Result<IdType>> ids;
-  ids.reserve(requests.size());
-  for (const Request& r : requests) ids.push_back(impl_->Enqueue(r));
-  return ids;
+  return impl_->EnqueueAll(requests);
 }
 
 std::vector<Response> Executor::awaitResponses(std::optional<std::chrono::milliseconds> timeout) {

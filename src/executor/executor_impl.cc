@@ -116,6 +116,23 @@ Status Executor::Impl::Validate(const Request& r) const {
 Result<IdType> Executor::Impl::Enqueue(const Request& request) {
   RETURN_IF_ERROR(Validate(request));
   std::lock_guard<std::mutex> lock(mu_);
+  return EnqueueLocked(request);
+}
+
+std::vector<Result<IdType>> Executor::Impl::EnqueueAll(const std::vector<Request>& requests) {
+  std::vector<Status> valid;
+  valid.reserve(requests.size());
+  for (const Request& r : requests) valid.push_back(Validate(r));
+  std::vector<Result<IdType>> ids;
+  ids.reserve(requests.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    ids.push_back(valid[i].ok() ? EnqueueLocked(requests[i]) : Result<IdType>(valid[i]));
+  }
+  return ids;
+}
+
+Result<IdType> Executor::Impl::EnqueueLocked(const Request& request) {
   if (shutdown_) return Unavailable("the executor is shut down");
   if (config_.max_queue_size && *config_.max_queue_size > 0 &&
       num_queued_ >= static_cast<std::int64_t>(*config_.max_queue_size)) {

@@ -32,6 +32,8 @@ class Executor::Impl {
   ~Impl();
 
   Result<IdType> Enqueue(const Request& request);
+  // Enqueue for each request, the valid ones under one lock (Executor::enqueueRequests).
+  std::vector<Result<IdType>> EnqueueAll(const std::vector<Request>& requests);
   std::vector<Response> Await(std::optional<IdType> id,
                               std::optional<std::chrono::milliseconds> timeout);
   void Cancel(IdType id);
@@ -46,6 +48,8 @@ class Executor::Impl {
   Impl(ExecutorConfig config, std::unique_ptr<model::ModelRunner> runner,
        executor::SchedulerLimits limits);
   Status Validate(const Request& request) const;
+  // Queues a validated request; mu_ is held.
+  Result<IdType> EnqueueLocked(const Request& request);
   void Loop();
   // Moves new requests and cancellations from the client queues into the scheduler.
   void AdmitAndCancel();

@@ -90,9 +90,10 @@ struct Output {
 };
 
 std::vector<Output> RunAll(Executor& ex, const std::vector<Request>& reqs) {
+  // All at once, so that every set-up schedules the same batches (the comparisons below hold
+  // log-probs to float rounding, and a different batch is a different GEMM shape).
   std::vector<IdType> ids;
-  for (const Request& r : reqs) {
-    auto id = ex.enqueueRequest(r);
+  for (auto& id : ex.enqueueRequests(reqs)) {
     GPU_CHECK(id.ok(), id.status().ToString());
     ids.push_back(*id);
   }
@@ -235,10 +236,13 @@ Outcome Run(const std::string& engine, Setup setup, const std::vector<Case>& cas
 }
 
 // Fails when the outputs differ before token `tolerated_from` (at all when it is kMaxTokens);
-// prints a later divergence. Log-probs of equal tokens must agree within float rounding.
+// prints a later divergence. Log-probs of equal tokens must agree within `log_prob_tol` plus float
+// rounding: 0 where both sides run the same launches; a bf16 rounding allowance where they do not
+// (graphs pad a batch to its bucket and split attention for max_seq_len, so GEMM shapes and the
+// split reduce differ).
 void Compare(const std::string& what, const std::vector<Case>& cases,
              const std::vector<Output>& got, const std::vector<Output>& want,
-             std::ptrdiff_t tolerated_from) {
+             std::ptrdiff_t tolerated_from, float log_prob_tol = 0.0f) {
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const std::string name = what + ", request " + std::to_string(i) + " (" + cases[i].name + ")";
     const VecTokens& g = got[i].tokens;
@@ -274,7 +278,7 @@ void Compare(const std::string& what, const std::vector<Case>& cases,
     }
     for (std::size_t t = 0; t < got[i].log_probs.size(); ++t) {
       const float found = got[i].log_probs[t], expected = want[i].log_probs[t];
-      const float tol = 1e-4f + 1e-5f * std::fabs(expected);
+      const float tol = log_prob_tol + 1e-4f + 1e-5f * std::fabs(expected);
       if (!(std::fabs(found - expected) <= tol)) {
         Fail(name + ": log-prob of token " + std::to_string(t) + " (id " + std::to_string(g[t]) +
              "): found " + std::to_string(found) + " expected " + std::to_string(expected) +
@@ -312,7 +316,9 @@ GPU_TEST(DeviceSamplingMatchesHostSampling) {
   const Outcome graphs = Run(engine, Setup::kGraphs, cases);
   unsetenv("INFLIGHT_CUDA_GRAPHS");
   Compare("graphs vs device, alone", cases, graphs.alone, device.alone, kMaxTokens);
-  Compare("graphs vs device, batched", cases, graphs.batched, device.batched, 4);
+  // 0.1: bf16 logits round at ~0.4% of their size, and a wrong KV cache or position moves a
+  // log-prob by whole units (seen: 0.02 at token 39 of a 40-token request, tokens all equal).
+  Compare("graphs vs device, batched", cases, graphs.batched, device.batched, 4, 0.1f);
   std::printf("batch-1 decode step with device sampling + CUDA graphs: %.3f ms\n",
               graphs.batch1_ms);
 }

@@ -284,6 +284,37 @@ TEST(Executor, InvalidRequestsNameTheFieldAndLeaveOthersAlone) {
   EXPECT_EQ(res[0].result.output_token_ids.at(0).size(), 3u);
 }
 
+TEST(Executor, EnqueueRequestsAdmitsTheBatchInOneStep) {
+  auto ex = Make();
+  // Repeated so that a loop thread racing per-request enqueues would show up at least once.
+  for (int round = 0; round < 20; ++round) {
+    std::vector<Request> reqs;
+    for (std::uint32_t i = 0; i < 6; ++i) reqs.push_back(Greedy(Prompt(100 + i, 5), 2));
+    reqs.insert(reqs.begin() + 3, Greedy({}, 2));  // invalid: refused alone
+    std::vector<Result<IdType>> ids = ex->enqueueRequests(reqs);
+    ASSERT_EQ(ids.size(), reqs.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i].ok(), i != 3) << i;
+    std::size_t finals = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (finals < 6 && std::chrono::steady_clock::now() < deadline) {
+      for (const Response& r : ex->awaitResponses(milliseconds(100))) {
+        EXPECT_FALSE(r.hasError()) << r.error->ToString();
+        finals += r.isFinal() ? 1 : 0;
+      }
+    }
+    ASSERT_EQ(finals, 6u);
+    std::int64_t first_context = -1;
+    for (const IterationStats& s : ex->getLatestIterationStats()) {
+      if (s.num_context_requests > 0) {
+        first_context = s.num_context_requests;
+        break;
+      }
+    }
+    EXPECT_EQ(first_context, 6) << "round " << round
+                                << ": the first step took only part of the batch";
+  }
+}
+
 TEST(Executor, SeedReproducibleAndEndIdStops) {
   auto ex = Make();
   Request r = Greedy(Prompt(5, 8), 24);
