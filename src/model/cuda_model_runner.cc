@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "common/logging.h"
@@ -277,8 +278,15 @@ class CudaModelRunner final : public ModelRunner {
   DeviceBuffer graph_ints_, graph_ws_, graph_ids_, graph_lists_;  // never reallocated once captured
   std::int64_t graph_params_at_ = 0;                              // word offsets into graph_ints_
   std::int64_t graph_tables_at_ = 0;
-  std::map<std::int32_t, std::int32_t> graph_partition_;  // by bucket
-  std::map<std::int32_t, cudaGraphExec_t> graphs_;        // by bucket
+  // By (batch bucket, key bucket): GraphKeys' bucket of the step's longest sequence.
+  std::map<std::pair<std::int32_t, std::int32_t>, cudaGraphExec_t> graphs_;
+  // The decode batch a graph is captured for: `seqs` slots, attention split for `keys` keys.
+  kc::PagedBatch GraphBatch(std::int32_t seqs, std::int32_t keys) const;
+  // The power of two (at least kMinGraphKeys, at most max_seq_len) at or above `max_kv_len`: the
+  // graphs' attention is split for it, so that a short context in an engine built for long ones
+  // is not cut into mostly empty splits, nor a long one into too few.
+  std::int32_t GraphKeys(std::int32_t max_kv_len) const;
+  static constexpr std::int32_t kMinGraphKeys = 256;
 };
 
 Status CudaModelRunner::LoadWeights(const std::string& engine_dir) {
@@ -809,19 +817,17 @@ Status CudaModelRunner::SetUpGraphs() {
     constant[static_cast<std::size_t>(S + 1 + i)] = static_cast<std::int32_t>(i);
   CUDA_RETURN(
       cudaMemcpy(graph_ints_.get(), constant.data(), constant.size() * 4, cudaMemcpyHostToDevice));
-  // Attention is captured for the longest sequence: its splits beyond a sequence's length exit at
-  // once. One workspace, as large as the largest bucket needs, so no graph's pointers ever move.
+  // One attention workspace, as large as the largest (batch, key) bucket needs, so that no graph's
+  // pointers ever move. Splits past a sequence's length exit at once.
   std::int64_t ws = 0;
   for (std::int32_t b = 1;; b = std::min(2 * b, graph_slots_)) {
-    kc::PagedBatch batch;
-    batch.num_seqs = b;
-    batch.num_tokens = b;
-    batch.max_query_len = 1;
-    batch.max_kv_len = static_cast<std::int32_t>(c.build.max_seq_len);
-    const std::int32_t partition = kc::DecodePartitionTokens(batch, c.num_kv_heads);
-    graph_partition_[b] = partition;
-    ws = std::max(ws, static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
-                          batch, c.num_attention_heads, c.head_dim, partition)));
+    for (std::int32_t keys = GraphKeys(1);; keys = GraphKeys(2 * keys)) {
+      const kc::PagedBatch batch = GraphBatch(b, keys);
+      const std::int32_t partition = kc::DecodePartitionTokens(batch, c.num_kv_heads);
+      ws = std::max(ws, static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
+                            batch, c.num_attention_heads, c.head_dim, partition)));
+      if (keys == GraphKeys(keys + 1)) break;  // max_seq_len
+    }
     if (b == graph_slots_) break;
   }
   RETURN_IF_ERROR(graph_ws_.Allocate(ws));
@@ -830,6 +836,23 @@ Status CudaModelRunner::SetUpGraphs() {
       "cuda model runner: decode CUDA graphs for batch buckets up to {}, attention workspace {}",
       graph_slots_, MiB(ws));
   return Status::Ok();
+}
+
+kc::PagedBatch CudaModelRunner::GraphBatch(std::int32_t seqs, std::int32_t keys) const {
+  kc::PagedBatch batch;
+  batch.num_seqs = seqs;
+  batch.num_tokens = seqs;
+  batch.max_query_len = 1;
+  batch.max_kv_len = keys;
+  batch.max_blocks_per_seq = graph_blocks_;
+  return batch;
+}
+
+std::int32_t CudaModelRunner::GraphKeys(std::int32_t max_kv_len) const {
+  const auto max_seq = static_cast<std::int32_t>(config_.build.max_seq_len);
+  std::int32_t keys = kMinGraphKeys;
+  while (keys < max_kv_len && keys < max_seq) keys *= 2;
+  return std::min(keys, max_seq);
 }
 
 Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out) {
@@ -874,19 +897,18 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
                                 cudaMemcpyHostToDevice, stream_));
   }
 
-  auto it = graphs_.find(bucket);
+  std::int32_t max_kv = 1;
+  for (const SequenceStep& s : input.sequences) max_kv = std::max(max_kv, s.num_cached + 1);
+  const std::int32_t keys = GraphKeys(max_kv);
+  auto it = graphs_.find({bucket, keys});
   if (it != graphs_.end()) {
     CUDA_RETURN(cudaGraphLaunch(it->second, stream_));
   } else {
     Launch l;
-    l.batch.num_seqs = bucket;
-    l.batch.num_tokens = bucket;
-    l.batch.max_query_len = 1;
-    l.batch.max_kv_len = static_cast<std::int32_t>(c.build.max_seq_len);
+    l.batch = GraphBatch(bucket, keys);
     l.batch.query_start = d_ints;
     l.batch.num_cached = d_slots;
     l.batch.block_tables = d_ints + graph_tables_at_;
-    l.batch.max_blocks_per_seq = graph_blocks_;
     l.token_ids = d_slots + S;
     l.positions = d_slots + 2 * S;
     l.logit_rows = d_ints + S + 1;
@@ -899,7 +921,7 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
     l.sampled_log_probs = graph_ids_.get<float>() + bucket;
     l.num_decode_seqs = bucket;
     l.decode_max_kv_len = l.batch.max_kv_len;
-    l.partition = graph_partition_.at(bucket);
+    l.partition = kc::DecodePartitionTokens(l.batch, c.num_kv_heads);
     l.decode_ws = graph_ws_.get();
     l.decode_ws_bytes = static_cast<std::size_t>(graph_ws_.bytes());
     // First use of the bucket: run it as is (which also warms up cuBLASLt's plans and loads the
@@ -916,8 +938,9 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
     if (made.ok()) made = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
     if (graph != nullptr) cudaGraphDestroy(graph);
     if (made.ok()) {
-      graphs_[bucket] = exec;
-      LOG_INFO("cuda model runner: captured the decode graph of batch bucket {}", bucket);
+      graphs_[{bucket, keys}] = exec;
+      LOG_INFO("cuda model runner: captured the decode graph of batch bucket {}, keys up to {}",
+               bucket, keys);
     } else {
       // This step's tokens are already computed; later steps run without graphs.
       LOG_WARN("cuda model runner: decode graph capture failed, graphs off: {}", made.ToString());
