@@ -48,19 +48,10 @@ ParallelSafetensorsWriter::ParallelSafetensorsWriter(unsigned num_workers)
 
 Status ParallelSafetensorsWriter::AddLazy(std::string name, DType dtype,
                                           std::vector<std::int64_t> shape, FillFn fill) {
-  if (name.empty() || name == "__metadata__") {
-    return InvalidArgument("safetensors tensor name \"" + name + "\" is reserved or empty");
-  }
   for (const Entry& e : entries_) {
     if (e.name == name) return AlreadyExists("tensor \"" + name + "\" was added twice");
   }
-  std::size_t nbytes = DTypeSize(dtype);
-  for (std::int64_t d : shape) {
-    if (d < 0 || (d > 0 && nbytes > SIZE_MAX / static_cast<std::size_t>(d))) {
-      return InvalidArgument("tensor \"" + name + "\" has invalid shape " + ShapeToString(shape));
-    }
-    nbytes *= static_cast<std::size_t>(d);
-  }
+  ASSIGN_OR_RETURN(const std::size_t nbytes, SafetensorsTensorBytes(name, dtype, shape));
   entries_.push_back({std::move(name), dtype, std::move(shape), nbytes, std::move(fill)});
   return Status::Ok();
 }

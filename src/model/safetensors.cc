@@ -215,18 +215,24 @@ void SafetensorsFile::Release(const TensorInfo& tensor) const {
 
 // ---- writer ----
 
-Status SafetensorsWriter::Declare(const std::string& name, const std::vector<std::int64_t>& shape,
-                                  DType dtype, std::size_t* nbytes) const {
+Result<std::size_t> SafetensorsTensorBytes(const std::string& name, DType dtype,
+                                           const std::vector<std::int64_t>& shape) {
   if (name.empty() || name == "__metadata__") {
     return InvalidArgument("safetensors tensor name \"" + name + "\" is reserved or empty");
-  }
-  for (const Entry& e : entries_) {
-    if (e.name == name) return AlreadyExists("tensor \"" + name + "\" was added twice");
   }
   const std::optional<std::size_t> n = ByteSize(shape, DTypeSize(dtype));
   if (!n)
     return InvalidArgument("tensor \"" + name + "\" has invalid shape " + ShapeToString(shape));
-  *nbytes = *n;
+  return *n;
+}
+
+Status SafetensorsWriter::Declare(const std::string& name, const std::vector<std::int64_t>& shape,
+                                  DType dtype, std::size_t* nbytes) const {
+  // A reserved or empty name is never added, so checking for a duplicate first changes no answer.
+  for (const Entry& e : entries_) {
+    if (e.name == name) return AlreadyExists("tensor \"" + name + "\" was added twice");
+  }
+  ASSIGN_OR_RETURN(*nbytes, SafetensorsTensorBytes(name, dtype, shape));
   return Status::Ok();
 }
 

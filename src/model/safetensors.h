@@ -38,6 +38,12 @@ struct TensorInfo {
 // "[2, 3]"
 std::string ShapeToString(const std::vector<std::int64_t>& shape);
 
+// What both writers check of a tensor they are given: a name neither empty nor "__metadata__"
+// (duplicates are the caller's check), and a shape of non-negative dimensions whose byte size fits
+// in size_t. Returns that byte size.
+Result<std::size_t> SafetensorsTensorBytes(const std::string& name, DType dtype,
+                                           const std::vector<std::int64_t>& shape);
+
 // One tensor of a header that a writer emits.
 struct SafetensorsHeaderEntry {
   std::string_view name;

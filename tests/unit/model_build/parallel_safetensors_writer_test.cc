@@ -16,12 +16,8 @@ namespace inflight::model {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ReadBytes;
 using testing::TempDir;
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // Tensor i: its index in every byte, so a tensor written at the wrong offset shows.
 Status FillWith(std::size_t i, std::byte* dst, std::size_t n) {

@@ -13,12 +13,8 @@ namespace inflight::model {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ReadBytes;
 using testing::TempDir;
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 RandomCheckpointOptions Tiny(const std::string& arch, DType dtype) {
   RandomCheckpointOptions o;

@@ -1,4 +1,5 @@
-// A fresh directory under the system temp folder, removed with its contents at scope exit.
+// A fresh directory under the system temp folder, removed with its contents at scope exit; and
+// ReadBytes, a whole file as bytes.
 #pragma once
 
 #include <unistd.h>
@@ -6,9 +7,16 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace inflight::testing {
+
+// The whole file, as bytes.
+inline std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 class TempDir {
  public:
