@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/paged_attention_context_ptx.cuh"
+
 namespace inflight::kernels::cuda::detail {
 
 // Loads of data read exactly once (the KV cache): kept out of L1 so that they do not evict what is
@@ -41,34 +43,14 @@ __device__ __forceinline__ std::uint32_t LoadStream4(const void* p) {
   return v;
 }
 
-// c += a * b over one 16x8x16 tile, fp32 accumulate.
+// c += a * b over one 16x8x16 tile, fp32 accumulate: the context kernels' product
+// (paged_attention_context_ptx.cuh) with A's four registers passed one by one.
 template <typename T>
 __device__ __forceinline__ void MmaM16N8K16(float (&c)[4], std::uint32_t a0, std::uint32_t a1,
                                             std::uint32_t a2, std::uint32_t a3, std::uint32_t b0,
-                                            std::uint32_t b1);
-
-template <>
-__device__ __forceinline__ void MmaM16N8K16<__nv_bfloat16>(float (&c)[4], std::uint32_t a0,
-                                                           std::uint32_t a1, std::uint32_t a2,
-                                                           std::uint32_t a3, std::uint32_t b0,
-                                                           std::uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-template <>
-__device__ __forceinline__ void MmaM16N8K16<__half>(float (&c)[4], std::uint32_t a0,
-                                                    std::uint32_t a1, std::uint32_t a2,
-                                                    std::uint32_t a3, std::uint32_t b0,
-                                                    std::uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+                                            std::uint32_t b1) {
+  const std::uint32_t a[4] = {a0, a1, a2, a3};
+  MmaM16N8K16<T>(c, a, b0, b1);
 }
 
 // The fragment of the transpose of the 8x8 matrix whose fragment (row lane / 4, columns 2 * (lane %

@@ -97,19 +97,6 @@ struct DecodeStepRegs {
   }
 };
 
-// Orders this grid after the one before it in the stream when launched as a programmatic dependent
-// (a no-op otherwise), and lets the next one launch early.
-__device__ __forceinline__ void WaitForPriorGrid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void AllowDependentLaunch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 // Pool row (block * num_kv_heads + kv head) * tokens_per_block + slot of position `pos`. 32 bits: a
 // pool of 2^32 rows would hold at least 512 GB.
 __device__ __forceinline__ std::uint32_t DecodePoolRow(const std::int32_t* table, int pos,
@@ -226,8 +213,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   __shared__ float s_m[kDecWarps][kDecTileHeads];
   __shared__ float s_l[kDecWarps][kDecTileHeads];
 
-  WaitForPriorGrid();
-  AllowDependentLaunch();
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   const PagedBatch& batch = args.batch;
   const int kv_head = static_cast<int>(blockIdx.x) / args.head_tiles;
   const int tile = static_cast<int>(blockIdx.x) - kv_head * args.head_tiles;
@@ -377,7 +364,7 @@ __global__ void __launch_bounds__(kDecThreads) DecodeReduceKernel(DecodeArgs arg
   static_assert(D % 4 == 0 && kVecs <= 32, "one float4 of a row per lane");
   __shared__ float s_m[kDecWarps], s_l[kDecWarps];
   __shared__ float4 s_o[kDecWarps][kVecs];
-  WaitForPriorGrid();
+  GridDependencyWait();
   const int h = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int kv_len = args.batch.num_cached[s] + 1;
