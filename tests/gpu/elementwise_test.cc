@@ -10,20 +10,26 @@
 namespace inflight::gpu_test {
 namespace {
 
+void CheckSwiGlu(DType dtype, int tokens, int inter) {
+  const std::size_t n = static_cast<std::size_t>(tokens) * static_cast<std::size_t>(inter);
+  const auto gate_up = RoundTo(dtype, RandomVector(2 * n, -6.0f, 6.0f));
+  DeviceArray<std::uint16_t> d_in(ToBits(dtype, gate_up)), d_out(n);
+  CUDA_OK(kernels::cuda::SwiGlu(d_out.get(), d_in.get(), dtype, tokens, inter, nullptr));
+  std::vector<float> ref(n);
+  kernels::cpu::SwiGlu(ref.data(), gate_up.data(), tokens, inter);
+  ExpectClose("swiglu " + Describe(dtype) + " tokens=" + std::to_string(tokens) +
+                  " inter=" + std::to_string(inter),
+              FromBits(dtype, d_out.Download()), ref, 1e-6f, Epsilon(dtype));
+}
+
+// inter 111 and 1025 take the scalar kernel, 1024 and 1032 the 16-byte one; 70000 tokens of 8 run
+// past the vector kernel's 65535 grid rows.
 GPU_TEST(SwiGluMatchesCpu) {
-  for (DType dtype : {DType::kFloat16, DType::kBFloat16})
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (int tokens : {1, 3, 19, 99, 989})
-      for (int inter : {111, 1025}) {
-        const std::size_t n = static_cast<std::size_t>(tokens) * static_cast<std::size_t>(inter);
-        const auto gate_up = RoundTo(dtype, RandomVector(2 * n, -6.0f, 6.0f));
-        DeviceArray<std::uint16_t> d_in(ToBits(dtype, gate_up)), d_out(n);
-        CUDA_OK(kernels::cuda::SwiGlu(d_out.get(), d_in.get(), dtype, tokens, inter, nullptr));
-        std::vector<float> ref(n);
-        kernels::cpu::SwiGlu(ref.data(), gate_up.data(), tokens, inter);
-        ExpectClose("swiglu " + Describe(dtype) + " tokens=" + std::to_string(tokens) +
-                        " inter=" + std::to_string(inter),
-                    FromBits(dtype, d_out.Download()), ref, 1e-6f, Epsilon(dtype));
-      }
+      for (int inter : {111, 1024, 1025, 1032}) CheckSwiGlu(dtype, tokens, inter);
+    CheckSwiGlu(dtype, 70000, 8);
+  }
 }
 
 GPU_TEST(GeluNewMatchesCpu) {
