@@ -81,6 +81,10 @@ GPU_TEST(RopeKvWriteMatchesCpu) {
     }
     CheckRopeKvWrite({dtype, {99, 1, 3}, {1000, 9000, 3}, 6, 1, 128, 64, true, true});
     CheckRopeKvWrite({dtype, {989}, {17}, 4, 4, 64, 32, false, false});
+    // 256 rows or more: one block a row, each thread looping over its heads.
+    CheckRopeKvWrite({dtype, {300, 2}, {0, 50}, 32, 8, 128, 64, true, true});
+    // head_dim 72 is not a whole number of 16-byte pairs: the scalar kernel.
+    CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, 72, 16, true, false});
   }
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/cuda/rope_kv_write.h"
 
+#include <cstdint>
+
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace inflight::kernels::cuda {
@@ -72,6 +74,95 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The 16-byte form of the kernel above, for head_dim % 16 == 0 and 16-byte aligned rows and pools.
+// The scalar kernel ran at 39% of the copy rate at 8192 tokens on an H100: 2-byte accesses, and
+// every query and KV head computed the same angles again. Here thread (chunk c, head group g) owns
+// rotation pairs [8c, 8c + 8) of heads g, g + G, ... (G head groups per row across the grid's y):
+// 8 sincosf a thread, shared by all its heads. Grid: (num_tokens, heads_split), Block: (kThreads).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    RopeKvWriteVec8Kernel(T* q, T* k, T* v, std::int64_t token_stride, int num_heads, T* k_pool,
+                          T* v_pool, PagedBatch batch, int num_kv_heads, int tokens_per_block,
+                          int head_dim, const float* inv_freq) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  union Vec8 {
+    uint4 bits;
+    T e[8];
+  };
+  const int row = blockIdx.x;
+  const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
+  const int pos = batch.num_cached[s] + row - batch.query_start[s];
+  const std::int64_t block =
+      batch.block_tables[static_cast<std::int64_t>(s) * batch.max_blocks_per_seq +
+                         pos / tokens_per_block];
+  const int slot = pos % tokens_per_block;
+  const std::int64_t row_off = static_cast<std::int64_t>(row) * token_stride;
+  const auto pool_off = [&](int kv_head) {
+    return ((block * num_kv_heads + kv_head) * tokens_per_block + slot) * head_dim;
+  };
+  const int half = head_dim / 2, chunks = half / 8, groups = kThreads / chunks;
+  const int c = static_cast<int>(threadIdx.x) % chunks, g = static_cast<int>(threadIdx.x) / chunks;
+  const int total_heads = num_heads + num_kv_heads;
+  int head = static_cast<int>(blockIdx.y) * groups + g;
+  if (inv_freq != nullptr && g < groups && head < total_heads) {
+    const int i0 = 8 * c;
+    float cos_a[8], sin_a[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      sincosf(static_cast<float>(pos) * inv_freq[i0 + j], &sin_a[j], &cos_a[j]);
+    for (; head < total_heads; head += groups * static_cast<int>(gridDim.y)) {
+      const bool is_q = head < num_heads;
+      const int kvh = head - num_heads;
+      T* x = (is_q ? q + static_cast<std::int64_t>(head) * head_dim
+                   : k + static_cast<std::int64_t>(kvh) * head_dim) +
+             row_off + i0;
+      Vec8 a, b, ra, rb;
+      a.bits = *reinterpret_cast<const uint4*>(x);
+      b.bits = *reinterpret_cast<const uint4*>(x + half);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float fa = ToFloat(a.e[j]), fb = ToFloat(b.e[j]);
+        ra.e[j] = FromFloat<T>(fa * cos_a[j] - fb * sin_a[j]);
+        rb.e[j] = FromFloat<T>(fb * cos_a[j] + fa * sin_a[j]);
+      }
+      *reinterpret_cast<uint4*>(x) = ra.bits;
+      *reinterpret_cast<uint4*>(x + half) = rb.bits;
+      if (!is_q) {
+        T* dst = k_pool + pool_off(kvh) + i0;
+        *reinterpret_cast<uint4*>(dst) = ra.bits;
+        *reinterpret_cast<uint4*>(dst + half) = rb.bits;
+      }
+    }
+  }
+  // V, and K too without rotary embeddings: 16-byte chunks of the row's KV heads.
+  const int kv_chunks = num_kv_heads * head_dim / 8;
+  for (int idx = static_cast<int>(blockIdx.y * kThreads + threadIdx.x); idx < kv_chunks;
+       idx += kThreads * static_cast<int>(gridDim.y)) {
+    const int kvh = idx * 8 / head_dim, d = idx * 8 - kvh * head_dim;
+    const std::int64_t src = row_off + static_cast<std::int64_t>(kvh) * head_dim + d;
+    const std::int64_t dst = pool_off(kvh) + d;
+    if (inv_freq == nullptr) {
+      *reinterpret_cast<uint4*>(k_pool + dst) = *reinterpret_cast<const uint4*>(k + src);
+    }
+    *reinterpret_cast<uint4*>(v_pool + dst) = *reinterpret_cast<const uint4*>(v + src);
+  }
+}
+
+bool Aligned16(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
+}
+
+// The vector kernel's y blocks per row: enough that each thread rotates one head while the grid is
+// small (a decode step's few rows), one block per row (every thread looping over its heads) once
+// rows alone fill the card.
+unsigned Vec8HeadSplits(std::int64_t num_tokens, std::int64_t num_heads,
+                        const PagedKvShape& shape) {
+  if (num_tokens >= 256) return 1;
+  const std::int64_t groups = kThreads / (shape.head_dim / 16);
+  return static_cast<unsigned>(CeilDiv(num_heads + shape.num_kv_heads, groups));
+}
+
 // Blocks per row: one thread per rotation pair and per K/V element, whichever is more.
 unsigned WorkBlocks(std::int64_t num_heads, const PagedKvShape& shape) {
   const std::int64_t pairs = (num_heads + shape.num_kv_heads) * (shape.head_dim / 2);
@@ -91,7 +182,20 @@ cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
     return cudaErrorInvalidValue;
   }
   if (batch.num_tokens == 0) return cudaSuccess;
+  const bool vec8 = shape.head_dim % 16 == 0 && shape.head_dim / 16 <= kThreads &&
+                    token_stride % 8 == 0 && Aligned16(q) && Aligned16(k) && Aligned16(v) &&
+                    Aligned16(k_pool) && Aligned16(v_pool);
   INFLIGHT_DISPATCH_HALF(dtype, T, {
+    if (vec8) {
+      const dim3 grid(static_cast<unsigned>(batch.num_tokens),
+                      Vec8HeadSplits(batch.num_tokens, num_heads, shape));
+      return LaunchProgrammatic(
+          RopeKvWriteVec8Kernel<T>, grid, dim3(kThreads), 0, stream, static_cast<T*>(q),
+          static_cast<T*>(k), static_cast<T*>(v), token_stride, static_cast<int>(num_heads),
+          static_cast<T*>(k_pool), static_cast<T*>(v_pool), batch,
+          static_cast<int>(shape.num_kv_heads), static_cast<int>(shape.tokens_per_block),
+          static_cast<int>(shape.head_dim), inv_freq);
+    }
     const dim3 grid(static_cast<unsigned>(batch.num_tokens), WorkBlocks(num_heads, shape));
     return LaunchProgrammatic(RopeKvWriteKernel<T>, grid, dim3(kThreads), 0, stream,
                               static_cast<T*>(q), static_cast<T*>(k), static_cast<T*>(v),
