@@ -120,12 +120,13 @@ __device__ __forceinline__ bool LocateContextTile(const ContextArgs& args, Conte
 // + e of the tile and o[n][2 hr + e] output column 8 n + 2 t + e. m: the row's running max (base 2,
 // scaled), l: its thread-partial sum of exponentials (the quad sums it at the end). kMask: key c of
 // the tile is masked for row hr when c > mask_limit[hr] (row position - first key of the tile).
-// On return s holds the unnormalised probabilities and o is rescaled to the new max.
-template <bool kMask, int kKeyFrags, int kOutFrags>
-__device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kKeyFrags][4],
-                                                  float (&o)[kOutFrags][4], float (&m)[2],
-                                                  float (&l)[2], const int (&mask_limit)[2],
-                                                  float scale_log2, int lane) {
+// On return s holds the unnormalised probabilities and alpha[hr] the factor that rescales the
+// row's output to the new max (RescaleOutput), which a caller may apply later: the pipelined wgmma
+// kernel computes this tile's scores while the previous tile's P V still accumulates into o.
+template <bool kMask, int kKeyFrags>
+__device__ __forceinline__ void OnlineSoftmaxScores(float (&s)[kKeyFrags][4], float (&m)[2],
+                                                    float (&l)[2], const int (&mask_limit)[2],
+                                                    float scale_log2, int lane, float (&alpha)[2]) {
   const int t2 = 2 * (lane & 3);
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -146,7 +147,7 @@ __device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kKeyFrags][4],
     const float m_new = fmaxf(m[hr], tile_max * scale_log2);
     // A row with nothing unmasked yet keeps m = -inf; subtracting 0 then keeps exps at 0.
     const float m_base = m_new == -INFINITY ? 0.0f : m_new;
-    const float alpha = Exp2Approx(m[hr] - m_base);
+    alpha[hr] = Exp2Approx(m[hr] - m_base);
     m[hr] = m_new;
     float sum = 0.0f;
 #pragma unroll
@@ -157,13 +158,30 @@ __device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kKeyFrags][4],
         s[n][2 * hr + e] = p;
         sum += p;
       }
-    l[hr] = l[hr] * alpha + sum;
+    l[hr] = l[hr] * alpha[hr] + sum;
+  }
+}
+
+template <int kOutFrags>
+__device__ __forceinline__ void RescaleOutput(float (&o)[kOutFrags][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr)
 #pragma unroll
     for (int n = 0; n < kOutFrags; ++n) {
-      o[n][2 * hr] *= alpha;
-      o[n][2 * hr + 1] *= alpha;
+      o[n][2 * hr] *= alpha[hr];
+      o[n][2 * hr + 1] *= alpha[hr];
     }
-  }
+}
+
+// OnlineSoftmaxScores with the output rescaled at once.
+template <bool kMask, int kKeyFrags, int kOutFrags>
+__device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kKeyFrags][4],
+                                                  float (&o)[kOutFrags][4], float (&m)[2],
+                                                  float (&l)[2], const int (&mask_limit)[2],
+                                                  float scale_log2, int lane) {
+  float alpha[2];
+  OnlineSoftmaxScores<kMask>(s, m, l, mask_limit, scale_log2, lane, alpha);
+  RescaleOutput(o, alpha);
 }
 
 // Probabilities of keys 16 kk .. 16 kk + 15 as the A fragment (m16 x k16) of the P V product: the

@@ -25,6 +25,11 @@ __device__ __forceinline__ void CpAsync16(std::uint32_t dst, const void* src, in
                : "memory");
 }
 
+// The same for a source known to be valid: no source size, so no zero-fill arithmetic per copy.
+__device__ __forceinline__ void CpAsync16(std::uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
 __device__ __forceinline__ void CpAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

@@ -1,5 +1,6 @@
 // The context attention kernel on Hopper's warpgroup tensor cores (wgmma, sm_90a), for head dims
-// that are a multiple of 64: flash attention 2 with both products on wgmma, P kept in registers.
+// that are a multiple of 64: flash attention 2 with both products on wgmma, P kept in registers,
+// the softmax of one key tile overlapped with the previous tile's P V.
 #pragma once
 
 #include <climits>
@@ -27,7 +28,7 @@ struct WgmmaContextTiling {
   static constexpr int kQBytes = kRows * D * 2;
   static constexpr int kTileBytes = kKeys * D * 2;
   // + 1024: the dynamic shared memory base is aligned up to the swizzle atom by hand.
-  static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes + 2 * kKeys * 8 + 1024;
+  static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes + 3 * kKeys * 8 + 1024;
 };
 
 // Byte offset of 16-byte unit `unit` (along D) of row `row` in a swizzled tile of `rows` rows.
@@ -57,59 +58,76 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   const int tpb = args.tokens_per_block;
   const T* k_pool = static_cast<const T*>(args.k_pool);
   const T* v_pool = static_cast<const T*>(args.v_pool);
+  // Each thread copies one fixed 16-byte unit of every kRowStep-th row: a trip count known at
+  // compile time, so that the copies unroll into straight code (a loop from tid to the tile size
+  // compiled to ~37 instructions a copy) and the swizzle term, which depends on row % 8, is one
+  // constant per thread.
+  static_assert(Cfg::kThreads % kUnits == 0, "whole rows per pass");
+  constexpr int kRowStep = Cfg::kThreads / kUnits;
+  static_assert(Cfg::kKeys % kRowStep == 0 && Cfg::kRows % kRowStep == 0, "whole passes");
+  const int load_unit = tid % kUnits, load_row0 = tid / kUnits;
 
   {
     const T* q = static_cast<const T*>(args.q) +
                  static_cast<std::int64_t>(q_begin + q0) * args.q_token_stride +
                  static_cast<std::int64_t>(head) * D;
 #pragma unroll
-    for (int i = tid; i < Cfg::kRows * kUnits; i += Cfg::kThreads) {
-      const int r = i / kUnits, u = i - r * kUnits;
+    for (int k = 0; k < Cfg::kRows / kRowStep; ++k) {
+      const int r = load_row0 + k * kRowStep;
       const bool valid = r < rows;
-      const T* src = q + (valid ? static_cast<std::int64_t>(r) * args.q_token_stride + u * 8 : 0);
-      CpAsync16(sQ + SwizzledUnitOffset(r, u, Cfg::kRows), src, valid ? 16 : 0);
+      const T* src =
+          q + (valid ? static_cast<std::int64_t>(r) * args.q_token_stride + load_unit * 8 : 0);
+      CpAsync16(sQ + SwizzledUnitOffset(r, load_unit, Cfg::kRows), src, valid ? 16 : 0);
     }
   }
-  // Pool element offset of each key of a tile (-1 past kv_end): one integer division per key.
-  auto key_offsets = [&](int key_tile, std::int64_t* dst) {
-    if (tid < Cfg::kKeys) {
+  // Pool byte offset of each key of a tile (-1 past kv_end): one integer division per key. A ring
+  // of three: iteration j loads K of tile j + 1 and V of tile j and computes tile j + 2's.
+  auto key_offsets = [&](int key_tile) {
+    if (tid < Cfg::kKeys && key_tile < num_key_tiles) {
       const int pos = key_tile * Cfg::kKeys + tid;
       std::int64_t offset = -1;
       if (pos < kv_end) {
         const int block_index = pos / tpb;
         offset = ((static_cast<std::int64_t>(table[block_index]) * args.num_kv_heads + kvh) * tpb +
                   (pos - block_index * tpb)) *
-                 D;
+                 (D * static_cast<std::int64_t>(sizeof(T)));
       }
-      dst[tid] = offset;
+      sKeyOffset[(key_tile % 3) * Cfg::kKeys + tid] = offset;
     }
   };
-  auto load_kv = [&](int stage, const std::int64_t* offsets) {
-    const std::uint32_t k_dst = sK + stage * Cfg::kTileBytes;
-    const std::uint32_t v_dst = sV + stage * Cfg::kTileBytes;
+  // Rows load_row0 + k kRowStep share the swizzle term (kRowStep is a multiple of 8): this
+  // thread's destinations are one base plus k kRowStep rows.
+  const std::uint32_t load_dst = SwizzledUnitOffset(load_row0, load_unit, Cfg::kKeys);
+  const char* k_base = reinterpret_cast<const char*>(k_pool + load_unit * 8);
+  const char* v_base = reinterpret_cast<const char*>(v_pool + load_unit * 8);
+  auto load_tile = [&](const char* base, std::uint32_t dst, int key_tile) {
+    const std::int64_t* offsets = sKeyOffset + (key_tile % 3) * Cfg::kKeys + load_row0;
+    dst += load_dst;
+    if ((key_tile + 1) * Cfg::kKeys <= kv_end) {
+      // Every key of the tile exists (all tiles but a sequence's last): no checks, no zero fill.
 #pragma unroll
-    for (int i = tid; i < Cfg::kKeys * kUnits; i += Cfg::kThreads) {
-      const int r = i / kUnits, u = i - r * kUnits;
-      const std::int64_t offset = offsets[r];
-      const bool valid = offset >= 0;
-      const std::int64_t src = valid ? offset + u * 8 : 0;
-      const std::uint32_t at = SwizzledUnitOffset(r, u, Cfg::kKeys);
-      CpAsync16(k_dst + at, k_pool + src, valid ? 16 : 0);
-      CpAsync16(v_dst + at, v_pool + src, valid ? 16 : 0);
+      for (int k = 0; k < Cfg::kKeys / kRowStep; ++k) {
+        CpAsync16(dst + k * kRowStep * 128, base + offsets[k * kRowStep]);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < Cfg::kKeys / kRowStep; ++k) {
+        const std::int64_t offset = offsets[k * kRowStep];
+        const bool valid = offset >= 0;
+        CpAsync16(dst + k * kRowStep * 128, base + (valid ? offset : 0), valid ? 16 : 0);
+      }
     }
   };
 
-  key_offsets(0, sKeyOffset);
+  key_offsets(0);
   __syncthreads();
-  load_kv(0, sKeyOffset);
+  load_tile(k_base, sK, 0);
   CpAsyncCommit();  // with the Q tile
-  if (num_key_tiles > 1) key_offsets(1, sKeyOffset + Cfg::kKeys);
+  key_offsets(1);
 
   const int group = warp >> 2;
   const int group_row0 = 64 * group;
   const int warp_row0 = group_row0 + 16 * (warp & 3);
-  const bool group_valid = group_row0 < rows;
-  const int group_last_pos = pos0 + min(rows, group_row0 + 64) - 1;
   float o[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
@@ -119,70 +137,103 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   int mask_base[2];
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) mask_base[hr] = pos0 + warp_row0 + (lane >> 2) + 8 * hr;
+  std::uint32_t p[Cfg::kKeys / 16][4];  // the previous tile's probabilities, the A of its P V
 
   // K-major operands: no leading offset (1 by convention), 8-row groups 1024 bytes apart. V:
   // MN-major, its 64-column blocks kKeys * 128 bytes apart.
   const std::uint64_t q_desc = SwizzledSmemDesc(sQ + group_row0 * 128, 16, 1024);
   const std::uint64_t k_desc = SwizzledSmemDesc(sK, 16, 1024);
   const std::uint64_t v_desc = SwizzledSmemDesc(sV, Cfg::kKeys * 128, 1024);
-
-  for (int j = 0; j < num_key_tiles; ++j) {
+  const auto stage_of = [](int key_tile) {
+    return static_cast<std::uint64_t>(((key_tile & 1) * Cfg::kTileBytes) >> 4);
+  };
+  // Waits for this thread's loads, publishes everyone's to wgmma, then queues K_{j+1} and V_j
+  // into the stages whose last readers, S_{j-1} and P_{j-2} V_{j-2}, finished before the barrier.
+  const auto next_loads = [&](int j) {
     CpAsyncWait<0>();
     FenceProxyAsyncShared();
-    __syncthreads();  // tile j is visible to all (and to wgmma); tile j - 1's buffers are free
-    if (j + 1 < num_key_tiles) {
-      load_kv((j + 1) & 1, sKeyOffset + ((j + 1) & 1) * Cfg::kKeys);
-      CpAsyncCommit();
-    }
-    if (j + 2 < num_key_tiles) key_offsets(j + 2, sKeyOffset + (j & 1) * Cfg::kKeys);
-
-    const int k0 = j * Cfg::kKeys;
-    // Warpgroup-uniform: a warpgroup whose rows all precede the tile, or that has no rows, skips
-    // it.
-    if (!group_valid || k0 > group_last_pos) continue;
-    const std::uint64_t stage = static_cast<std::uint64_t>(((j & 1) * Cfg::kTileBytes) >> 4);
-
-    float s[Cfg::kKeyFrags][4];
-#pragma unroll
-    for (int n = 0; n < Cfg::kKeyFrags; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
-    WgmmaFence();
-    PinAccumulators(s);
+    __syncthreads();
+    if (j + 1 < num_key_tiles) load_tile(k_base, sK + ((j + 1) & 1) * Cfg::kTileBytes, j + 1);
+    if (j < num_key_tiles) load_tile(v_base, sV + (j & 1) * Cfg::kTileBytes, j);
+    CpAsyncCommit();
+    key_offsets(j + 2);
+  };
+  const auto issue_s = [&](float(&s)[Cfg::kKeyFrags][4], int j) {
 #pragma unroll
     for (int kc = 0; kc < D / 64; ++kc)
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         const std::uint64_t a = q_desc + ((kc * Cfg::kRows * 128 + ks * 32) >> 4);
-        const std::uint64_t b = k_desc + stage + ((kc * Cfg::kKeys * 128 + ks * 32) >> 4);
+        const std::uint64_t b = k_desc + stage_of(j) + ((kc * Cfg::kKeys * 128 + ks * 32) >> 4);
         WgmmaSS<T, Cfg::kKeys>(s, a, b, kc + ks > 0 ? 1 : 0);
       }
     WgmmaCommit();
-    WgmmaWait<0>();
-    PinAccumulators(s);
-
-    int mask_limit[2] = {mask_base[0] - k0, mask_base[1] - k0};
-    // Keys past the warpgroup's first row exist only in the tiles on the diagonal.
-    if (k0 + Cfg::kKeys - 1 > pos0 + group_row0) {
-      OnlineSoftmaxStep<true>(s, o, m, l, mask_limit, args.scale_log2, lane);
-    } else {
-      OnlineSoftmaxStep<false>(s, o, m, l, mask_limit, args.scale_log2, lane);
-    }
-    std::uint32_t p[Cfg::kKeys / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kKeys / 16; ++kk) PackProbabilities<T>(s, kk, p[kk]);
-
-    WgmmaFence();
-    PinAccumulators(o);
+  };
+  const auto issue_pv = [&](int j) {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kKeys / 16; ++kk) {
       // 16 keys = two 8-row groups of the V tile.
-      WgmmaRS<T, D>(o, p[kk], v_desc + stage + ((kk * 2048) >> 4), 1);
+      WgmmaRS<T, D>(o, p[kk], v_desc + stage_of(j) + ((kk * 2048) >> 4), 1);
     }
     WgmmaCommit();
+  };
+  // Scores of tile j to unnormalised probabilities, in place; alpha rescales o to the new max.
+  const auto softmax = [&](float(&s)[Cfg::kKeyFrags][4], int j, float(&alpha)[2]) {
+    const int k0 = j * Cfg::kKeys;
+    const int mask_limit[2] = {mask_base[0] - k0, mask_base[1] - k0};
+    // Keys past the warpgroup's first row exist only in the tiles on the diagonal.
+    if (k0 + Cfg::kKeys - 1 > pos0 + group_row0) {
+      OnlineSoftmaxScores<true>(s, m, l, mask_limit, args.scale_log2, lane, alpha);
+    } else {
+      OnlineSoftmaxScores<false>(s, m, l, mask_limit, args.scale_log2, lane, alpha);
+    }
+  };
+  const auto pack = [&](const float(&s)[Cfg::kKeyFrags][4]) {
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kKeys / 16; ++kk) PackProbabilities<T>(s, kk, p[kk]);
+  };
+
+  // Software pipeline (after flash attention 3's intra-warpgroup overlap): iteration j issues
+  // S_j = Q K_jᵀ and then P_{j-1} V_{j-1}, waits for S_j only, and runs the softmax of S_j on the
+  // CUDA cores while the tensor cores finish P_{j-1} V_{j-1}; O is rescaled once that is done.
+  // Every wgmma sits on a straight path (no per-warpgroup branch around it): a divergent path
+  // makes ptxas serialise the asynchronous wgmmas. A warpgroup whose rows end a tile earlier than
+  // the other's (a chunk that starts off a tile boundary) computes that tile fully masked.
+  {
+    next_loads(0);
+    float s[Cfg::kKeyFrags][4], alpha[2];
+    WgmmaFence();
+    PinAccumulators(s);
+    issue_s(s, 0);
+    WgmmaWait<0>();
+    PinAccumulators(s);
+    softmax(s, 0, alpha);  // o is still zero: no rescale
+    pack(s);
+  }
+  for (int j = 1; j < num_key_tiles; ++j) {
+    next_loads(j);
+    float s[Cfg::kKeyFrags][4], alpha[2];
+    WgmmaFence();
+    PinAccumulators(s);
+    PinAccumulators(o);
+    issue_s(s, j);
+    issue_pv(j - 1);
+    WgmmaWait<1>();
+    PinAccumulators(s);
+    softmax(s, j, alpha);
     WgmmaWait<0>();
     PinAccumulators(o);
+    PinFragments(p);
+    RescaleOutput(o, alpha);
+    pack(s);  // P_{j-1} V_{j-1} is done with p
   }
+  next_loads(num_key_tiles);  // V of the last tile
+  WgmmaFence();
+  PinAccumulators(o);
+  issue_pv(num_key_tiles - 1);
+  WgmmaWait<0>();
+  PinAccumulators(o);
+  PinFragments(p);
 
   T* out_tile = static_cast<T*>(args.out) +
                 (static_cast<std::int64_t>(q_begin + q0) * args.num_heads + head) * D;

@@ -100,6 +100,16 @@ __device__ __forceinline__ void PinAccumulators(float (&d)[kFrags][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
 }
 
+// The same for A fragments in registers: an RS wgmma reads them asynchronously, so they must stay
+// live and unmoved until its wait.
+template <int kFrags>
+__device__ __forceinline__ void PinFragments(std::uint32_t (&a)[kFrags][4]) {
+#pragma unroll
+  for (int i = 0; i < kFrags; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+}
+
 // d (+)= A B for a 64 x N tile: A 64 x 16 and B 16 x N both K-major in shared memory. accumulate 0
 // overwrites d. Each warp w of the warpgroup holds rows 16 w .. 16 w + 15 of d in the mma.sync
 // m16n8 accumulator layout, n8 fragment i in d[i].
