@@ -96,15 +96,11 @@ SizeType Scheduler::TokensThisStep(SizeType start, SizeType remaining, SizeType 
   return (start + budget) / tpb * tpb - start;  // >= 1 since budget >= tpb
 }
 
-std::int64_t Scheduler::ReservedBlocks() const {
-  std::int64_t reserved = 0;
-  for (const Sequence* s : running_) {
-    const std::int64_t final_blocks =
-        blocks_.BlocksForTokens(static_cast<std::int64_t>(s->prompt_len) + s->max_new_tokens);
-    const auto held = static_cast<std::int64_t>(blocks_.BlockTable(s->id).size());
-    reserved += std::max<std::int64_t>(final_blocks - held, 0);
-  }
-  return reserved;
+std::int64_t Scheduler::BlocksStillNeeded(const Sequence* seq) const {
+  const std::int64_t final_blocks =
+      blocks_.BlocksForTokens(static_cast<std::int64_t>(seq->prompt_len) + seq->max_new_tokens);
+  const auto held = static_cast<std::int64_t>(blocks_.BlockTable(seq->id).size());
+  return std::max<std::int64_t>(final_blocks - held, 0);
 }
 
 ScheduleResult Scheduler::Schedule() {
@@ -147,10 +143,11 @@ ScheduleResult Scheduler::Schedule() {
 
   // NOTE: a step that had to pause has no blocks to spare; admitting would only pause again.
   bool admit = result.paused.empty();
+  std::optional<std::int64_t> reserved;
   // 2. Paused sequences, oldest first. 3. New ones, only when no paused sequence waits.
-  while (admit && !paused_.empty()) admit = TryAdmit(paused_.front(), budget, result);
+  while (admit && !paused_.empty()) admit = TryAdmit(paused_.front(), budget, result, reserved);
   if (batching_type_ == BatchingType::kStatic && !was_idle) admit = false;
-  while (admit && !waiting_.empty()) admit = TryAdmit(waiting_.front(), budget, result);
+  while (admit && !waiting_.empty()) admit = TryAdmit(waiting_.front(), budget, result, reserved);
 
   ScheduleStats& st = result.stats;
   st.num_waiting = num_waiting();
@@ -168,7 +165,8 @@ ScheduleResult Scheduler::Schedule() {
   return result;
 }
 
-bool Scheduler::TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result) {
+bool Scheduler::TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result,
+                         std::optional<std::int64_t>& reserved) {
   const auto max_batch = static_cast<std::size_t>(limits_.max_batch_size);
   if (running_.size() >= max_batch || result.items.size() >= max_batch || budget <= 0) return false;
   std::span<const TokenIdType> tokens(seq->tokens);
@@ -178,17 +176,23 @@ bool Scheduler::TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result
   const SizeType start = match.num_blocks * limits_.tokens_per_block;
   const SizeType n = TokensThisStep(start, seq->num_tokens() - start, budget);
   if (n == 0) return false;
-  if (config_.policy == CapacitySchedulerPolicy::kGuaranteedNoEvict) {
+  const bool no_evict = config_.policy == CapacitySchedulerPolicy::kGuaranteedNoEvict;
+  if (no_evict) {
+    if (!reserved) {
+      reserved = 0;
+      for (const Sequence* s : running_) *reserved += BlocksStillNeeded(s);
+    }
     // Blocks shared with running sequences cost nothing; matched cached blocks leave the free
     // count.
     const std::int64_t need =
         blocks_.BlocksForTokens(static_cast<std::int64_t>(seq->prompt_len) + seq->max_new_tokens) -
         match.num_blocks_in_use;
-    if (ReservedBlocks() + need > blocks_.NumFreeBlocks()) return false;
+    if (*reserved + need > blocks_.NumFreeBlocks()) return false;
   }
   const std::optional<std::int32_t> reused = blocks_.AllocatePrompt(seq->id, tokens, reuse);
   if (!reused) return false;
   assert(*reused == start);
+  if (no_evict) *reserved += BlocksStillNeeded(seq);
 
   if (seq->state == SequenceState::kPaused) {
     EraseValue(paused_, seq);

@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -145,12 +146,14 @@ class Scheduler {
   // Tokens of `seq` to compute this step when its computation starts at `start` and `remaining` are
   // left; 0 when it must wait.
   SizeType TokensThisStep(SizeType start, SizeType remaining, SizeType budget) const;
-  // Blocks the running sequences may still need to reach prompt + max_new_tokens
-  // (guaranteed_no_evict).
-  std::int64_t ReservedBlocks() const;
+  // Blocks a running sequence may still need to reach prompt + max_new_tokens.
+  std::int64_t BlocksStillNeeded(const Sequence* seq) const;
   // Allocates blocks for a waiting or paused sequence and schedules it; false when it does not fit
-  // now.
-  bool TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result);
+  // now. reserved: the running sequences' BlocksStillNeeded sum (guaranteed_no_evict), computed on
+  // the first call of a step and kept up to date by the admissions after it: summing it per call
+  // cost a hash lookup per running sequence per admission (~1024 x 8 a step at 128/128).
+  bool TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result,
+                std::optional<std::int64_t>& reserved);
   void AddItem(Sequence* seq, SizeType num_tokens, ScheduleResult& result);
   // Frees the blocks of seq (pause) and removes its item from result if it had one.
   void Pause(Sequence* seq, SizeType& budget, ScheduleResult& result);
