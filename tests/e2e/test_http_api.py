@@ -1,6 +1,7 @@
 """inflight-server's KServe v2 and generate endpoints over real HTTP, against the test backend's models."""
 
 import threading
+import time
 import unittest
 
 from inflight_client import InflightServer, get_json, get_metrics, metric, parse_metrics, post_json, request
@@ -90,7 +91,14 @@ class HttpApiTest(unittest.TestCase):
         before = success_count()
         body = {"inputs": [{"name": "IN0", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]}
         self.assertEqual(self.post("/v2/models/batched/infer", body)[0], 200)
-        self.assertEqual(success_count(), before + 1)
+        # A backend reports a request's statistics after it sends the response (the Triton API's
+        # order), so the client can see the response first: wait a little for the count.
+        deadline = time.monotonic() + 5.0
+        count = success_count()
+        while count == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+            count = success_count()
+        self.assertEqual(count, before + 1)
 
     def test_repository_index(self):
         status, index = self.post("/v2/repository/index", {})
