@@ -24,6 +24,28 @@ __device__ __forceinline__ int SequenceOfRow(const std::int32_t* query_start, in
   return lo;
 }
 
+// Where row `row` of the step goes: its position, its offset in q/k/v, and its KV-cache slot.
+struct RowSlot {
+  __device__ __forceinline__ RowSlot(const PagedBatch& batch, int row, std::int64_t token_stride,
+                                     int tokens_per_block) {
+    const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
+    pos = batch.num_cached[s] + row - batch.query_start[s];
+    block = batch.block_tables[static_cast<std::int64_t>(s) * batch.max_blocks_per_seq +
+                               pos / tokens_per_block];
+    slot = pos % tokens_per_block;
+    row_off = static_cast<std::int64_t>(row) * token_stride;
+  }
+  // Element offset of this row's slot of KV head kv_head in a pool.
+  __device__ __forceinline__ std::int64_t PoolOffset(int kv_head, int num_kv_heads,
+                                                     int tokens_per_block, int head_dim) const {
+    return ((block * num_kv_heads + kv_head) * tokens_per_block + slot) * head_dim;
+  }
+  int pos;
+  std::int64_t block;
+  int slot;
+  std::int64_t row_off;
+};
+
 // Grid: (num_tokens, WorkBlocks(...)), Block: (kThreads). Thread j of the row's work blocks owns
 // rotation pair j (i, i + half) and K/V element j, so the in-place update needs no synchronisation
 // and a decode step's row is spread over ~20 blocks instead of looping in one (a loop of dependent
@@ -35,16 +57,11 @@ __global__ void __launch_bounds__(kThreads)
                       int head_dim, const float* inv_freq) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  const int row = blockIdx.x;
-  const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
-  const int pos = batch.num_cached[s] + row - batch.query_start[s];
-  const std::int64_t block =
-      batch.block_tables[static_cast<std::int64_t>(s) * batch.max_blocks_per_seq +
-                         pos / tokens_per_block];
-  const int slot = pos % tokens_per_block;
-  const std::int64_t row_off = static_cast<std::int64_t>(row) * token_stride;
+  const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, tokens_per_block);
+  const int pos = at.pos;
+  const std::int64_t row_off = at.row_off;
   const auto pool_off = [&](int kv_head) {
-    return ((block * num_kv_heads + kv_head) * tokens_per_block + slot) * head_dim;
+    return at.PoolOffset(kv_head, num_kv_heads, tokens_per_block, head_dim);
   };
   const int half = head_dim / 2;
   const int idx = blockIdx.y * kThreads + threadIdx.x;
@@ -90,16 +107,11 @@ __global__ void __launch_bounds__(kThreads)
     uint4 bits;
     T e[8];
   };
-  const int row = blockIdx.x;
-  const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
-  const int pos = batch.num_cached[s] + row - batch.query_start[s];
-  const std::int64_t block =
-      batch.block_tables[static_cast<std::int64_t>(s) * batch.max_blocks_per_seq +
-                         pos / tokens_per_block];
-  const int slot = pos % tokens_per_block;
-  const std::int64_t row_off = static_cast<std::int64_t>(row) * token_stride;
+  const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, tokens_per_block);
+  const int pos = at.pos;
+  const std::int64_t row_off = at.row_off;
   const auto pool_off = [&](int kv_head) {
-    return ((block * num_kv_heads + kv_head) * tokens_per_block + slot) * head_dim;
+    return at.PoolOffset(kv_head, num_kv_heads, tokens_per_block, head_dim);
   };
   const int half = head_dim / 2, chunks = half / 8, groups = kThreads / chunks;
   const int c = static_cast<int>(threadIdx.x) % chunks, g = static_cast<int>(threadIdx.x) / chunks;
