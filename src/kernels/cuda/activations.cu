@@ -61,10 +61,6 @@ __global__ void SwiGluVec8Kernel(T* out, const T* gate_up, std::int64_t num_toke
   }
 }
 
-bool Aligned16(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
-}
-
 // Grid: (min(ceil(n / kThreads), 65536)), Block: (kThreads); grid-stride.
 template <typename T>
 __global__ void GeluNewKernel(T* out, const T* x, std::int64_t n) {

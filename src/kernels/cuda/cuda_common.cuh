@@ -144,6 +144,11 @@ cudaError_t LaunchProgrammatic(void (*kernel)(Params...), dim3 grid, dim3 block,
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
+// Whether 16-byte vector accesses may start at p.
+inline bool Aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
 __host__ __device__ constexpr std::int64_t CeilDiv(std::int64_t a, std::int64_t b) {
   return (a + b - 1) / b;
 }

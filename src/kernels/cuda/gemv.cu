@@ -169,10 +169,6 @@ cudaError_t LaunchTyped(std::int64_t m, const GemvArgs& args, cudaStream_t strea
   return m == 1 ? LaunchRows<T, OutT, 1, kGated>(args, stream) : cudaErrorNotSupported;
 }
 
-bool Aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
 }  // namespace
 
 bool GemvSupports(DType dtype, std::int64_t m, std::int64_t k, std::int64_t x_stride, const void* x,

@@ -89,10 +89,6 @@ __global__ void __launch_bounds__(kMaxRegisterChunks)
   }
 }
 
-bool Aligned16(const void* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
 bool FitsRegisterKernel(const void* out, const void* x, const void* residual, const void* weight,
                         std::int64_t hidden) {
   return hidden % kChunkElems == 0 && hidden / kChunkElems <= kMaxRegisterChunks &&

@@ -161,10 +161,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool Aligned16(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0;
-}
-
 // The vector kernel's y blocks per row: enough that each thread rotates one head while the grid is
 // small (a decode step's few rows), one block per row (every thread looping over its heads) once
 // rows alone fill the card.
