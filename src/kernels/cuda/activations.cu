@@ -44,15 +44,11 @@ template <typename T>
 __global__ void SwiGluVec8Kernel(T* out, const T* gate_up, std::int64_t num_tokens, int inter) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  union Vec8 {
-    uint4 bits;
-    T e[8];
-  };
   const int i = (blockIdx.x * kThreads + threadIdx.x) * 8;
   if (i >= inter) return;
   for (std::int64_t t = blockIdx.y; t < num_tokens; t += gridDim.y) {
     const T* row = gate_up + t * 2 * inter;
-    Vec8 g, u, o;
+    Vec8<T> g, u, o;
     g.bits = *reinterpret_cast<const uint4*>(row + i);
     u.bits = *reinterpret_cast<const uint4*>(row + inter + i);
 #pragma unroll

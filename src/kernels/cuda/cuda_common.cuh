@@ -144,6 +144,13 @@ cudaError_t LaunchProgrammatic(void (*kernel)(Params...), dim3 grid, dim3 block,
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
+// 16 bytes as one vector access or as 8 fp16/bf16 elements.
+template <typename T>
+union Vec8 {
+  uint4 bits;
+  T e[8];
+};
+
 // Whether 16-byte vector accesses may start at p.
 inline bool Aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;

@@ -103,10 +103,6 @@ __global__ void __launch_bounds__(kThreads)
                           int head_dim, const float* inv_freq) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  union Vec8 {
-    uint4 bits;
-    T e[8];
-  };
   const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, tokens_per_block);
   const int pos = at.pos;
   const std::int64_t row_off = at.row_off;
@@ -129,7 +125,7 @@ __global__ void __launch_bounds__(kThreads)
       T* x = (is_q ? q + static_cast<std::int64_t>(head) * head_dim
                    : k + static_cast<std::int64_t>(kvh) * head_dim) +
              row_off + i0;
-      Vec8 a, b, ra, rb;
+      Vec8<T> a, b, ra, rb;
       a.bits = *reinterpret_cast<const uint4*>(x);
       b.bits = *reinterpret_cast<const uint4*>(x + half);
 #pragma unroll
