@@ -5,9 +5,9 @@
 //            GPU; tokens must equal host's (same rules, same Philox uniform) and log-probs match
 //            within float rounding
 //   graphs   device sampling on, decode steps replayed from CUDA graphs (batch padded to a power of
-//            two, attention split for max_seq_len): one request at a time the launches compute the
-//            same numbers, so outputs must equal device's; batched, padding changes GEMM shapes, so
-//            a late divergence is reported but only an early one fails
+//            two, attention split for the step's key bucket): one request at a time the launches
+//            compute the same numbers, so outputs must equal device's; batched, padding changes
+//            GEMM shapes, so a late divergence is reported but only an early one fails
 // The requests mix plain greedy and seeded sampling with every logits processor: repetition /
 // presence / frequency penalties, multi-token bad words, min_tokens, an embedding bias, and
 // log-prob outputs. Also prints the batch-1 decode step time of each set-up. Main build only;
@@ -238,7 +238,7 @@ Outcome Run(const std::string& engine, Setup setup, const std::vector<Case>& cas
 // Fails when the outputs differ before token `tolerated_from` (at all when it is kMaxTokens);
 // prints a later divergence. Log-probs of equal tokens must agree within `log_prob_tol` plus float
 // rounding: 0 where both sides run the same launches; a bf16 rounding allowance where they do not
-// (graphs pad a batch to its bucket and split attention for max_seq_len, so GEMM shapes and the
+// (graphs pad a batch to its bucket and split attention for a key bucket, so GEMM shapes and the
 // split reduce differ).
 void Compare(const std::string& what, const std::vector<Case>& cases,
              const std::vector<Output>& got, const std::vector<Output>& want,
