@@ -27,7 +27,8 @@ __device__ __forceinline__ int SequenceOfRow(const std::int32_t* query_start, in
 // Where row `row` of the step goes: its position, its offset in q/k/v, and its KV-cache slot.
 struct RowSlot {
   __device__ __forceinline__ RowSlot(const PagedBatch& batch, int row, std::int64_t token_stride,
-                                     int tokens_per_block) {
+                                     int num_kv_heads, int tokens_per_block, int head_dim)
+      : num_kv_heads(num_kv_heads), tokens_per_block(tokens_per_block), head_dim(head_dim) {
     const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
     pos = batch.num_cached[s] + row - batch.query_start[s];
     block = batch.block_tables[static_cast<std::int64_t>(s) * batch.max_blocks_per_seq +
@@ -36,10 +37,10 @@ struct RowSlot {
     row_off = static_cast<std::int64_t>(row) * token_stride;
   }
   // Element offset of this row's slot of KV head kv_head in a pool.
-  __device__ __forceinline__ std::int64_t PoolOffset(int kv_head, int num_kv_heads,
-                                                     int tokens_per_block, int head_dim) const {
+  __device__ __forceinline__ std::int64_t PoolOffset(int kv_head) const {
     return ((block * num_kv_heads + kv_head) * tokens_per_block + slot) * head_dim;
   }
+  int num_kv_heads, tokens_per_block, head_dim;
   int pos;
   std::int64_t block;
   int slot;
@@ -57,37 +58,33 @@ __global__ void __launch_bounds__(kThreads)
                       int head_dim, const float* inv_freq) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, tokens_per_block);
-  const int pos = at.pos;
-  const std::int64_t row_off = at.row_off;
-  const auto pool_off = [&](int kv_head) {
-    return at.PoolOffset(kv_head, num_kv_heads, tokens_per_block, head_dim);
-  };
+  const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, num_kv_heads,
+                   tokens_per_block, head_dim);
   const int half = head_dim / 2;
   const int idx = blockIdx.y * kThreads + threadIdx.x;
   if (inv_freq != nullptr && idx < (num_heads + num_kv_heads) * half) {
     const int head = idx / half, i = idx - head * half;
     float sin_a, cos_a;
-    sincosf(static_cast<float>(pos) * inv_freq[i], &sin_a, &cos_a);
+    sincosf(static_cast<float>(at.pos) * inv_freq[i], &sin_a, &cos_a);
     const bool is_q = head < num_heads;
     const int kvh = head - num_heads;
-    T* x = is_q ? q + row_off + static_cast<std::int64_t>(head) * head_dim
-                : k + row_off + static_cast<std::int64_t>(kvh) * head_dim;
+    T* x = is_q ? q + at.row_off + static_cast<std::int64_t>(head) * head_dim
+                : k + at.row_off + static_cast<std::int64_t>(kvh) * head_dim;
     const float a = ToFloat(x[i]), b = ToFloat(x[i + half]);
     const T ra = FromFloat<T>(a * cos_a - b * sin_a);
     const T rb = FromFloat<T>(b * cos_a + a * sin_a);
     x[i] = ra;
     x[i + half] = rb;
     if (!is_q) {
-      T* dst = k_pool + pool_off(kvh);
+      T* dst = k_pool + at.PoolOffset(kvh);
       dst[i] = ra;
       dst[i + half] = rb;
     }
   }
   if (idx < num_kv_heads * head_dim) {
     const int kvh = idx / head_dim, d = idx - kvh * head_dim;
-    if (inv_freq == nullptr) k_pool[pool_off(kvh) + d] = k[row_off + idx];
-    v_pool[pool_off(kvh) + d] = v[row_off + idx];
+    if (inv_freq == nullptr) k_pool[at.PoolOffset(kvh) + d] = k[at.row_off + idx];
+    v_pool[at.PoolOffset(kvh) + d] = v[at.row_off + idx];
   }
 }
 
@@ -103,12 +100,8 @@ __global__ void __launch_bounds__(kThreads)
                           int head_dim, const float* inv_freq) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, tokens_per_block);
-  const int pos = at.pos;
-  const std::int64_t row_off = at.row_off;
-  const auto pool_off = [&](int kv_head) {
-    return at.PoolOffset(kv_head, num_kv_heads, tokens_per_block, head_dim);
-  };
+  const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, num_kv_heads,
+                   tokens_per_block, head_dim);
   const int half = head_dim / 2, chunks = half / 8, groups = kThreads / chunks;
   const int c = static_cast<int>(threadIdx.x) % chunks, g = static_cast<int>(threadIdx.x) / chunks;
   const int total_heads = num_heads + num_kv_heads;
@@ -118,13 +111,13 @@ __global__ void __launch_bounds__(kThreads)
     float cos_a[8], sin_a[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      sincosf(static_cast<float>(pos) * inv_freq[i0 + j], &sin_a[j], &cos_a[j]);
+      sincosf(static_cast<float>(at.pos) * inv_freq[i0 + j], &sin_a[j], &cos_a[j]);
     for (; head < total_heads; head += groups * static_cast<int>(gridDim.y)) {
       const bool is_q = head < num_heads;
       const int kvh = head - num_heads;
       T* x = (is_q ? q + static_cast<std::int64_t>(head) * head_dim
                    : k + static_cast<std::int64_t>(kvh) * head_dim) +
-             row_off + i0;
+             at.row_off + i0;
       Vec8<T> a, b, ra, rb;
       a.bits = *reinterpret_cast<const uint4*>(x);
       b.bits = *reinterpret_cast<const uint4*>(x + half);
@@ -137,7 +130,7 @@ __global__ void __launch_bounds__(kThreads)
       *reinterpret_cast<uint4*>(x) = ra.bits;
       *reinterpret_cast<uint4*>(x + half) = rb.bits;
       if (!is_q) {
-        T* dst = k_pool + pool_off(kvh) + i0;
+        T* dst = k_pool + at.PoolOffset(kvh) + i0;
         *reinterpret_cast<uint4*>(dst) = ra.bits;
         *reinterpret_cast<uint4*>(dst + half) = rb.bits;
       }
@@ -148,8 +141,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int idx = static_cast<int>(blockIdx.y * kThreads + threadIdx.x); idx < kv_chunks;
        idx += kThreads * static_cast<int>(gridDim.y)) {
     const int kvh = idx * 8 / head_dim, d = idx * 8 - kvh * head_dim;
-    const std::int64_t src = row_off + static_cast<std::int64_t>(kvh) * head_dim + d;
-    const std::int64_t dst = pool_off(kvh) + d;
+    const std::int64_t src = at.row_off + static_cast<std::int64_t>(kvh) * head_dim + d;
+    const std::int64_t dst = at.PoolOffset(kvh) + d;
     if (inv_freq == nullptr) {
       *reinterpret_cast<uint4*>(k_pool + dst) = *reinterpret_cast<const uint4*>(k + src);
     }
