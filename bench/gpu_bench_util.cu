@@ -342,6 +342,7 @@ GemmResult TimeGemm(kernels::cuda::CublasLtGemm& gemm, const GemmShape& s, const
   const auto w_bytes = static_cast<std::size_t>(s.n * s.k) * 2;
   const auto y_bytes = static_cast<std::size_t>(s.m * s.n) * out_size;
   const std::size_t set = x_bytes + w_bytes + y_bytes;
+  const std::size_t moved = set + (s.add ? y_bytes : 0);
   GemmResult r;
   r.rotations = Rotations(set, device.l2_bytes, std::min<std::size_t>(FreeBytes() / 2, 8ull << 30));
   std::vector<DeviceBuffer> xs, ws, ys;
@@ -361,18 +362,20 @@ GemmResult TimeGemm(kernels::cuda::CublasLtGemm& gemm, const GemmShape& s, const
       [&](int call) {
         const int i = call % r.rotations;
         const cublasStatus_t st =
-            gemm.Linear(ys[i].get(), s.out_dtype, s.n, xs[i].get(), s.k, ws[i].get(), nullptr,
-                        DType::kBFloat16, s.m, s.n, s.k, stream);
+            s.add ? gemm.LinearAdd(ys[i].get(), s.out_dtype, s.n, xs[i].get(), s.k, ws[i].get(),
+                                   nullptr, DType::kBFloat16, s.m, s.n, s.k, stream)
+                  : gemm.Linear(ys[i].get(), s.out_dtype, s.n, xs[i].get(), s.k, ws[i].get(),
+                                nullptr, DType::kBFloat16, s.m, s.n, s.k, stream);
         if (st != CUBLAS_STATUS_SUCCESS) {
           Die(__FILE__, __LINE__,
-              "CublasLtGemm::Linear m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-                  " k=" + std::to_string(s.k),
+              std::string(s.add ? "CublasLtGemm::LinearAdd" : "CublasLtGemm::Linear") + " m=" +
+                  std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k),
               CublasStatusName(st));
         }
         return cudaGetLastError();
       },
       stream, opt);
-  r.bytes = static_cast<double>(set);
+  r.bytes = static_cast<double>(moved);
   r.tflops = s.Flops() / (r.timing.median_us * 1e-6) / 1e12;
   r.gbps = r.bytes / (r.timing.median_us * 1e3);
   return r;

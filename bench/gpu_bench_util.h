@@ -116,11 +116,13 @@ struct CopyCeiling {
 CopyCeiling MeasureCopyCeiling(std::size_t buffer_bytes, cudaStream_t stream);
 
 // One y[m, n] = x[m, k] * w[n, k]^T through the runner's CublasLtGemm: bf16 x and w, y in
-// out_dtype (bf16, or fp32 as the runner's lm_head writes its logits).
+// out_dtype (bf16, or fp32 as the runner's lm_head writes its logits); add: y += (LinearAdd, as
+// the runner's attention-output and down layers update the residual stream).
 struct GemmShape {
   std::string name;
   std::int64_t m = 0, n = 0, k = 0;
   DType out_dtype = DType::kBFloat16;
+  bool add = false;
   double Flops() const {
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }
@@ -129,7 +131,7 @@ struct GemmShape {
 struct GemmResult {
   Timing timing;
   double tflops = 0;
-  double bytes = 0;  // x, w and y once each
+  double bytes = 0;  // x, w and y once each (y twice with add: read and written)
   double gbps = 0;
   int rotations = 1;
 };

@@ -117,14 +117,17 @@ int Run(const Options& opt) {
   for (std::int64_t m : opt.tokens) {
     shapes.push_back({"qkv 4096->6144", m, 6144, 4096, DType::kBFloat16});
     shapes.push_back({"o 4096->4096", m, 4096, 4096, DType::kBFloat16});
+    shapes.push_back({"o 4096->4096, += residual", m, 4096, 4096, DType::kBFloat16, true});
     shapes.push_back({"gate_up 4096->2x14336", m, 28672, 4096, DType::kBFloat16});
     shapes.push_back({"down 14336->4096", m, 4096, 14336, DType::kBFloat16});
+    shapes.push_back({"down 14336->4096, += residual", m, 4096, 14336, DType::kBFloat16, true});
     shapes.push_back({"lm_head 4096->128256 (fp32 out)", m, 128256, 4096, DType::kFloat32});
   }
-  std::cout << "## bf16 dense layers (kernels/cuda/gemm.h CublasLtGemm::Linear, fp32 accumulation)"
+  std::cout << "## bf16 dense layers (kernels/cuda/gemm.h CublasLtGemm::Linear and LinearAdd, fp32 "
+               "accumulation)"
                "\n\n";
   Table gt({"layer", "path", "tokens (m)", "n", "k", "median", "p10..p90", "TFLOP/s", "% of 8192^3",
-            "GB/s (x+w+y once)", "% of copy", "floor", "time / floor", "sets", "graph"});
+            "GB/s (bytes moved)", "% of copy", "floor", "time / floor", "sets", "graph"});
   const auto add_row = [&](const GemmShape& s, const GemmResult& r, const char* path) {
     const double compute_us = s.Flops() / (peak_tflops * 1e12) * 1e6;
     const double memory_us = r.bytes / (copy.copy_gbps() * 1e9) * 1e6;

@@ -177,10 +177,12 @@ class CudaModelRunner final : public ModelRunner {
   Status LoadWeights(const std::string& engine_dir);
   Status AllocateWorkspace();
   Status ValidateStep(const StepInput& input) const;
-  Status Norm(void* out, const void* x, void* residual, const void* w, const void* b,
-              std::int64_t rows);
+  Status Norm(void* out, const void* x, const void* w, const void* b, std::int64_t rows);
   Status Linear(void* y, const void* x, const void* w, const void* bias, std::int64_t m,
                 std::int64_t n, std::int64_t k);
+  // y += x · wᵀ (+ bias): a layer's output added to the residual stream in the GEMM's epilogue.
+  Status LinearAdd(void* y, const void* x, const void* w, const void* bias, std::int64_t m,
+                   std::int64_t n, std::int64_t k);
   // Device pointers and sizes of one step: everything Enqueue needs to queue the forward pass.
   struct Launch {
     kc::PagedBatch batch;
@@ -255,8 +257,8 @@ class CudaModelRunner final : public ModelRunner {
   static constexpr std::int64_t kLogitChunk = 512;
   std::int64_t logit_chunk_ = 0;
   std::int64_t max_tokens_ = 0;
-  DeviceBuffer residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logit_res_,
-      logits_, step_ints_, decode_ws_, sampled_ids_;
+  DeviceBuffer residual_, normed_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logit_res_, logits_,
+      step_ints_, decode_ws_, sampled_ids_;
   PinnedBuffer host_ids_;  // sampled ids and log-probs, copied back each step
   std::int64_t workspace_bytes_ = 0;
   std::mutex step_mutex_;
@@ -384,7 +386,6 @@ Status CudaModelRunner::AllocateWorkspace() {
   } plan[] = {
       {&residual_, T * H * e},
       {&normed_, T * H * e},
-      {&hidden_, T * H * e},
       {&qkv_, T * c.QkvRows(1) * e},
       {&attn_, T * c.num_attention_heads * c.head_dim * e},
       {&mlp_, T * (swiglu ? 2 * inter : inter) * e},
@@ -502,14 +503,14 @@ Status CudaModelRunner::ValidateStep(const StepInput& input) const {
   return Status::Ok();
 }
 
-Status CudaModelRunner::Norm(void* out, const void* x, void* residual, const void* w, const void* b,
+Status CudaModelRunner::Norm(void* out, const void* x, const void* w, const void* b,
                              std::int64_t rows) {
   if (config_.norm == NormKind::kRmsNorm) {
-    return CudaStatus(kc::RmsNorm(out, x, residual, w, dtype_, rows, config_.hidden_size,
+    return CudaStatus(kc::RmsNorm(out, x, nullptr, w, dtype_, rows, config_.hidden_size,
                                   config_.norm_eps, stream_),
                       "RmsNorm");
   }
-  return CudaStatus(kc::LayerNorm(out, x, residual, w, b, dtype_, rows, config_.hidden_size,
+  return CudaStatus(kc::LayerNorm(out, x, nullptr, w, b, dtype_, rows, config_.hidden_size,
                                   config_.norm_eps, stream_),
                     "LayerNorm");
 }
@@ -518,6 +519,12 @@ Status CudaModelRunner::Linear(void* y, const void* x, const void* w, const void
                                std::int64_t m, std::int64_t n, std::int64_t k) {
   return CublasStatus(gemm_->Linear(y, dtype_, n, x, k, w, bias, dtype_, m, n, k, stream_),
                       "Linear");
+}
+
+Status CudaModelRunner::LinearAdd(void* y, const void* x, const void* w, const void* bias,
+                                  std::int64_t m, std::int64_t n, std::int64_t k) {
+  return CublasStatus(gemm_->LinearAdd(y, dtype_, n, x, k, w, bias, dtype_, m, n, k, stream_),
+                      "LinearAdd");
 }
 
 Status CudaModelRunner::Enqueue(const Launch& launch) {
@@ -540,13 +547,7 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
                                   launch.positions, dtype_, stream_));
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     const DeviceLayer& l = layers_[i];
-    if (i == 0) {
-      RETURN_IF_ERROR(
-          Norm(normed_.get(), residual_.get(), nullptr, l.attn_norm, l.attn_norm_bias, T));
-    } else {
-      RETURN_IF_ERROR(
-          Norm(normed_.get(), hidden_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
-    }
+    RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
     RETURN_IF_ERROR(Linear(qkv_.get(), normed_.get(), l.qkv, l.qkv_bias, T, qkv_dim, H));
     char* q = qkv_.get<char>();
     char* k = q + q_dim * e;
@@ -564,9 +565,9 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
       CUDA_RETURN(kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, contexts,
                                             shape, nq, scale, dtype_, stream_));
     }
-    RETURN_IF_ERROR(Linear(hidden_.get(), attn_.get(), l.attn_out, l.attn_out_bias, T, H, q_dim));
     RETURN_IF_ERROR(
-        Norm(normed_.get(), hidden_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
+        LinearAdd(residual_.get(), attn_.get(), l.attn_out, l.attn_out_bias, T, H, q_dim));
+    RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
     if (swiglu && kc::GemvSupports(dtype_, T, H, H, normed_.get(), l.mlp_in)) {
       // A few rows: the gate/up pass writes the activation directly (no [T, 2 * inter] round trip).
       CUDA_RETURN(kc::GemvSwiGlu(mlp_act_.get(), inter, normed_.get(), H, l.mlp_in, l.mlp_in_bias,
@@ -578,7 +579,7 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
       RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, inter, H));
       CUDA_RETURN(kc::GeluNew(mlp_act_.get(), mlp_.get(), dtype_, T * inter, stream_));
     }
-    RETURN_IF_ERROR(Linear(hidden_.get(), mlp_act_.get(), l.down, l.down_bias, T, H, inter));
+    RETURN_IF_ERROR(LinearAdd(residual_.get(), mlp_act_.get(), l.down, l.down_bias, T, H, inter));
   }
 
   // Only the wanted rows go through the final norm and lm_head, logit_chunk_ rows at a time: the
@@ -589,19 +590,13 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
   for (std::int64_t r0 = 0; r0 < R; r0 += logit_chunk_) {
     const std::int64_t n = std::min(logit_chunk_, R - r0);
     if (launch.logit_rows_are_token_rows) {
-      // Two gathers fewer (a decode step's usual case). NOTE: the norm's residual add lands in
-      // residual_ itself, which nothing reads after the last layer.
-      const std::int64_t at = r0 * H * e;
-      RETURN_IF_ERROR(Norm(logit_x_.get(), hidden_.get<char>() + at, residual_.get<char>() + at,
-                           final_norm_, final_norm_bias_, n));
+      // No gather (a decode step's usual case).
+      RETURN_IF_ERROR(Norm(logit_x_.get(), residual_.get<char>() + r0 * H * e, final_norm_,
+                           final_norm_bias_, n));
     } else {
-      const std::int32_t* rows = launch.logit_rows + r0;
-      CUDA_RETURN(kc::EmbeddingGather(logit_x_.get(), rows, n, hidden_.get(), H, nullptr, nullptr,
-                                      dtype_, stream_));
-      CUDA_RETURN(kc::EmbeddingGather(logit_res_.get(), rows, n, residual_.get(), H, nullptr,
-                                      nullptr, dtype_, stream_));
-      RETURN_IF_ERROR(
-          Norm(logit_x_.get(), logit_x_.get(), logit_res_.get(), final_norm_, final_norm_bias_, n));
+      CUDA_RETURN(kc::EmbeddingGather(logit_res_.get(), launch.logit_rows + r0, n, residual_.get(),
+                                      H, nullptr, nullptr, dtype_, stream_));
+      RETURN_IF_ERROR(Norm(logit_x_.get(), logit_res_.get(), final_norm_, final_norm_bias_, n));
     }
     RETURN_IF_ERROR(
         CublasStatus(gemm_->Linear(logits_.get(), DType::kFloat32, c.vocab_size, logit_x_.get(), H,

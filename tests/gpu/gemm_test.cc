@@ -12,12 +12,13 @@
 namespace inflight::gpu_test {
 namespace {
 
+// accumulate: LinearAdd onto a y of random values (y += x·Wᵀ (+ bias)) instead of Linear.
 void CheckLinear(kernels::cuda::CublasLtGemm& gemm, DType dtype, DType y_dtype, int m, int k, int n,
-                 bool with_bias, int x_pad) {
-  const std::string name = "linear " + Describe(dtype) + "->" + Describe(y_dtype) +
-                           " m=" + std::to_string(m) + " k=" + std::to_string(k) +
-                           " n=" + std::to_string(n) + (with_bias ? " +bias" : "") +
-                           (x_pad > 0 ? " strided-x" : "");
+                 bool with_bias, int x_pad, bool accumulate = false) {
+  const std::string name = std::string(accumulate ? "linear-add " : "linear ") + Describe(dtype) +
+                           "->" + Describe(y_dtype) + " m=" + std::to_string(m) +
+                           " k=" + std::to_string(k) + " n=" + std::to_string(n) +
+                           (with_bias ? " +bias" : "") + (x_pad > 0 ? " strided-x" : "");
   const int x_stride = k + x_pad;
   const auto x = RoundTo(dtype, RandomVector(static_cast<std::size_t>(m) * x_stride, -1, 1));
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(k));
@@ -32,17 +33,24 @@ void CheckLinear(kernels::cuda::CublasLtGemm& gemm, DType dtype, DType y_dtype, 
                                                     : static_cast<const void*>(d_bias16.get());
   std::vector<float> found;
   const std::size_t y_n = static_cast<std::size_t>(m) * n;
+  // The old y: random (a residual stream) when accumulating, NaN (never read) otherwise.
+  std::vector<float> y0 = accumulate ? RoundTo(y_dtype, RandomVector(y_n, -2, 2))
+                                     : std::vector<float>(y_n, std::nanf(""));
+  const auto run = [&](void* y) {
+    return accumulate ? gemm.LinearAdd(y, y_dtype, n, d_x.get(), x_stride, d_w.get(), d_bias, dtype,
+                                       m, n, k, nullptr)
+                      : gemm.Linear(y, y_dtype, n, d_x.get(), x_stride, d_w.get(), d_bias, dtype, m,
+                                    n, k, nullptr);
+  };
   if (y_dtype == DType::kFloat32) {
-    DeviceArray<float> d_y(y_n);
-    const cublasStatus_t st = gemm.Linear(d_y.get(), y_dtype, n, d_x.get(), x_stride, d_w.get(),
-                                          d_bias, dtype, m, n, k, nullptr);
+    DeviceArray<float> d_y(y0);
+    const cublasStatus_t st = run(d_y.get());
     GPU_CHECK(st == CUBLAS_STATUS_SUCCESS,
               name + ": cublas status " + std::to_string(static_cast<int>(st)));
     found = d_y.Download();
   } else {
-    DeviceArray<std::uint16_t> d_y(y_n);
-    const cublasStatus_t st = gemm.Linear(d_y.get(), y_dtype, n, d_x.get(), x_stride, d_w.get(),
-                                          d_bias, dtype, m, n, k, nullptr);
+    DeviceArray<std::uint16_t> d_y(ToBits(y_dtype, y0));
+    const cublasStatus_t st = run(d_y.get());
     GPU_CHECK(st == CUBLAS_STATUS_SUCCESS,
               name + ": cublas status " + std::to_string(static_cast<int>(st)));
     found = FromBits(y_dtype, d_y.Download());
@@ -51,16 +59,22 @@ void CheckLinear(kernels::cuda::CublasLtGemm& gemm, DType dtype, DType y_dtype, 
   kernels::cpu::Linear(ref.data(), x.data(), x_stride, kernels::cpu::WeightPtr(w.data()),
                        with_bias ? kernels::cpu::WeightPtr(bias.data()) : kernels::cpu::WeightPtr(),
                        m, k, n, nullptr);
+  if (accumulate) {
+    for (std::size_t i = 0; i < y_n; ++i) ref[i] += y0[i];
+  }
   // fp32 accumulation in a different order: ~sqrt(k) fp32 roundings of O(1) partial sums; then one
   // rounding to y_dtype.
   float acc_tol = 1e-5f * std::sqrt(static_cast<float>(k)) * 4;
-  if (with_bias && y_dtype != DType::kFloat32) {
+  if ((with_bias || accumulate) && y_dtype != DType::kFloat32) {
     // cuBLASLt's bias epilogue with a 16-bit output rounds the product to y_dtype before adding the
-    // bias (seen on H100/H200): one more rounding of a term as large as the largest |x·w|.
+    // bias (seen on H100/H200), and may do the same before adding the old y: one more rounding of
+    // a term as large as the largest |x·w|.
     float max_product = 0.0f;
-    for (std::size_t i = 0; i < y_n; ++i)
-      max_product =
-          std::max(max_product, std::fabs(ref[i] - bias[i % static_cast<std::size_t>(n)]));
+    for (std::size_t i = 0; i < y_n; ++i) {
+      const float added =
+          (with_bias ? bias[i % static_cast<std::size_t>(n)] : 0.0f) + (accumulate ? y0[i] : 0.0f);
+      max_product = std::max(max_product, std::fabs(ref[i] - added));
+    }
     acc_tol += Epsilon(y_dtype) * max_product;
   }
   ExpectClose(name, found, ref, acc_tol, Epsilon(y_dtype));
@@ -77,6 +91,9 @@ GPU_TEST(LinearMatchesCpu) {
       CheckLinear(gemm, dtype, dtype, m, 111, 64, false, 0);  // odd k: unaligned rows
       CheckLinear(gemm, dtype, dtype, m, 1025, 111, true, 0);
       CheckLinear(gemm, dtype, dtype, m, 512, 256, false, 24);  // x rows inside a wider buffer
+      CheckLinear(gemm, dtype, dtype, m, 1024, 1025, false, 0, true);
+      CheckLinear(gemm, dtype, dtype, m, 1025, 111, true, 0, true);
+      CheckLinear(gemm, dtype, DType::kFloat32, m, 256, 1000, true, 0, true);
     }
 }
 
@@ -106,14 +123,14 @@ void CheckGemv(DType dtype, DType y_dtype, int m, int k, int n, bool with_bias, 
   if (y_dtype == DType::kFloat32) {
     DeviceArray<float> d_y(std::vector<float>(y_n, std::nanf("")));
     err = kernels::cuda::Gemv(d_y.get(), y_dtype, n, d_x.get(), k, d_w.get(), d_bias, dtype, m, n,
-                              k, nullptr);
+                              k, false, nullptr);
     found = d_y.Download();
   } else {
     DeviceArray<std::uint16_t> d_y(std::vector<std::uint16_t>(y_n, NanBits(y_dtype)));
     err = gated ? kernels::cuda::GemvSwiGlu(d_y.get(), n, d_x.get(), k, d_w.get(), d_bias, dtype, m,
                                             n, k, nullptr)
                 : kernels::cuda::Gemv(d_y.get(), y_dtype, n, d_x.get(), k, d_w.get(), d_bias, dtype,
-                                      m, n, k, nullptr);
+                                      m, n, k, false, nullptr);
     found = FromBits(y_dtype, d_y.Download());
   }
   GPU_CHECK(err == cudaSuccess, name + ": " + cudaGetErrorString(err));
@@ -164,7 +181,7 @@ GPU_TEST(GemvRefusesWhatItCannotTake) {
   GPU_CHECK(!kernels::cuda::GemvSupports(bf16, 1, 64, 64, odd, p), "unaligned x taken");
   GPU_CHECK(!kernels::cuda::GemvSupports(DType::kFloat32, 1, 64, 64, p, p), "fp32 taken");
   const cudaError_t err =
-      kernels::cuda::Gemv(buf.get(), bf16, 8, odd, 64, p, nullptr, bf16, 1, 8, 64, nullptr);
+      kernels::cuda::Gemv(buf.get(), bf16, 8, odd, 64, p, nullptr, bf16, 1, 8, 64, false, nullptr);
   GPU_CHECK(err == cudaErrorNotSupported,
             std::string("unaligned Gemv returned ") + cudaGetErrorString(err));
 }

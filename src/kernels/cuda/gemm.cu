@@ -121,6 +121,20 @@ cublasStatus_t CublasLtGemm::Linear(void* y, DType y_dtype, std::int64_t y_strid
                                     std::int64_t x_stride, const void* w, const void* bias,
                                     DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
                                     cudaStream_t stream) {
+  return Matmul(y, y_dtype, y_stride, x, x_stride, w, bias, dtype, m, n, k, false, stream);
+}
+
+cublasStatus_t CublasLtGemm::LinearAdd(void* y, DType y_dtype, std::int64_t y_stride, const void* x,
+                                       std::int64_t x_stride, const void* w, const void* bias,
+                                       DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
+                                       cudaStream_t stream) {
+  return Matmul(y, y_dtype, y_stride, x, x_stride, w, bias, dtype, m, n, k, true, stream);
+}
+
+cublasStatus_t CublasLtGemm::Matmul(void* y, DType y_dtype, std::int64_t y_stride, const void* x,
+                                    std::int64_t x_stride, const void* w, const void* bias,
+                                    DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
+                                    bool accumulate, cudaStream_t stream) {
   if (init_status_ != CUBLAS_STATUS_SUCCESS) return init_status_;
   if (m < 0 || n <= 0 || k <= 0 || x_stride < k || y_stride < n) return CUBLAS_STATUS_INVALID_VALUE;
   if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) return CUBLAS_STATUS_INVALID_VALUE;
@@ -129,7 +143,7 @@ cublasStatus_t CublasLtGemm::Linear(void* y, DType y_dtype, std::int64_t y_strid
   if (small_m_kernel_) {
     // Gemv checks what it takes and answers cudaErrorNotSupported for the rest.
     const cudaError_t err =
-        Gemv(y, y_dtype, y_stride, x, x_stride, w, bias, dtype, m, n, k, stream);
+        Gemv(y, y_dtype, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, stream);
     if (err == cudaSuccess) return CUBLAS_STATUS_SUCCESS;
     if (err != cudaErrorNotSupported) return CUBLAS_STATUS_EXECUTION_FAILED;
   }
@@ -160,7 +174,8 @@ cublasStatus_t CublasLtGemm::Linear(void* y, DType y_dtype, std::int64_t y_strid
     cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                    sizeof(bias));
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  // In place (C == D, one layout) is cuBLASLt's documented form of an accumulating matmul.
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   return cublasLtMatmul(handle_, plan->desc, &alpha, w, plan->a, x, plan->b, &beta, y, plan->c, y,
                         plan->c, &plan->algo, workspace_, workspace_bytes_, stream);
 }

@@ -1,7 +1,7 @@
-// Dense layers through cuBLASLt: y = x · Wᵀ (+ bias), fp16/bf16 inputs, fp32 accumulation, the
-// algorithm picked once per shape and cached; steps of at most kGemvMaxRows rows go to our own
-// weight-streaming kernel (kernels/cuda/gemv.h) where it takes them. CUDA twin of
-// kernels/cpu/linear.h.
+// Dense layers through cuBLASLt: y = x · Wᵀ (+ bias) or y += x · Wᵀ (+ bias), fp16/bf16 inputs,
+// fp32 accumulation, the algorithm picked once per shape and cached; steps of at most kGemvMaxRows
+// rows go to our own weight-streaming kernel (kernels/cuda/gemv.h) where it takes them. CUDA twin
+// of kernels/cpu/linear.h.
 #pragma once
 
 #include <cublasLt.h>
@@ -38,6 +38,13 @@ class CublasLtGemm {
                         std::int64_t x_stride, const void* w, const void* bias, DType dtype,
                         std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
 
+  // y[t, o] += sum_i x[t, i] * w[o, i] (+ bias[o]): Linear with y's old values added in the
+  // epilogue (beta = 1, y read and written in place), so that a residual stream takes a layer's
+  // output without a separate pass over both. Same arguments and rules as Linear.
+  cublasStatus_t LinearAdd(void* y, DType y_dtype, std::int64_t y_stride, const void* x,
+                           std::int64_t x_stride, const void* w, const void* bias, DType dtype,
+                           std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
+
   // Off: every call goes to cuBLASLt (the benchmark compares the two paths).
   void set_small_m_kernel(bool on) { small_m_kernel_ = on; }
 
@@ -49,6 +56,10 @@ class CublasLtGemm {
   using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                              int, int, bool, int>;
   cublasStatus_t MakePlan(const PlanKey& key, Plan* plan);
+  cublasStatus_t Matmul(void* y, DType y_dtype, std::int64_t y_stride, const void* x,
+                        std::int64_t x_stride, const void* w, const void* bias, DType dtype,
+                        std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
+                        cudaStream_t stream);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -23,6 +23,7 @@ struct GemvArgs {
   const void* bias;
   std::int64_t rows;    // outputs per token: n, or inter for the gated form
   std::int64_t chunks;  // k / 8
+  bool accumulate;      // y += (not the gated form)
 };
 
 // Weights are read once per call: keep them out of L1 so x and the other blocks' lines stay.
@@ -132,7 +133,9 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(GemvArgs a) {
         u += LoadBias<OutT>(a.bias, a.rows + row);
         y[row] = FromFloat<OutT>(g / (1.0f + __expf(-g)) * u);
       } else {
-        y[row] = FromFloat<OutT>(g + LoadBias<OutT>(a.bias, row));
+        g += LoadBias<OutT>(a.bias, row);
+        if (a.accumulate) g += ToFloat(y[row]);
+        y[row] = FromFloat<OutT>(g);
       }
     }
   }
@@ -180,13 +183,14 @@ bool GemvSupports(DType dtype, std::int64_t m, std::int64_t k, std::int64_t x_st
 
 cudaError_t Gemv(void* y, DType y_dtype, std::int64_t y_stride, const void* x,
                  std::int64_t x_stride, const void* w, const void* bias, DType dtype,
-                 std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream) {
+                 std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
+                 cudaStream_t stream) {
   if (!GemvSupports(dtype, m, k, x_stride, x, w) ||
       (y_dtype != dtype && y_dtype != DType::kFloat32)) {
     return cudaErrorNotSupported;
   }
   if (n <= 0) return n == 0 ? cudaSuccess : cudaErrorInvalidValue;
-  const GemvArgs args{y, y_stride, x, x_stride, w, bias, n, k / 8};
+  const GemvArgs args{y, y_stride, x, x_stride, w, bias, n, k / 8, accumulate};
   if (y_dtype == DType::kFloat32) {
     INFLIGHT_DISPATCH_HALF(dtype, T, { return LaunchTyped<T, float, false>(m, args, stream); });
   }
@@ -199,7 +203,7 @@ cudaError_t GemvSwiGlu(void* out, std::int64_t out_stride, const void* x, std::i
                        std::int64_t inter, std::int64_t k, cudaStream_t stream) {
   if (!GemvSupports(dtype, m, k, x_stride, x, w)) return cudaErrorNotSupported;
   if (inter <= 0) return inter == 0 ? cudaSuccess : cudaErrorInvalidValue;
-  const GemvArgs args{out, out_stride, x, x_stride, w, bias, inter, k / 8};
+  const GemvArgs args{out, out_stride, x, x_stride, w, bias, inter, k / 8, false};
   INFLIGHT_DISPATCH_HALF(dtype, T, { return LaunchTyped<T, T, true>(m, args, stream); });
   return cudaErrorNotSupported;
 }

@@ -26,11 +26,13 @@ bool GemvSupports(DType dtype, std::int64_t m, std::int64_t k, std::int64_t x_st
 
 // y[t, o] = sum_i x[t, i] * w[o, i] (+ bias[o]) for t < m, o < n; fp32 accumulation and bias add,
 // one rounding to y_dtype (dtype or fp32). x: [m, k] with row stride x_stride; w: [n, k]
-// contiguous; bias: [n] in y_dtype or nullptr; y: [m, n] with row stride y_stride.
+// contiguous; bias: [n] in y_dtype or nullptr; y: [m, n] with row stride y_stride. accumulate:
+// y's old value joins the fp32 sum before the rounding (y += x · Wᵀ (+ bias)).
 // cudaErrorNotSupported when !GemvSupports(...) (the caller falls back to a GEMM).
 cudaError_t Gemv(void* y, DType y_dtype, std::int64_t y_stride, const void* x,
                  std::int64_t x_stride, const void* w, const void* bias, DType dtype,
-                 std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
+                 std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
+                 cudaStream_t stream);
 
 // The gated MLP's first layer and its activation in one pass: w is [2 * inter, k] with the gate
 // rows first and the up rows after them (the layout kernels/cuda/activations.h SwiGlu reads), bias
