@@ -165,6 +165,7 @@ GPU_TEST(GemvMatchesCpu) {
       CheckGemv(dtype, dtype, m, 8, 5, false, true);
       CheckGemv(dtype, dtype, m, 1040, 333, true, true);
       CheckGemv(dtype, dtype, m, 4096, 1024, false, true);
+      CheckGemv(dtype, dtype, m, 32768, 40, true, false);  // x past the default 48 KiB of shared
     }
 }
 

@@ -161,7 +161,7 @@ GPU_TEST(ContextAttentionLongPromptMatchesCpu) {
 // that end one row either side of a query tile, cached prefixes that put the causal diagonal mid
 // key tile, pool blocks that no tile boundary lines up with (7, 48, 100, 1 tokens), mixed batches
 // of 1-row and long sequences, GQA groups of 2, 3 and 7, and peaked softmaxes (large q) whose
-// running max moves from tile to tile.
+// running max moves from tile to tile, and blocks longer than a key tile (128, 256 tokens).
 GPU_TEST(ContextAttentionTileEdgesMatchCpu) {
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     CheckAttention({dtype, {127, 128, 129, 255, 257}, {0, 37, 64, 1, 100}, 4, 2, 128, 7});
@@ -169,6 +169,8 @@ GPU_TEST(ContextAttentionTileEdgesMatchCpu) {
     CheckAttention({dtype, {200, 1, 129}, {5, 511, 0}, 28, 4, 80, 100});
     CheckAttention({dtype, {64, 190}, {0, 1}, 3, 1, 64, 1});
     CheckAttention({dtype, {150, 40}, {70, 0}, 4, 4, 128, 16, false, 0, 8.0f});
+    CheckAttention({dtype, {300, 20}, {100, 0}, 8, 2, 128, 256});
+    CheckAttention({dtype, {200, 70}, {60, 3}, 4, 2, 64, 128});
   }
 }
 

@@ -1,7 +1,5 @@
 #include "kernels/cuda/gemv.h"
 
-#include <mutex>
-
 #include "kernels/cuda/cuda_common.cuh"
 
 namespace inflight::kernels::cuda {
@@ -141,6 +139,9 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(GemvArgs a) {
   }
 }
 
+// Dynamic shared memory a kernel may use without opting in.
+constexpr std::size_t kDefaultSharedBytes = 48 << 10;
+
 int MaxSharedBytes() {
   return CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 << 10);
 }
@@ -148,16 +149,14 @@ int MaxSharedBytes() {
 template <typename T, typename OutT, int M, bool kGated>
 cudaError_t LaunchRows(const GemvArgs& args, cudaStream_t stream) {
   auto* kernel = GemvKernel<T, OutT, M, kGated>;
-  // NOTE: once per instantiation and process; the limit is the device's opt-in maximum, checked
-  // per call by GemvSupports.
-  static std::once_flag once;
-  static cudaError_t attribute_status = cudaSuccess;
-  std::call_once(once, [&] {
-    attribute_status =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MaxSharedBytes());
-  });
-  if (attribute_status != cudaSuccess) return attribute_status;
   const auto smem = static_cast<std::size_t>(M * args.chunks * 16);
+  if (smem > kDefaultSharedBytes) {
+    // NOTE: per call, not once per process: the opt-in belongs to the current device's context,
+    // and one process may drive several GPUs (a Triton instance group). Only k > 24576 needs it.
+    const cudaError_t err = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (err != cudaSuccess) return err;
+  }
   // Enough blocks for every row when that fits in a few waves; the row loop covers the rest.
   const std::int64_t wanted = CeilDiv(args.rows, kWarps);
   const std::int64_t cap =
