@@ -153,8 +153,10 @@ cudaError_t LaunchRows(const GemvArgs& args, cudaStream_t stream) {
   if (smem > kDefaultSharedBytes) {
     // NOTE: per call, not once per process: the opt-in belongs to the current device's context,
     // and one process may drive several GPUs (a Triton instance group). Only k > 24576 needs it.
-    const cudaError_t err = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    // Always the device's maximum, so that two threads launching different sizes never lower it
+    // under each other's launch.
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MaxSharedBytes());
     if (err != cudaSuccess) return err;
   }
   // Enough blocks for every row when that fits in a few waves; the row loop covers the rest.
