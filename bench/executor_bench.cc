@@ -40,9 +40,6 @@
 #include "table.h"
 
 namespace fs = std::filesystem;
-using inflight::bench::Fmt;
-using inflight::bench::Median;
-using inflight::bench::Percentile;
 
 namespace inflight::bench {
 namespace {

@@ -31,7 +31,7 @@ void Table::Print(std::ostream& out) const {
   for (const auto& row : rows_) line(row);
 }
 
-StreamingTable::StreamingTable(std::vector<std::string> headers, std::ostream& out,
+StreamingTable::StreamingTable(const std::vector<std::string>& headers, std::ostream& out,
                                std::size_t min_width)
     : out_(out) {
   for (const std::string& h : headers) widths_.push_back(std::max(min_width, h.size()));

@@ -24,7 +24,8 @@ class Table {
 // (at least `min_width`); a longer cell widens its row only, which markdown renders the same.
 class StreamingTable {
  public:
-  StreamingTable(std::vector<std::string> headers, std::ostream& out, std::size_t min_width = 8);
+  StreamingTable(const std::vector<std::string>& headers, std::ostream& out,
+                 std::size_t min_width = 8);
   void AddRow(const std::vector<std::string>& cells);
 
  private:

@@ -100,11 +100,14 @@ class [[nodiscard]] Result {
     if (!_st.ok()) return _st;       \
   } while (0)
 
-// `ASSIGN_OR_RETURN(auto x, MakeX());` unwraps a Result or returns its Status.
+// `ASSIGN_OR_RETURN(auto x, MakeX());` unwraps a Result or returns its Status. lhs is a
+// declaration, which parentheses would break.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ASSIGN_OR_RETURN(lhs, rexpr)                                                            \
   auto INFLIGHT_CONCAT(_res_, __LINE__) = (rexpr);                                              \
   if (!INFLIGHT_CONCAT(_res_, __LINE__).ok()) return INFLIGHT_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(INFLIGHT_CONCAT(_res_, __LINE__)).value()
+// NOLINTEND(bugprone-macro-parentheses)
 
 // Fails with kInternal naming file:line and the condition; for invariants, not user input.
 #define INFLIGHT_CHECK(cond, msg)                                                          \

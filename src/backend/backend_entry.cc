@@ -32,7 +32,6 @@ TRITONSERVER_Error* Guarded(const char* where, F&& body) {
 }  // namespace inflight::backend
 
 using inflight::Status;
-using inflight::backend::FromTritonError;
 using inflight::backend::Guarded;
 using inflight::backend::InstanceState;
 using inflight::backend::ModelState;

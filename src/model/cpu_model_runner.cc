@@ -83,7 +83,8 @@ Result<StepOutput> CpuModelRunner::Step(const StepInput& input) {
     const auto n = static_cast<std::int32_t>(s.tokens.size());
     query_start.push_back(first_row + n);
     num_cached.push_back(s.num_cached);
-    std::copy(s.block_table.begin(), s.block_table.end(), tables.begin() + i * max_blocks);
+    std::copy(s.block_table.begin(), s.block_table.end(),
+              tables.begin() + static_cast<std::ptrdiff_t>(i) * max_blocks);
     for (std::int32_t t = 0; t < n; ++t) {
       token_ids.push_back(s.tokens[t]);
       positions.push_back(s.num_cached + t);

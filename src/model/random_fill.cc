@@ -70,7 +70,7 @@ void FillChunk(std::uint64_t tensor_seed, std::size_t chunk, InitKind init, doub
     const std::uint64_t r = rng.Next();
     const std::int64_t sum = static_cast<std::int64_t>((r & 0xffff) + ((r >> 16) & 0xffff) +
                                                        ((r >> 32) & 0xffff) + (r >> 48)) -
-                             2 * 65535;
+                             2 * std::int64_t{65535};
     buf[i] = static_cast<float>(offset + static_cast<double>(sum) * scale);
   }
   ConvertFromFloat(dtype, buf.data(), dst, n);

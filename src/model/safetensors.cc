@@ -209,7 +209,8 @@ void SafetensorsFile::Release(const TensorInfo& tensor) const {
       (begin + page - 1) / page * page;  // whole pages inside the tensor only
   const std::uintptr_t last = (begin + tensor.nbytes) / page * page;
   if (last > first) {
-    ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    ::madvise(reinterpret_cast<void*>(first),  // NOLINT(performance-no-int-to-ptr): page arithmetic
+              last - first, MADV_DONTNEED);
   }
 }
 

@@ -73,7 +73,7 @@ void HttpHandlers::Register(httplib::Server& http, std::size_t max_input_bytes) 
         return httplib::Server::HandlerResponse::Handled;
       }));
   http.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request&, httplib::Response& res, const std::exception_ptr& ep) {
         std::string what = "unknown exception";
         try {
           if (ep) std::rethrow_exception(ep);

@@ -117,8 +117,9 @@ Status ParseParameters(const nlohmann::json& object, std::string_view where,
 
 nlohmann::json ParametersToJson(const std::map<std::string, ParameterValue>& parameters) {
   json out = json::object();
-  for (const auto& [key, value] : parameters) {
-    std::visit([&out, &key](const auto& v) { out[key] = v; }, value);
+  // NOTE: no structured binding: clang before 16 (clang-tidy's) cannot capture one.
+  for (const auto& entry : parameters) {
+    std::visit([&out, &entry](const auto& v) { out[entry.first] = v; }, entry.second);
   }
   return out;
 }

@@ -100,14 +100,14 @@ Status ApplyBackendConfig(CommandLine& cl, const std::string& value) {
 
 std::vector<Flag> Flags() {
   auto int_flag = [](const char* name, int min, int max,
-                     std::function<void(CommandLine&, int)> set) {
+                     const std::function<void(CommandLine&, int)>& set) {
     return [name, min, max, set](CommandLine& cl, const std::string& v) -> Status {
       ASSIGN_OR_RETURN(int value, ParseInt(name, v, min, max));
       set(cl, value);
       return Status::Ok();
     };
   };
-  auto bool_flag = [](const char* name, std::function<void(CommandLine&, bool)> set) {
+  auto bool_flag = [](const char* name, const std::function<void(CommandLine&, bool)>& set) {
     return [name, set](CommandLine& cl, const std::string& v) -> Status {
       ASSIGN_OR_RETURN(bool value, ParseBool(name, v));
       set(cl, value);

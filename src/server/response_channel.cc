@@ -74,8 +74,8 @@ std::shared_ptr<ResponseChannel> ResponseChannel::Create(ChannelInfo info,
                                                          ResponseCallback callback,
                                                          std::shared_ptr<RequestTracker> tracker) {
   std::shared_ptr<ResponseChannel> channel(
-      new ResponseChannel(std::move(info), std::move(callback), tracker));
-  if (tracker) tracker->AddChannel(channel);
+      new ResponseChannel(std::move(info), std::move(callback), std::move(tracker)));
+  if (channel->tracker_) channel->tracker_->AddChannel(channel);
   return channel;
 }
 

@@ -109,6 +109,7 @@ HostTensor PaddedIds(const std::string& name, const Inputs& in,
 HostTensor Lengths(const std::string& name, const Inputs& in,
                    const std::vector<std::vector<int32_t>>& rows) {
   std::vector<int32_t> lens;
+  lens.reserve(rows.size());
   for (const auto& r : rows) lens.push_back(static_cast<int32_t>(r.size()));
   return Int32Output(name, OutShape(in, {1}), std::move(lens));
 }
