@@ -24,17 +24,33 @@ __device__ __forceinline__ int SequenceOfRow(const std::int32_t* query_start, in
   return lo;
 }
 
+// What both kernels take: RopeKvWrite's arguments, typed. inv_freq nullptr: no rotation.
+template <typename T>
+struct RopeKvArgs {
+  T* q;
+  T* k;
+  T* v;
+  std::int64_t token_stride;
+  int num_heads;
+  T* k_pool;
+  T* v_pool;
+  PagedBatch batch;
+  int num_kv_heads, tokens_per_block, head_dim;
+  const float* inv_freq;
+};
+
 // Where row `row` of the step goes: its position, its offset in q/k/v, and its KV-cache slot.
 struct RowSlot {
-  __device__ __forceinline__ RowSlot(const PagedBatch& batch, int row, std::int64_t token_stride,
-                                     int num_kv_heads, int tokens_per_block, int head_dim)
-      : num_kv_heads(num_kv_heads), tokens_per_block(tokens_per_block), head_dim(head_dim) {
+  template <typename T>
+  __device__ __forceinline__ RowSlot(const RopeKvArgs<T>& a, int row)
+      : num_kv_heads(a.num_kv_heads), tokens_per_block(a.tokens_per_block), head_dim(a.head_dim) {
+    const PagedBatch& batch = a.batch;
     const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
     pos = batch.num_cached[s] + row - batch.query_start[s];
     block = batch.block_tables[static_cast<std::int64_t>(s) * batch.max_blocks_per_seq +
                                pos / tokens_per_block];
     slot = pos % tokens_per_block;
-    row_off = static_cast<std::int64_t>(row) * token_stride;
+    row_off = static_cast<std::int64_t>(row) * a.token_stride;
   }
   // Element offset of this row's slot of KV head kv_head in a pool.
   __device__ __forceinline__ std::int64_t PoolOffset(int kv_head) const {
@@ -52,39 +68,35 @@ struct RowSlot {
 // and a decode step's row is spread over ~20 blocks instead of looping in one (a loop of dependent
 // loads and sincosf made one decode row take ~10 us on an H100).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    RopeKvWriteKernel(T* q, T* k, T* v, std::int64_t token_stride, int num_heads, T* k_pool,
-                      T* v_pool, PagedBatch batch, int num_kv_heads, int tokens_per_block,
-                      int head_dim, const float* inv_freq) {
+__global__ void __launch_bounds__(kThreads) RopeKvWriteKernel(RopeKvArgs<T> args) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, num_kv_heads,
-                   tokens_per_block, head_dim);
-  const int half = head_dim / 2;
+  const RowSlot at(args, static_cast<int>(blockIdx.x));
+  const int half = args.head_dim / 2;
   const int idx = blockIdx.y * kThreads + threadIdx.x;
-  if (inv_freq != nullptr && idx < (num_heads + num_kv_heads) * half) {
+  if (args.inv_freq != nullptr && idx < (args.num_heads + args.num_kv_heads) * half) {
     const int head = idx / half, i = idx - head * half;
     float sin_a, cos_a;
-    sincosf(static_cast<float>(at.pos) * inv_freq[i], &sin_a, &cos_a);
-    const bool is_q = head < num_heads;
-    const int kvh = head - num_heads;
-    T* x = is_q ? q + at.row_off + static_cast<std::int64_t>(head) * head_dim
-                : k + at.row_off + static_cast<std::int64_t>(kvh) * head_dim;
+    sincosf(static_cast<float>(at.pos) * args.inv_freq[i], &sin_a, &cos_a);
+    const bool is_q = head < args.num_heads;
+    const int kvh = head - args.num_heads;
+    T* x = is_q ? args.q + at.row_off + static_cast<std::int64_t>(head) * args.head_dim
+                : args.k + at.row_off + static_cast<std::int64_t>(kvh) * args.head_dim;
     const float a = ToFloat(x[i]), b = ToFloat(x[i + half]);
     const T ra = FromFloat<T>(a * cos_a - b * sin_a);
     const T rb = FromFloat<T>(b * cos_a + a * sin_a);
     x[i] = ra;
     x[i + half] = rb;
     if (!is_q) {
-      T* dst = k_pool + at.PoolOffset(kvh);
+      T* dst = args.k_pool + at.PoolOffset(kvh);
       dst[i] = ra;
       dst[i + half] = rb;
     }
   }
-  if (idx < num_kv_heads * head_dim) {
-    const int kvh = idx / head_dim, d = idx - kvh * head_dim;
-    if (inv_freq == nullptr) k_pool[at.PoolOffset(kvh) + d] = k[at.row_off + idx];
-    v_pool[at.PoolOffset(kvh) + d] = v[at.row_off + idx];
+  if (idx < args.num_kv_heads * args.head_dim) {
+    const int kvh = idx / args.head_dim, d = idx - kvh * args.head_dim;
+    if (args.inv_freq == nullptr) args.k_pool[at.PoolOffset(kvh) + d] = args.k[at.row_off + idx];
+    args.v_pool[at.PoolOffset(kvh) + d] = args.v[at.row_off + idx];
   }
 }
 
@@ -94,29 +106,25 @@ __global__ void __launch_bounds__(kThreads)
 // rotation pairs [8c, 8c + 8) of heads g, g + G, ... (G head groups per row across the grid's y):
 // 8 sincosf a thread, shared by all its heads. Grid: (num_tokens, heads_split), Block: (kThreads).
 template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    RopeKvWriteVec8Kernel(T* q, T* k, T* v, std::int64_t token_stride, int num_heads, T* k_pool,
-                          T* v_pool, PagedBatch batch, int num_kv_heads, int tokens_per_block,
-                          int head_dim, const float* inv_freq) {
+__global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(RopeKvArgs<T> args) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  const RowSlot at(batch, static_cast<int>(blockIdx.x), token_stride, num_kv_heads,
-                   tokens_per_block, head_dim);
-  const int half = head_dim / 2, chunks = half / 8, groups = kThreads / chunks;
+  const RowSlot at(args, static_cast<int>(blockIdx.x));
+  const int half = args.head_dim / 2, chunks = half / 8, groups = kThreads / chunks;
   const int c = static_cast<int>(threadIdx.x) % chunks, g = static_cast<int>(threadIdx.x) / chunks;
-  const int total_heads = num_heads + num_kv_heads;
+  const int total_heads = args.num_heads + args.num_kv_heads;
   int head = static_cast<int>(blockIdx.y) * groups + g;
-  if (inv_freq != nullptr && g < groups && head < total_heads) {
+  if (args.inv_freq != nullptr && g < groups && head < total_heads) {
     const int i0 = 8 * c;
     float cos_a[8], sin_a[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      sincosf(static_cast<float>(at.pos) * inv_freq[i0 + j], &sin_a[j], &cos_a[j]);
+      sincosf(static_cast<float>(at.pos) * args.inv_freq[i0 + j], &sin_a[j], &cos_a[j]);
     for (; head < total_heads; head += groups * static_cast<int>(gridDim.y)) {
-      const bool is_q = head < num_heads;
-      const int kvh = head - num_heads;
-      T* x = (is_q ? q + static_cast<std::int64_t>(head) * head_dim
-                   : k + static_cast<std::int64_t>(kvh) * head_dim) +
+      const bool is_q = head < args.num_heads;
+      const int kvh = head - args.num_heads;
+      T* x = (is_q ? args.q + static_cast<std::int64_t>(head) * args.head_dim
+                   : args.k + static_cast<std::int64_t>(kvh) * args.head_dim) +
              at.row_off + i0;
       Vec8<T> a, b, ra, rb;
       a.bits = *reinterpret_cast<const uint4*>(x);
@@ -130,23 +138,23 @@ __global__ void __launch_bounds__(kThreads)
       *reinterpret_cast<uint4*>(x) = ra.bits;
       *reinterpret_cast<uint4*>(x + half) = rb.bits;
       if (!is_q) {
-        T* dst = k_pool + at.PoolOffset(kvh) + i0;
+        T* dst = args.k_pool + at.PoolOffset(kvh) + i0;
         *reinterpret_cast<uint4*>(dst) = ra.bits;
         *reinterpret_cast<uint4*>(dst + half) = rb.bits;
       }
     }
   }
   // V, and K too without rotary embeddings: 16-byte chunks of the row's KV heads.
-  const int kv_chunks = num_kv_heads * head_dim / 8;
+  const int kv_chunks = args.num_kv_heads * args.head_dim / 8;
   for (int idx = static_cast<int>(blockIdx.y * kThreads + threadIdx.x); idx < kv_chunks;
        idx += kThreads * static_cast<int>(gridDim.y)) {
-    const int kvh = idx * 8 / head_dim, d = idx * 8 - kvh * head_dim;
-    const std::int64_t src = at.row_off + static_cast<std::int64_t>(kvh) * head_dim + d;
+    const int kvh = idx * 8 / args.head_dim, d = idx * 8 - kvh * args.head_dim;
+    const std::int64_t src = at.row_off + static_cast<std::int64_t>(kvh) * args.head_dim + d;
     const std::int64_t dst = at.PoolOffset(kvh) + d;
-    if (inv_freq == nullptr) {
-      *reinterpret_cast<uint4*>(k_pool + dst) = *reinterpret_cast<const uint4*>(k + src);
+    if (args.inv_freq == nullptr) {
+      *reinterpret_cast<uint4*>(args.k_pool + dst) = *reinterpret_cast<const uint4*>(args.k + src);
     }
-    *reinterpret_cast<uint4*>(v_pool + dst) = *reinterpret_cast<const uint4*>(v + src);
+    *reinterpret_cast<uint4*>(args.v_pool + dst) = *reinterpret_cast<const uint4*>(args.v + src);
   }
 }
 
@@ -183,23 +191,25 @@ cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                     token_stride % 8 == 0 && Aligned16(q) && Aligned16(k) && Aligned16(v) &&
                     Aligned16(k_pool) && Aligned16(v_pool);
   INFLIGHT_DISPATCH_HALF(dtype, T, {
+    const RopeKvArgs<T> args{static_cast<T*>(q),
+                             static_cast<T*>(k),
+                             static_cast<T*>(v),
+                             token_stride,
+                             static_cast<int>(num_heads),
+                             static_cast<T*>(k_pool),
+                             static_cast<T*>(v_pool),
+                             batch,
+                             static_cast<int>(shape.num_kv_heads),
+                             static_cast<int>(shape.tokens_per_block),
+                             static_cast<int>(shape.head_dim),
+                             inv_freq};
     if (vec8) {
       const dim3 grid(static_cast<unsigned>(batch.num_tokens),
                       Vec8HeadSplits(batch.num_tokens, num_heads, shape));
-      return LaunchProgrammatic(
-          RopeKvWriteVec8Kernel<T>, grid, dim3(kThreads), 0, stream, static_cast<T*>(q),
-          static_cast<T*>(k), static_cast<T*>(v), token_stride, static_cast<int>(num_heads),
-          static_cast<T*>(k_pool), static_cast<T*>(v_pool), batch,
-          static_cast<int>(shape.num_kv_heads), static_cast<int>(shape.tokens_per_block),
-          static_cast<int>(shape.head_dim), inv_freq);
+      return LaunchProgrammatic(RopeKvWriteVec8Kernel<T>, grid, dim3(kThreads), 0, stream, args);
     }
     const dim3 grid(static_cast<unsigned>(batch.num_tokens), WorkBlocks(num_heads, shape));
-    return LaunchProgrammatic(RopeKvWriteKernel<T>, grid, dim3(kThreads), 0, stream,
-                              static_cast<T*>(q), static_cast<T*>(k), static_cast<T*>(v),
-                              token_stride, static_cast<int>(num_heads), static_cast<T*>(k_pool),
-                              static_cast<T*>(v_pool), batch, static_cast<int>(shape.num_kv_heads),
-                              static_cast<int>(shape.tokens_per_block),
-                              static_cast<int>(shape.head_dim), inv_freq);
+    return LaunchProgrammatic(RopeKvWriteKernel<T>, grid, dim3(kThreads), 0, stream, args);
   });
   return cudaSuccess;
 }
