@@ -257,8 +257,8 @@ class CudaModelRunner final : public ModelRunner {
   static constexpr std::int64_t kLogitChunk = 512;
   std::int64_t logit_chunk_ = 0;
   std::int64_t max_tokens_ = 0;
-  DeviceBuffer residual_, normed_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logit_res_, logits_,
-      step_ints_, decode_ws_, sampled_ids_;
+  DeviceBuffer residual_, normed_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logits_, step_ints_,
+      decode_ws_, sampled_ids_;
   PinnedBuffer host_ids_;  // sampled ids and log-probs, copied back each step
   std::int64_t workspace_bytes_ = 0;
   std::mutex step_mutex_;
@@ -391,7 +391,6 @@ Status CudaModelRunner::AllocateWorkspace() {
       {&mlp_, T * (swiglu ? 2 * inter : inter) * e},
       {&mlp_act_, T * inter * e},
       {&logit_x_, R * H * e},
-      {&logit_res_, R * H * e},
       {&logits_, R * c.vocab_size * 4},
       // query_start, num_cached, token_ids, positions, logit_rows and block tables (grown per step)
       {&step_ints_, (4 * T + 6 * c.build.max_batch_size + 2) * 4},
@@ -594,9 +593,9 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
       RETURN_IF_ERROR(Norm(logit_x_.get(), residual_.get<char>() + r0 * H * e, final_norm_,
                            final_norm_bias_, n));
     } else {
-      CUDA_RETURN(kc::EmbeddingGather(logit_res_.get(), launch.logit_rows + r0, n, residual_.get(),
-                                      H, nullptr, nullptr, dtype_, stream_));
-      RETURN_IF_ERROR(Norm(logit_x_.get(), logit_res_.get(), final_norm_, final_norm_bias_, n));
+      CUDA_RETURN(kc::EmbeddingGather(logit_x_.get(), launch.logit_rows + r0, n, residual_.get(), H,
+                                      nullptr, nullptr, dtype_, stream_));
+      RETURN_IF_ERROR(Norm(logit_x_.get(), logit_x_.get(), final_norm_, final_norm_bias_, n));
     }
     RETURN_IF_ERROR(
         CublasStatus(gemm_->Linear(logits_.get(), DType::kFloat32, c.vocab_size, logit_x_.get(), H,
