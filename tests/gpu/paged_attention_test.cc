@@ -174,6 +174,17 @@ GPU_TEST(ContextAttentionTileEdgesMatchCpu) {
   }
 }
 
+// Many more query tiles than SMs, of many lengths, over several waves of CTAs.
+GPU_TEST(ContextAttentionManyTilesPerCtaMatchCpu) {
+  std::vector<int> lens, cached;
+  for (int i = 0; i < 32; ++i) {
+    lens.push_back(1 + (i * 97) % 300);
+    cached.push_back((i * 53) % 200);
+  }
+  CheckAttention({DType::kBFloat16, lens, cached, 32, 8, 128, 16});
+  CheckAttention({DType::kFloat16, lens, cached, 16, 4, 64, 32});
+}
+
 GPU_TEST(ContextAttentionVeryLongPromptMatchesCpu) {
   CheckAttention({DType::kBFloat16, {4100}, {0}, 2, 1, 128, 64});
   CheckAttention({DType::kFloat16, {1500, 1}, {3000, 4000}, 4, 2, 128, 32, false, 0, 4.0f});

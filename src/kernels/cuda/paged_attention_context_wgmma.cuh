@@ -1,6 +1,7 @@
 // The context attention kernel on Hopper's warpgroup tensor cores (wgmma, sm_90a), for head dims
-// that are a multiple of 64: flash attention 2 with both products on wgmma, P kept in registers,
-// the softmax of one key tile overlapped with the previous tile's P V.
+// that are a multiple of 64: flash attention with both products on wgmma, P kept in registers, a
+// loading warpgroup beside the computing ones, and the softmax of one key tile overlapped with the
+// previous tile's P V.
 #pragma once
 
 #include <climits>
@@ -13,22 +14,35 @@
 
 namespace inflight::kernels::cuda::detail {
 
-// kWarpGroups warpgroups of 64 query rows each; kKeys keys a K/V tile. Shared memory holds Q, K and
-// V as [D / 64 column blocks][rows][64 elements] in 128-byte swizzle atoms (16-byte unit u of row r
-// at u ^ (r % 8)): the canonical layout wgmma reads, K-major for Q and K, MN-major for V (the B
+// Warp-specialised (after flash attention 3): one loading warpgroup fills Q and a two-stage ring of
+// K and V tiles with cp.async and announces each on an mbarrier; kWarpGroups computing warpgroups
+// of 64 query rows each consume them and hand each stage back on another mbarrier, so no barrier
+// spans the whole CTA inside the key loop. kKeys keys a K/V tile. Shared memory holds Q, K and V as
+// [D / 64 column blocks][rows][64 elements] in 128-byte swizzle atoms (16-byte unit u of row r at
+// u ^ (r % 8)): the canonical layout wgmma reads, K-major for Q and K, MN-major for V (the B
 // operand of P V, whose K dimension is the key).
 template <int D, int kKeysArg = 128, int kWarpGroupsArg = 2>
 struct WgmmaContextTiling {
   static_assert(D % 64 == 0, "the wgmma kernel needs whole 128-byte swizzle rows");
   static constexpr int kKeys = kKeysArg;
   static constexpr int kWarpGroups = kWarpGroupsArg;
-  static constexpr int kThreads = 128 * kWarpGroups;
+  static constexpr int kLoaderThreads = 128;
+  static constexpr int kMathThreads = 128 * kWarpGroups;
+  static constexpr int kThreads = kLoaderThreads + kMathThreads;
   static constexpr int kRows = 64 * kWarpGroups;
   static constexpr int kKeyFrags = kKeys / 8;
   static constexpr int kQBytes = kRows * D * 2;
   static constexpr int kTileBytes = kKeys * D * 2;
+  static constexpr int kOffsetBytes = 3 * kKeys * 8;
+  // Barriers: Q full, then K full, K empty, V full and V empty for each of the two stages.
+  static constexpr int kQFull = 0, kKFull = 1, kKEmpty = 3, kVFull = 5, kVEmpty = 7, kBarriers = 9;
+  // Register split (setmaxnreg; multiples of 8 whose total fits the 64K register file): the
+  // computing warpgroups hold S, O and P (~200 registers), the loaders little more than addresses.
+  static constexpr int kLoaderRegs = 40;
+  static constexpr int kMathRegs = 232;
+  static_assert(kLoaderThreads * kLoaderRegs + kMathThreads * kMathRegs <= 65536, "register file");
   // + 1024: the dynamic shared memory base is aligned up to the swizzle atom by hand.
-  static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes + 3 * kKeys * 8 + 1024;
+  static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes + kOffsetBytes + kBarriers * 8 + 1024;
 };
 
 // Byte offset of 16-byte unit `unit` (along D) of row `row` in a swizzled tile of `rows` rows.
@@ -37,59 +51,56 @@ __device__ __forceinline__ std::uint32_t SwizzledUnitOffset(int row, int unit, i
                                     (((unit & 7) ^ (row & 7)) << 4));
 }
 
+// The loading warpgroup: Q, then K_0, and per step j K_j (stage j % 2) and V_{j-1}, the order in
+// which the computing warpgroups use them. Each thread copies one fixed 16-byte unit of every
+// kRowStep-th row: a trip count known at compile time, so that the copies unroll into straight code
+// and the swizzle term, which depends on row % 8, is one constant per thread.
 template <typename T, int D, typename Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextArgs args) {
+__device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const ContextTile& tile,
+                                                 std::uint32_t sQ, std::uint32_t bars,
+                                                 std::int64_t* sKeyOffset) {
   constexpr int kUnits = D / 8;  // 16-byte units per row
-  extern __shared__ unsigned char smem_raw[];
-  const std::uint32_t raw_addr = SharedAddress(smem_raw);
-  const std::uint32_t pad = ((raw_addr + 1023u) & ~1023u) - raw_addr;
-  unsigned char* smem = smem_raw + pad;
-  const std::uint32_t sQ = raw_addr + pad;
+  static_assert(Cfg::kLoaderThreads % kUnits == 0, "whole rows per pass");
+  constexpr int kRowStep = Cfg::kLoaderThreads / kUnits;
+  static_assert(Cfg::kKeys % kRowStep == 0 && Cfg::kRows % kRowStep == 0, "whole passes");
+  static_assert(Cfg::kKeys <= Cfg::kLoaderThreads, "one key offset per loader thread");
+  const int tid = static_cast<int>(threadIdx.x);
+  const int load_unit = tid % kUnits, load_row0 = tid / kUnits;
   const std::uint32_t sK = sQ + Cfg::kQBytes;
   const std::uint32_t sV = sK + 2 * Cfg::kTileBytes;
-  auto* sKeyOffset = reinterpret_cast<std::int64_t*>(smem + Cfg::kQBytes + 4 * Cfg::kTileBytes);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  ContextTile tile;
-  if (!LocateContextTile<Cfg::kRows>(args, &tile)) return;
-  const int head = tile.head, q_begin = tile.q_begin, q0 = tile.q0, rows = tile.rows;
-  const int pos0 = tile.pos0, kv_end = tile.kv_end, kvh = tile.kvh;
-  const std::int32_t* table = tile.table;
+  const int kv_end = tile.kv_end, kvh = tile.kvh, tpb = args.tokens_per_block;
   const int num_key_tiles = (kv_end + Cfg::kKeys - 1) / Cfg::kKeys;
-  const int tpb = args.tokens_per_block;
-  const T* k_pool = static_cast<const T*>(args.k_pool);
-  const T* v_pool = static_cast<const T*>(args.v_pool);
-  // Each thread copies one fixed 16-byte unit of every kRowStep-th row: a trip count known at
-  // compile time, so that the copies unroll into straight code (a loop from tid to the tile size
-  // compiled to ~37 instructions a copy) and the swizzle term, which depends on row % 8, is one
-  // constant per thread.
-  static_assert(Cfg::kThreads % kUnits == 0, "whole rows per pass");
-  constexpr int kRowStep = Cfg::kThreads / kUnits;
-  static_assert(Cfg::kKeys % kRowStep == 0 && Cfg::kRows % kRowStep == 0, "whole passes");
-  const int load_unit = tid % kUnits, load_row0 = tid / kUnits;
+  const std::int32_t* table = tile.table;
+  const auto bar = [&](int index) { return bars + 8 * static_cast<std::uint32_t>(index); };
 
   {
     const T* q = static_cast<const T*>(args.q) +
-                 static_cast<std::int64_t>(q_begin + q0) * args.q_token_stride +
-                 static_cast<std::int64_t>(head) * D;
+                 static_cast<std::int64_t>(tile.q_begin + tile.q0) * args.q_token_stride +
+                 static_cast<std::int64_t>(tile.head) * D;
 #pragma unroll
     for (int k = 0; k < Cfg::kRows / kRowStep; ++k) {
       const int r = load_row0 + k * kRowStep;
-      const bool valid = r < rows;
+      const bool valid = r < tile.rows;
       const T* src =
           q + (valid ? static_cast<std::int64_t>(r) * args.q_token_stride + load_unit * 8 : 0);
       CpAsync16(sQ + SwizzledUnitOffset(r, load_unit, Cfg::kRows), src, valid ? 16 : 0);
     }
+    CpAsyncMbarrierArrive(bar(Cfg::kQFull));
   }
-  // Pool byte offset of each key of a tile (-1 past kv_end): one integer division per key. A ring
-  // of three: iteration j loads K of tile j + 1 and V of tile j and computes tile j + 2's.
-  auto key_offsets = [&](int key_tile) {
+  // Pool byte offset of each key of a tile (-1 past kv_end), in a ring of three slots: step j
+  // writes tile j + 1's after reading tiles j's and j - 1's, and the loaders' barrier at the top
+  // of each step orders the writes against the reads. The block-table entry is read a step ahead,
+  // so that its latency is not waited for at the barrier.
+  const auto table_entry = [&](int key_tile) {
+    const int pos = key_tile * Cfg::kKeys + tid;
+    return tid < Cfg::kKeys && pos < kv_end ? table[pos / tpb] : 0;
+  };
+  const auto key_offsets = [&](int key_tile, int entry) {
     if (tid < Cfg::kKeys && key_tile < num_key_tiles) {
       const int pos = key_tile * Cfg::kKeys + tid;
       std::int64_t offset = -1;
       if (pos < kv_end) {
-        const int block_index = pos / tpb;
-        offset = ((static_cast<std::int64_t>(table[block_index]) * args.num_kv_heads + kvh) * tpb +
-                  (pos - block_index * tpb)) *
+        offset = ((static_cast<std::int64_t>(entry) * args.num_kv_heads + kvh) * tpb + pos % tpb) *
                  (D * static_cast<std::int64_t>(sizeof(T)));
       }
       sKeyOffset[(key_tile % 3) * Cfg::kKeys + tid] = offset;
@@ -98,9 +109,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   // Rows load_row0 + k kRowStep share the swizzle term (kRowStep is a multiple of 8): this
   // thread's destinations are one base plus k kRowStep rows.
   const std::uint32_t load_dst = SwizzledUnitOffset(load_row0, load_unit, Cfg::kKeys);
-  const char* k_base = reinterpret_cast<const char*>(k_pool + load_unit * 8);
-  const char* v_base = reinterpret_cast<const char*>(v_pool + load_unit * 8);
-  auto load_tile = [&](const char* base, std::uint32_t dst, int key_tile) {
+  const char* k_base =
+      reinterpret_cast<const char*>(static_cast<const T*>(args.k_pool) + load_unit * 8);
+  const char* v_base =
+      reinterpret_cast<const char*>(static_cast<const T*>(args.v_pool) + load_unit * 8);
+  const auto load_tile = [&](const char* base, std::uint32_t dst, int key_tile) {
     const std::int64_t* offsets = sKeyOffset + (key_tile % 3) * Cfg::kKeys + load_row0;
     dst += load_dst;
     if ((key_tile + 1) * Cfg::kKeys <= kv_end) {
@@ -110,6 +123,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
         CpAsync16(dst + k * kRowStep * 128, base + offsets[k * kRowStep]);
       }
     } else {
+      // Pool slots past a sequence's end may hold anything (NaN included): zero them.
 #pragma unroll
       for (int k = 0; k < Cfg::kKeys / kRowStep; ++k) {
         const std::int64_t offset = offsets[k * kRowStep];
@@ -119,15 +133,68 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
     }
   };
 
-  key_offsets(0);
-  __syncthreads();
-  load_tile(k_base, sK, 0);
-  CpAsyncCommit();  // with the Q tile
-  key_offsets(1);
+  key_offsets(0, table_entry(0));
+  int entry_next = table_entry(1);
+  for (int j = 0; j <= num_key_tiles; ++j) {
+    NamedBarrierSync(1, Cfg::kLoaderThreads);
+    if (j < num_key_tiles) {
+      // Use n of a stage (n = j / 2) waits for the release of use n - 1: phase parity n - 1.
+      MbarrierWait(bar(Cfg::kKEmpty + (j & 1)), ((j >> 1) & 1) ^ 1);
+      load_tile(k_base, sK + (j & 1) * Cfg::kTileBytes, j);
+      CpAsyncMbarrierArrive(bar(Cfg::kKFull + (j & 1)));
+    }
+    if (j > 0) {
+      const int v = j - 1;
+      MbarrierWait(bar(Cfg::kVEmpty + (v & 1)), ((v >> 1) & 1) ^ 1);
+      load_tile(v_base, sV + (v & 1) * Cfg::kTileBytes, v);
+      CpAsyncMbarrierArrive(bar(Cfg::kVFull + (v & 1)));
+    }
+    key_offsets(j + 1, entry_next);
+    entry_next = table_entry(j + 2);
+  }
+  // Copies in flight must land before the thread exits.
+  CpAsyncWait<0>();
+}
 
+template <typename T, int D, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextArgs args) {
+  extern __shared__ unsigned char smem_raw[];
+  const std::uint32_t raw_addr = SharedAddress(smem_raw);
+  const std::uint32_t pad = ((raw_addr + 1023u) & ~1023u) - raw_addr;
+  unsigned char* smem = smem_raw + pad;
+  const std::uint32_t sQ = raw_addr + pad;
+  const std::uint32_t sK = sQ + Cfg::kQBytes;
+  const std::uint32_t sV = sK + 2 * Cfg::kTileBytes;
+  auto* sKeyOffset = reinterpret_cast<std::int64_t*>(smem + Cfg::kQBytes + 4 * Cfg::kTileBytes);
+  const std::uint32_t bars = sQ + Cfg::kQBytes + 4 * Cfg::kTileBytes + Cfg::kOffsetBytes;
+  const auto bar = [&](int index) { return bars + 8 * static_cast<std::uint32_t>(index); };
+  constexpr int kMathWarps = Cfg::kMathThreads / 32;
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+    // Full barriers count the loaders' cp.async arrivals; empty ones one arrival per math warp.
+    MbarrierInit(bar(Cfg::kQFull), Cfg::kLoaderThreads);
+    for (int stage = 0; stage < 2; ++stage) {
+      MbarrierInit(bar(Cfg::kKFull + stage), Cfg::kLoaderThreads);
+      MbarrierInit(bar(Cfg::kKEmpty + stage), kMathWarps);
+      MbarrierInit(bar(Cfg::kVFull + stage), Cfg::kLoaderThreads);
+      MbarrierInit(bar(Cfg::kVEmpty + stage), kMathWarps);
+    }
+  }
+  ContextTile tile;  // its __syncthreads also publishes the barriers' initialisation
+  if (!LocateContextTile<Cfg::kRows>(args, &tile)) return;
+  if (tid < Cfg::kLoaderThreads) {
+    SetMaxRegistersDecrease<Cfg::kLoaderRegs>();
+    LoadContextTiles<T, D, Cfg>(args, tile, sQ, bars, sKeyOffset);
+    return;
+  }
+  SetMaxRegistersIncrease<Cfg::kMathRegs>();
+
+  const int mtid = tid - Cfg::kLoaderThreads, lane = mtid & 31, warp = mtid >> 5;
+  const int num_key_tiles = (tile.kv_end + Cfg::kKeys - 1) / Cfg::kKeys;
   const int group = warp >> 2;
   const int group_row0 = 64 * group;
   const int warp_row0 = group_row0 + 16 * (warp & 3);
+  const int pos0 = tile.pos0;
   float o[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
@@ -147,16 +214,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   const auto stage_of = [](int key_tile) {
     return static_cast<std::uint64_t>(((key_tile & 1) * Cfg::kTileBytes) >> 4);
   };
-  // Waits for this thread's loads, publishes everyone's to wgmma, then queues K_{j+1} and V_j
-  // into the stages whose last readers, S_{j-1} and P_{j-2} V_{j-2}, finished before the barrier.
-  const auto next_loads = [&](int j) {
-    CpAsyncWait<0>();
+  // Waits for a buffer the loaders filled; the fence hands their (generic-proxy) copies to the
+  // async proxy that wgmma reads through.
+  const auto wait_full = [&](int full, int key_tile) {
+    MbarrierWait(bar(full + (key_tile & 1)), (key_tile >> 1) & 1);
     FenceProxyAsyncShared();
-    __syncthreads();
-    if (j + 1 < num_key_tiles) load_tile(k_base, sK + ((j + 1) & 1) * Cfg::kTileBytes, j + 1);
-    if (j < num_key_tiles) load_tile(v_base, sV + (j & 1) * Cfg::kTileBytes, j);
-    CpAsyncCommit();
-    key_offsets(j + 2);
+  };
+  // After this warp's wgmma wait: the stage may be refilled once every math warp said so.
+  const auto release = [&](int empty, int key_tile) {
+    if (lane == 0) MbarrierArrive(bar(empty + (key_tile & 1)));
   };
   const auto issue_s = [&](float(&s)[Cfg::kKeyFrags][4], int j) {
 #pragma unroll
@@ -193,26 +259,29 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
     for (int kk = 0; kk < Cfg::kKeys / 16; ++kk) PackProbabilities<T>(s, kk, p[kk]);
   };
 
-  // Software pipeline (after flash attention 3's intra-warpgroup overlap): iteration j issues
-  // S_j = Q K_jᵀ and then P_{j-1} V_{j-1}, waits for S_j only, and runs the softmax of S_j on the
-  // CUDA cores while the tensor cores finish P_{j-1} V_{j-1}; O is rescaled once that is done.
-  // Every wgmma sits on a straight path (no per-warpgroup branch around it): a divergent path
-  // makes ptxas serialise the asynchronous wgmmas. A warpgroup whose rows end a tile earlier than
-  // the other's (a chunk that starts off a tile boundary) computes that tile fully masked.
+  // Software pipeline (flash attention 3's intra-warpgroup overlap): step j issues S_j = Q K_jᵀ and
+  // then P_{j-1} V_{j-1}, waits for S_j only, and runs the softmax of S_j on the CUDA cores while
+  // the tensor cores finish P_{j-1} V_{j-1}; O is rescaled once that is done. Every wgmma sits on
+  // a straight path (no per-warpgroup branch around it): a divergent path makes ptxas serialise
+  // the asynchronous wgmmas. A warpgroup whose rows end a tile earlier than the other's (a chunk
+  // that starts off a tile boundary) computes that tile fully masked.
+  wait_full(Cfg::kQFull, 0);
   {
-    next_loads(0);
+    wait_full(Cfg::kKFull, 0);
     float s[Cfg::kKeyFrags][4], alpha[2];
     WgmmaFence();
     PinAccumulators(s);
     issue_s(s, 0);
     WgmmaWait<0>();
     PinAccumulators(s);
+    release(Cfg::kKEmpty, 0);
     softmax(s, 0, alpha);  // o is still zero: no rescale
     pack(s);
   }
   for (int j = 1; j < num_key_tiles; ++j) {
-    next_loads(j);
     float s[Cfg::kKeyFrags][4], alpha[2];
+    wait_full(Cfg::kKFull, j);
+    wait_full(Cfg::kVFull, j - 1);
     WgmmaFence();
     PinAccumulators(s);
     PinAccumulators(o);
@@ -220,14 +289,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
     issue_pv(j - 1);
     WgmmaWait<1>();
     PinAccumulators(s);
+    release(Cfg::kKEmpty, j);
     softmax(s, j, alpha);
     WgmmaWait<0>();
     PinAccumulators(o);
     PinFragments(p);
+    release(Cfg::kVEmpty, j - 1);
     RescaleOutput(o, alpha);
     pack(s);  // P_{j-1} V_{j-1} is done with p
   }
-  next_loads(num_key_tiles);  // V of the last tile
+  wait_full(Cfg::kVFull, num_key_tiles - 1);
   WgmmaFence();
   PinAccumulators(o);
   issue_pv(num_key_tiles - 1);
@@ -235,10 +306,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   PinAccumulators(o);
   PinFragments(p);
 
-  T* out_tile = static_cast<T*>(args.out) +
-                (static_cast<std::int64_t>(q_begin + q0) * args.num_heads + head) * D;
-  StoreOutputRows(o, l, out_tile, static_cast<std::int64_t>(args.num_heads) * D, warp_row0, rows,
-                  lane);
+  T* out_tile =
+      static_cast<T*>(args.out) +
+      (static_cast<std::int64_t>(tile.q_begin + tile.q0) * args.num_heads + tile.head) * D;
+  StoreOutputRows(o, l, out_tile, static_cast<std::int64_t>(args.num_heads) * D, warp_row0,
+                  tile.rows, lane);
 }
 
 // True when the wgmma kernel's sm_90a code is what the device would run (a build without

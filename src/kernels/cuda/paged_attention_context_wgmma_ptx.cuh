@@ -1,5 +1,6 @@
 // Warpgroup-level (wgmma, sm_90a) primitives of the context attention kernel, as thin wrappers over
-// PTX: shared-memory matrix descriptors for the 128-byte swizzle, the async-proxy fence, and
+// PTX: shared-memory matrix descriptors for the 128-byte swizzle, the async-proxy fence, the
+// mbarrier, named-barrier and setmaxnreg instructions of a warp-specialised kernel, and
 // wgmma.mma_async m64nNk16 with fp32 accumulators, A from shared memory (SS) or registers (RS).
 // Layouts and descriptor fields: PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
 // (canonical layouts, matrix descriptor format, register fragments). Outside an sm_90a compilation
@@ -63,8 +64,8 @@ __device__ __forceinline__ std::uint64_t SwizzledSmemDesc(std::uint32_t smem_add
          (static_cast<std::uint64_t>((sbo & 0x3ffff) >> 4) << 32) | (std::uint64_t{1} << 62);
 }
 
-// Makes this thread's shared-memory writes by the generic proxy (cp.async included) visible to the
-// async proxy that wgmma reads through; a barrier must follow before another thread's wgmma.
+// Orders shared-memory data seen through the generic proxy (cp.async writes included) before this
+// thread's later async-proxy reads (wgmma): run after the barrier that made the writes visible.
 __device__ __forceinline__ void FenceProxyAsyncShared() {
 #if INFLIGHT_HAS_WGMMA
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -108,6 +109,70 @@ __device__ __forceinline__ void PinFragments(std::uint32_t (&a)[kFrags][4]) {
   for (int i = 0; i < kFrags; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+}
+
+// mbarriers (PTX ISA, "Parallel Synchronization and Communication Instructions: mbarrier"): a
+// 64-bit shared-memory word counting arrivals of the current phase; a waiter names the parity of
+// the phase it waits for. A fresh barrier is in phase 0, so a wait on parity 1 returns at once (the
+// producer's first pass over an empty stage).
+__device__ __forceinline__ void MbarrierInit(std::uint32_t bar, int count) {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#else
+  (void)bar, (void)count;
+#endif
+}
+
+__device__ __forceinline__ void MbarrierArrive(std::uint32_t bar) {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#else
+  (void)bar;
+#endif
+}
+
+// One arrival on bar once every cp.async this thread issued before has landed; the barrier's count
+// includes it (noinc).
+__device__ __forceinline__ void CpAsyncMbarrierArrive(std::uint32_t bar) {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#else
+  (void)bar;
+#endif
+}
+
+__device__ __forceinline__ void MbarrierWait(std::uint32_t bar, int parity) {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  (void)bar, (void)parity;
+#endif
+}
+
+// Named barrier `id` (1-15; 0 is __syncthreads) over `threads` threads.
+__device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Hands registers between warpgroups (all warps of a warpgroup execute it): the loading warpgroup
+// gives back what the computing ones take.
+template <int kRegs>
+__device__ __forceinline__ void SetMaxRegistersDecrease() {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+template <int kRegs>
+__device__ __forceinline__ void SetMaxRegistersIncrease() {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
 }
 
 // d (+)= A B for a 64 x N tile: A 64 x 16 and B 16 x N both K-major in shared memory. accumulate 0
