@@ -11,8 +11,9 @@
 namespace inflight::kernels::cuda::detail {
 
 // Head dims that are a multiple of 64 run on wgmma where its sm_90a code runs (H100, hd 128, bf16,
-// causal: 400-449 TFLOP/s at 1 x 4096 tokens, 479-513 at 1 x 16384; mma.sync 290-322); the rest,
-// and every other device, on mma.sync. Key tiles: 128 for hd 128, 64 for hd 64 (the faster of the two on an H100).
+// causal: 422-425 TFLOP/s at 1 x 4096 tokens, 452-454 at 4 x 4096, ~500 at 1 x 16384; mma.sync
+// 290-322); the rest, and every other device, on mma.sync. Key tiles: 128 for hd 128, 64 for hd 64
+// (the faster of the two on an H100).
 template <typename T, int D>
 cudaError_t LaunchContextAttention(const ContextArgs& args, cudaStream_t stream) {
   if constexpr (D % 64 == 0) {
