@@ -143,7 +143,8 @@ __global__ void __launch_bounds__(kThreads) GemvKernel(GemvArgs a) {
 constexpr std::size_t kDefaultSharedBytes = 48 << 10;
 
 int MaxSharedBytes() {
-  return CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 48 << 10);
+  return CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                static_cast<int>(kDefaultSharedBytes));
 }
 
 template <typename T, typename OutT, int M, bool kGated>

@@ -51,6 +51,11 @@ __device__ __forceinline__ std::uint32_t SwizzledUnitOffset(int row, int unit, i
                                     (((unit & 7) ^ (row & 7)) << 4));
 }
 
+// Shared-memory address of barrier `index` (WgmmaContextTiling::kQFull ...) of the array at bars.
+__device__ __forceinline__ std::uint32_t BarrierAt(std::uint32_t bars, int index) {
+  return bars + 8 * static_cast<std::uint32_t>(index);
+}
+
 // The loading warpgroup: Q, then K_0, and per step j K_j (stage j % 2) and V_{j-1}, the order in
 // which the computing warpgroups use them. Each thread copies one fixed 16-byte unit of every
 // kRowStep-th row: a trip count known at compile time, so that the copies unroll into straight code
@@ -71,7 +76,7 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
   const int kv_end = tile.kv_end, kvh = tile.kvh, tpb = args.tokens_per_block;
   const int num_key_tiles = (kv_end + Cfg::kKeys - 1) / Cfg::kKeys;
   const std::int32_t* table = tile.table;
-  const auto bar = [&](int index) { return bars + 8 * static_cast<std::uint32_t>(index); };
+  const auto bar = [bars](int index) { return BarrierAt(bars, index); };
 
   {
     const T* q = static_cast<const T*>(args.q) +
@@ -163,7 +168,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   const std::uint32_t sV = sK + 2 * Cfg::kTileBytes;
   auto* sKeyOffset = reinterpret_cast<std::int64_t*>(smem + Cfg::kQBytes + 4 * Cfg::kTileBytes);
   const std::uint32_t bars = sQ + Cfg::kQBytes + 4 * Cfg::kTileBytes + Cfg::kOffsetBytes;
-  const auto bar = [&](int index) { return bars + 8 * static_cast<std::uint32_t>(index); };
+  const auto bar = [bars](int index) { return BarrierAt(bars, index); };
   constexpr int kMathWarps = Cfg::kMathThreads / 32;
   const int tid = static_cast<int>(threadIdx.x);
   if (tid == 0) {
@@ -261,7 +266,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   // a straight path (no per-warpgroup branch around it): a divergent path makes ptxas serialise
   // the asynchronous wgmmas. A warpgroup whose rows end a tile earlier than the other's (a chunk
   // that starts off a tile boundary) computes that tile fully masked.
-  wait_full(Cfg::kQFull, 0);
+  MbarrierWait(bar(Cfg::kQFull), 0);  // Q: one fill, phase 0
+  FenceProxyAsyncShared();
   {
     wait_full(Cfg::kKFull, 0);
     float s[Cfg::kKeyFrags][4], alpha[2];
