@@ -61,7 +61,7 @@ std::size_t CublasLtGemm::num_cached_plans() const {
 // Row-major y[m, n] = x[m, k] · w[n, k]ᵀ is column-major yᵀ[n, m] = w (as k x n, transposed) ·
 // xᵀ (k x m): A = w with op T, B = x, C = D = y, all in cuBLAS's column-major terms.
 cublasStatus_t CublasLtGemm::MakePlan(const PlanKey& key, Plan* plan) {
-  const auto [m, n, k, x_stride, y_stride, dtype_i, y_dtype_i, has_bias, align] = key;
+  const auto [m, n, k, x_stride, y_stride, dtype_i, y_dtype_i, has_bias, align, sms] = key;
   const cudaDataType_t in_type = CudaType(static_cast<DType>(dtype_i));
   const cudaDataType_t out_type = CudaType(static_cast<DType>(y_dtype_i));
   cublasStatus_t st = cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -69,6 +69,11 @@ cublasStatus_t CublasLtGemm::MakePlan(const PlanKey& key, Plan* plan) {
   const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t));
   cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n));
+  if (sms > 0) {
+    const std::int32_t target = sms;
+    cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target,
+                                   sizeof(target));
+  }
   if (has_bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
@@ -157,7 +162,8 @@ cublasStatus_t CublasLtGemm::Matmul(void* y, DType y_dtype, std::int64_t y_strid
                     static_cast<int>(dtype),
                     static_cast<int>(y_dtype),
                     bias != nullptr,
-                    align};
+                    align,
+                    sm_count_target_};
   Plan* plan = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);

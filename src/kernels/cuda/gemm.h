@@ -48,13 +48,17 @@ class CublasLtGemm {
   // Off: every call goes to cuBLASLt (the benchmark compares the two paths).
   void set_small_m_kernel(bool on) { small_m_kernel_ = on; }
 
+  // Plans made from here on ask cuBLASLt for kernels that use at most `sms` multiprocessors
+  // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to work on another stream; 0: all.
+  void set_sm_count_target(int sms) { sm_count_target_ = sms; }
+
   // Plans made so far (one per distinct shape, dtype, bias and pointer alignment).
   std::size_t num_cached_plans() const;
 
  private:
   struct Plan;
   using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                             int, int, bool, int>;
+                             int, int, bool, int, int>;
   cublasStatus_t MakePlan(const PlanKey& key, Plan* plan);
   cublasStatus_t Matmul(void* y, DType y_dtype, std::int64_t y_stride, const void* x,
                         std::int64_t x_stride, const void* w, const void* bias, DType dtype,
@@ -66,6 +70,7 @@ class CublasLtGemm {
   std::size_t workspace_bytes_ = 0;
   cublasStatus_t init_status_ = CUBLAS_STATUS_NOT_INITIALIZED;
   bool small_m_kernel_ = true;
+  int sm_count_target_ = 0;
   mutable std::mutex mutex_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;
 };

@@ -1,0 +1,363 @@
+// inflight-bench-gpu-overlap: can a mixed step's memory-bound decode work run beside its
+// compute-bound prompt work on one H100? One transformer layer of a steady 2048/128 step (bf16,
+// Llama-3.1-8B shapes): the prompt rows' four dense layers (qkv, o +=, gate/up, down +=) on one
+// stream, the decode rows' paged attention (and, in the "+ GEMMs" rows, their own four dense layers
+// at m = decode rows) on another, each side alone, one after the other, and both at once, with the
+// prompt side's cuBLASLt kernels asked to leave SMs free (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET).
+// "now" is what the runner does today: the dense layers once over all rows, then the attention.
+//
+// Then, for the same dense layers at m = prompt + decode rows, every algorithm cuBLASLt's heuristic
+// offers (up to 16) timed against the one it ranks first (the one the runner takes).
+//
+// Timing: CUDA events around each repetition (fork and join included), median of --reps after
+// warm-up. Random inputs (never zeros), random non-monotonic block tables.
+//
+//   inflight-bench-gpu-overlap [--prompt_rows 3580] [--decode_seqs 223] [--decode_context 2112]
+//       [--sm_targets 0,124,116,108,100] [--reps 30] [--sections overlap,algos]
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu_bench_util.h"
+#include "gpu_paged_setup.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/paged_attention_decode.h"
+#include "table.h"
+
+namespace inflight::bench::gpu {
+namespace {
+
+namespace kc = kernels::cuda;
+
+// Llama-3.1-8B (config.json of meta-llama/Llama-3.1-8B) and the runner's block size.
+constexpr std::int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kHidden = 4096;
+constexpr std::int64_t kInter = 14336, kTokensPerBlock = 64;
+constexpr std::int64_t kQkvDim = (kHeads + 2 * kKvHeads) * kHeadDim;
+constexpr std::int64_t kBf16 = 2;
+constexpr DType kDType = DType::kBFloat16;
+constexpr std::int64_t kBlockBytes = kKvHeads * kTokensPerBlock * kHeadDim * kBf16;
+
+struct Options {
+  std::int64_t prompt_rows = 3580, decode_seqs = 223, decode_context = 2112;
+  std::vector<std::int64_t> sm_targets = {0, 124, 116, 108, 100};
+  int reps = 30;
+  std::set<std::string> sections = {"overlap", "algos"};
+};
+
+[[noreturn]] void Usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "%s\nusage: inflight-bench-gpu-overlap [--prompt_rows N] [--decode_seqs N] "
+               "[--decode_context N] [--sm_targets LIST] [--reps N] [--sections overlap,algos]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h")
+      Usage("inflight-bench-gpu-overlap: decode beside prompt work");
+    if (i + 1 >= argc) Usage("unknown argument or missing value: \"" + arg + "\"");
+    const std::string text = argv[++i];
+    if (arg == "--sections") {
+      o.sections.clear();
+      std::size_t start = 0;
+      while (start <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', start), text.size());
+        const std::string item = text.substr(start, comma - start);
+        if (item != "overlap" && item != "algos") {
+          Usage("--sections item \"" + item + "\" is not one of overlap, algos");
+        }
+        o.sections.insert(item);
+        start = comma + 1;
+      }
+      continue;
+    }
+    std::vector<std::int64_t> v;
+    std::string error;
+    if (arg == "--sm_targets") {
+      if (!ParseIntList(arg, text, 0, 1024, &o.sm_targets, &error)) Usage(error);
+      continue;
+    }
+    if (!ParseIntList(arg, text, 1, 1 << 20, &v, &error)) Usage(error);
+    if (v.size() != 1) Usage(arg + " \"" + text + "\" must be a single value");
+    if (arg == "--prompt_rows") {
+      o.prompt_rows = v[0];
+    } else if (arg == "--decode_seqs") {
+      o.decode_seqs = v[0];
+    } else if (arg == "--decode_context") {
+      o.decode_context = v[0];
+    } else if (arg == "--reps") {
+      o.reps = static_cast<int>(v[0]);
+    } else {
+      Usage("unknown argument \"" + arg + "\"");
+    }
+  }
+  return o;
+}
+
+// One layer's weights and activations for `rows` rows (activations sized for the largest use).
+struct Layer {
+  DeviceBuffer qkv_w, o_w, gate_up_w, down_w;
+  DeviceBuffer x, qkv, attn, residual, act, mlp;
+  Layer(std::int64_t rows, cudaStream_t stream)
+      : qkv_w(kQkvDim * kHidden * kBf16),
+        o_w(kHidden * kHidden * kBf16),
+        gate_up_w(2 * kInter * kHidden * kBf16),
+        down_w(kHidden * kInter * kBf16),
+        x(rows * kHidden * kBf16),
+        qkv(rows * kQkvDim * kBf16),
+        attn(rows * kHidden * kBf16),
+        residual(rows * kHidden * kBf16),
+        act(rows * kInter * kBf16),
+        mlp(rows * 2 * kInter * kBf16) {
+    std::uint64_t seed = 900;
+    for (DeviceBuffer* b : {&qkv_w, &o_w, &gate_up_w, &down_w}) {
+      FillUniform(b->get(), kDType, b->bytes() / kBf16, -0.02f, 0.02f, seed++, stream);
+    }
+    for (DeviceBuffer* b : {&x, &qkv, &attn, &residual, &act, &mlp}) {
+      FillUniform(b->get(), kDType, b->bytes() / kBf16, -1.0f, 1.0f, seed++, stream);
+    }
+  }
+};
+
+void Check(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) Die(__FILE__, __LINE__, what, CublasStatusName(st));
+}
+
+// The four dense layers over rows [0, m) of `l` (the activations' values do not matter here).
+void DenseLayers(kc::CublasLtGemm& g, Layer& l, std::int64_t m, cudaStream_t s) {
+  Check(g.Linear(l.qkv.get(), kDType, kQkvDim, l.x.get(), kHidden, l.qkv_w.get(), nullptr, kDType,
+                 m, kQkvDim, kHidden, s),
+        "qkv");
+  Check(g.LinearAdd(l.residual.get(), kDType, kHidden, l.attn.get(), kHidden, l.o_w.get(), nullptr,
+                    kDType, m, kHidden, kHidden, s),
+        "o");
+  Check(g.Linear(l.mlp.get(), kDType, 2 * kInter, l.x.get(), kHidden, l.gate_up_w.get(), nullptr,
+                 kDType, m, 2 * kInter, kHidden, s),
+        "gate_up");
+  Check(g.LinearAdd(l.residual.get(), kDType, kHidden, l.act.get(), kInter, l.down_w.get(), nullptr,
+                    kDType, m, kHidden, kInter, s),
+        "down");
+}
+
+// Median milliseconds of `work` (which enqueues on main and may fork to side and join back).
+double MedianMs(const std::function<void()>& work, cudaStream_t main, int reps) {
+  cudaEvent_t a = nullptr, b = nullptr;
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) work();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    BENCH_CUDA(cudaEventRecord(a, main));
+    work();
+    BENCH_CUDA(cudaEventRecord(b, main));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float t = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  BENCH_CUDA(cudaEventDestroy(a));
+  BENCH_CUDA(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void Overlap(const Options& opt, cudaStream_t main) {
+  const auto B = static_cast<std::int32_t>(opt.decode_seqs);
+  const auto C = static_cast<std::int32_t>(opt.decode_context);
+  const std::int64_t P = opt.prompt_rows;
+  int lo = 0, hi = 0;
+  BENCH_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  cudaStream_t side = nullptr, side_hi = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, lo));
+  BENCH_CUDA(cudaStreamCreateWithPriority(&side_hi, cudaStreamNonBlocking, hi));
+  cudaEvent_t fork = nullptr, join = nullptr;
+  BENCH_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  BENCH_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+
+  Layer prompt(P + B, main), decode(B, main);
+  PagedSetup p = MakePagedSetup(B, 1, C - 1, kTokensPerBlock, 1, 4242);
+  DeviceBuffer k_pool(static_cast<std::size_t>(p.num_blocks * kBlockBytes));
+  DeviceBuffer v_pool(static_cast<std::size_t>(p.num_blocks * kBlockBytes));
+  FillUniform(k_pool.get(), kDType, k_pool.bytes() / kBf16, -1.0f, 1.0f, 77, main);
+  FillUniform(v_pool.get(), kDType, v_pool.bytes() / kBf16, -1.0f, 1.0f, 78, main);
+  const kc::PagedBatch batch = p.Batch(0);
+  const kc::PagedKvShape shape{kKvHeads, kTokensPerBlock, kHeadDim};
+  const std::int32_t partition = kc::DecodePartitionTokens(batch, kKvHeads);
+  DeviceBuffer ws(kc::PagedAttentionDecodeWorkspaceBytes(batch, kHeads, kHeadDim, partition));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHeadDim)));
+  kc::CublasLtGemm decode_gemm;
+  Check(decode_gemm.status(), "CublasLtGemm()");
+  BENCH_CUDA(cudaStreamSynchronize(main));
+
+  auto attention = [&](cudaStream_t s) {
+    BENCH_CUDA(kc::PagedAttentionDecode(decode.attn.get(), decode.qkv.get(), kQkvDim, k_pool.get(),
+                                        v_pool.get(), batch, shape, kHeads, scale, kDType,
+                                        partition, ws.get(), ws.bytes(), s));
+  };
+  auto decode_side = [&](bool gemms, cudaStream_t s) {
+    attention(s);
+    if (gemms) DenseLayers(decode_gemm, decode, B, s);
+  };
+  const double kv_gb = 2.0 * B * C * kKvHeads * kHeadDim * kBf16 / 1e9;
+  std::cout << "## One layer of a mixed step on two streams\n\nPrompt side: the four dense layers "
+               "at m = "
+            << P << ". Decode side: paged decode attention over " << B << " sequences of " << C
+            << " keys (" << Fmt(kv_gb, 2)
+            << " GB of K and V), + GEMMs: and the decode rows' own dense layers at m = " << B
+            << ". Median of " << opt.reps << " repetitions, milliseconds.\n\n";
+
+  kc::CublasLtGemm fused;
+  Check(fused.status(), "CublasLtGemm()");
+  const double now = MedianMs(
+      [&] {
+        DenseLayers(fused, prompt, P + B, main);
+        attention(main);
+      },
+      main, opt.reps);
+  std::cout << "now (dense layers at m = " << P + B
+            << ", then the attention, one stream): " << Fmt(now, 3) << " ms\n\n";
+
+  Table t({"SM target", "decode side", "prompt alone", "decode alone", "serial", "both, side low",
+           "both, side high", "best vs now"});
+  for (std::int64_t target : opt.sm_targets) {
+    kc::CublasLtGemm g;
+    Check(g.status(), "CublasLtGemm()");
+    g.set_sm_count_target(static_cast<int>(target));
+    for (bool gemms : {false, true}) {
+      const double prompt_ms = MedianMs([&] { DenseLayers(g, prompt, P, main); }, main, opt.reps);
+      const double decode_ms = MedianMs([&] { decode_side(gemms, main); }, main, opt.reps);
+      const double serial = MedianMs(
+          [&] {
+            DenseLayers(g, prompt, P, main);
+            decode_side(gemms, main);
+          },
+          main, opt.reps);
+      auto both = [&](cudaStream_t s) {
+        return MedianMs(
+            [&] {
+              BENCH_CUDA(cudaEventRecord(fork, main));
+              BENCH_CUDA(cudaStreamWaitEvent(s, fork, 0));
+              decode_side(gemms, s);
+              DenseLayers(g, prompt, P, main);
+              BENCH_CUDA(cudaEventRecord(join, s));
+              BENCH_CUDA(cudaStreamWaitEvent(main, join, 0));
+            },
+            main, opt.reps);
+      };
+      const double low = both(side), high = both(side_hi);
+      t.AddRow({target == 0 ? "all" : std::to_string(target), gemms ? "attn + GEMMs" : "attn",
+                Fmt(prompt_ms, 3), Fmt(decode_ms, 3), Fmt(serial, 3), Fmt(low, 3), Fmt(high, 3),
+                Fmt(now / std::min(low, high), 3) + "x"});
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+  BENCH_CUDA(cudaEventDestroy(fork));
+  BENCH_CUDA(cudaEventDestroy(join));
+  BENCH_CUDA(cudaStreamDestroy(side));
+  BENCH_CUDA(cudaStreamDestroy(side_hi));
+}
+
+// Every heuristic candidate for y = x · wᵀ (bf16, fp32 accumulation, row-major [m, n]) timed.
+void Algos(const Options& opt, cudaStream_t stream) {
+  const std::int64_t m = opt.prompt_rows + opt.decode_seqs;
+  std::cout << "## cuBLASLt's candidates for the dense layers at m = " << m
+            << "\n\nEach row: the heuristic's first choice (what the runner takes) against the "
+               "fastest of its candidates, median microseconds over graph replays.\n\n";
+  cublasLtHandle_t h = nullptr;
+  Check(cublasLtCreate(&h), "cublasLtCreate");
+  const std::size_t ws_bytes = std::size_t{32} << 20;
+  DeviceBuffer ws(ws_bytes);
+  Table t({"layer", "n", "k", "candidates", "first", "fastest", "fastest is #", "first / fastest",
+           "TFLOP/s first", "TFLOP/s fastest"});
+  struct Shape {
+    const char* name;
+    std::int64_t n, k;
+  };
+  for (const Shape s : {Shape{"qkv", kQkvDim, kHidden}, Shape{"o", kHidden, kHidden},
+                        Shape{"gate_up", 2 * kInter, kHidden}, Shape{"down", kHidden, kInter}}) {
+    DeviceBuffer x(m * s.k * kBf16), w(s.n * s.k * kBf16), y(m * s.n * kBf16);
+    FillUniform(x.get(), kDType, m * s.k, -1.0f, 1.0f, 1, stream);
+    FillUniform(w.get(), kDType, s.n * s.k, -0.02f, 0.02f, 2, stream);
+    cublasLtMatmulDesc_t desc = nullptr;
+    Check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+    const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n));
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    Check(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, u(s.k), u(s.n), s.k), "a");
+    Check(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, u(s.k), u(m), s.k), "b");
+    Check(cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, u(s.n), u(m), s.n), "c");
+    cublasLtMatmulPreference_t pref = nullptr;
+    Check(cublasLtMatmulPreferenceCreate(&pref), "pref");
+    const std::uint64_t wsb = ws_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+                                         sizeof(wsb));
+    std::vector<cublasLtMatmulHeuristicResult_t> results(16);
+    int found = 0;
+    Check(cublasLtMatmulAlgoGetHeuristic(h, desc, a, b, c, c, pref, 16, results.data(), &found),
+          "heuristic");
+    std::vector<double> us;
+    for (int i = 0; i < found; ++i) {
+      TimingOptions to;
+      to.budget_ms = 150;
+      const float alpha = 1.0f, beta = 0.0f;
+      const Timing tm = TimeCalls(
+          [&](int) {
+            const cublasStatus_t st =
+                cublasLtMatmul(h, desc, &alpha, w.get(), a, x.get(), b, &beta, y.get(), c, y.get(),
+                               c, &results[i].algo, ws.get(), ws_bytes, stream);
+            return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
+          },
+          stream, to);
+      us.push_back(tm.median_us);
+    }
+    const auto best = std::min_element(us.begin(), us.end());
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(s.n * s.k);
+    t.AddRow({s.name, std::to_string(s.n), std::to_string(s.k), std::to_string(found), FmtUs(us[0]),
+              FmtUs(*best), std::to_string(best - us.begin() + 1), Fmt(us[0] / *best, 3),
+              Fmt(flops / us[0] / 1e6, 1), Fmt(flops / *best / 1e6, 1)});
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatmulDescDestroy(desc);
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+  cublasLtDestroy(h);
+}
+
+}  // namespace
+}  // namespace inflight::bench::gpu
+
+int main(int argc, char** argv) {
+  using namespace inflight::bench::gpu;
+  const Options opt = ParseArgs(argc, argv);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "inflight-bench-gpu-overlap: no CUDA device visible\n");
+    return 77;
+  }
+  cudaStream_t stream = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::cout << "# Overlap of decode and prompt work, and cuBLASLt's candidates\n\nDevice: "
+            << Describe(QueryDevice()) << "\n\n";
+  if (opt.sections.count("overlap")) Overlap(opt, stream);
+  if (opt.sections.count("algos")) Algos(opt, stream);
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
