@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "gpu_bench_util.h"
+#include "gpu_llama_shape.h"
 #include "gpu_paged_setup.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/gemm.h"
@@ -44,14 +45,6 @@ namespace inflight::bench::gpu {
 namespace {
 
 namespace kc = kernels::cuda;
-
-// Llama-3.1-8B (config.json of meta-llama/Llama-3.1-8B) and the runner's block size.
-constexpr std::int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kHidden = 4096;
-constexpr std::int64_t kInter = 14336, kVocab = 128256, kTokensPerBlock = 64;
-constexpr std::int64_t kQkvDim = (kHeads + 2 * kKvHeads) * kHeadDim;  // 6144: fused qkv row
-constexpr std::int64_t kBf16 = 2;
-constexpr DType kDType = DType::kBFloat16;
-constexpr std::int64_t kBlockBytes = kKvHeads * kTokensPerBlock * kHeadDim * kBf16;  // one pool
 
 const std::vector<std::string> kAllSections = {"decode", "context", "norm", "rope", "sampling"};
 
@@ -128,20 +121,6 @@ std::string Mb(double bytes) {
 std::string Range(const Timing& t) {
   return FmtUs(t.p10_us) + ".." + FmtUs(t.p90_us);
 }
-
-// The K and V pools of one layer over a setup's blocks, random bf16.
-struct Pools {
-  DeviceBuffer k, v;
-  Pools(std::int64_t num_blocks, cudaStream_t stream)
-      : k(static_cast<std::size_t>(num_blocks * kBlockBytes)),
-        v(static_cast<std::size_t>(num_blocks * kBlockBytes)) {
-    FillUniform(k.get(), kDType, k.bytes() / kBf16, -1.0f, 1.0f, 501, stream);
-    FillUniform(v.get(), kDType, v.bytes() / kBf16, -1.0f, 1.0f, 502, stream);
-  }
-};
-
-const kc::PagedKvShape kShape{kKvHeads, kTokensPerBlock, kHeadDim};
-const float kScale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHeadDim)));
 
 void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
   std::cout << "## Paged decode attention (bf16, 32 q / 8 kv heads, head dim 128, 64-token blocks)"

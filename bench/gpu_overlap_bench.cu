@@ -18,7 +18,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "gpu_bench_util.h"
+#include "gpu_llama_shape.h"
 #include "gpu_paged_setup.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/paged_attention_decode.h"
@@ -37,14 +37,6 @@ namespace inflight::bench::gpu {
 namespace {
 
 namespace kc = kernels::cuda;
-
-// Llama-3.1-8B (config.json of meta-llama/Llama-3.1-8B) and the runner's block size.
-constexpr std::int64_t kHeads = 32, kKvHeads = 8, kHeadDim = 128, kHidden = 4096;
-constexpr std::int64_t kInter = 14336, kTokensPerBlock = 64;
-constexpr std::int64_t kQkvDim = (kHeads + 2 * kKvHeads) * kHeadDim;
-constexpr std::int64_t kBf16 = 2;
-constexpr DType kDType = DType::kBFloat16;
-constexpr std::int64_t kBlockBytes = kKvHeads * kTokensPerBlock * kHeadDim * kBf16;
 
 struct Options {
   std::int64_t prompt_rows = 3580, decode_seqs = 223, decode_context = 2112;
@@ -188,22 +180,17 @@ void Overlap(const Options& opt, cudaStream_t main) {
 
   Layer prompt(P + B, main), decode(B, main);
   PagedSetup p = MakePagedSetup(B, 1, C - 1, kTokensPerBlock, 1, 4242);
-  DeviceBuffer k_pool(static_cast<std::size_t>(p.num_blocks * kBlockBytes));
-  DeviceBuffer v_pool(static_cast<std::size_t>(p.num_blocks * kBlockBytes));
-  FillUniform(k_pool.get(), kDType, k_pool.bytes() / kBf16, -1.0f, 1.0f, 77, main);
-  FillUniform(v_pool.get(), kDType, v_pool.bytes() / kBf16, -1.0f, 1.0f, 78, main);
+  Pools pools(p.num_blocks, main);
   const kc::PagedBatch batch = p.Batch(0);
-  const kc::PagedKvShape shape{kKvHeads, kTokensPerBlock, kHeadDim};
   const std::int32_t partition = kc::DecodePartitionTokens(batch, kKvHeads);
   DeviceBuffer ws(kc::PagedAttentionDecodeWorkspaceBytes(batch, kHeads, kHeadDim, partition));
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHeadDim)));
   kc::CublasLtGemm decode_gemm;
   Check(decode_gemm.status(), "CublasLtGemm()");
   BENCH_CUDA(cudaStreamSynchronize(main));
 
   auto attention = [&](cudaStream_t s) {
-    BENCH_CUDA(kc::PagedAttentionDecode(decode.attn.get(), decode.qkv.get(), kQkvDim, k_pool.get(),
-                                        v_pool.get(), batch, shape, kHeads, scale, kDType,
+    BENCH_CUDA(kc::PagedAttentionDecode(decode.attn.get(), decode.qkv.get(), kQkvDim, pools.k.get(),
+                                        pools.v.get(), batch, kShape, kHeads, kScale, kDType,
                                         partition, ws.get(), ws.bytes(), s));
   };
   auto decode_side = [&](bool gemms, cudaStream_t s) {

@@ -52,7 +52,7 @@ class CublasLtGemm {
   // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET), leaving the rest to work on another stream; 0: all.
   void set_sm_count_target(int sms) { sm_count_target_ = sms; }
 
-  // Plans made so far (one per distinct shape, dtype, bias and pointer alignment).
+  // Plans made so far (one per distinct shape, dtype, bias, pointer alignment and SM target).
   std::size_t num_cached_plans() const;
 
  private:
