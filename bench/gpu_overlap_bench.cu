@@ -6,6 +6,11 @@
 // prompt side's cuBLASLt kernels asked to leave SMs free (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET).
 // "now" is what the runner does today: the dense layers once over all rows, then the attention.
 //
+// Then the step's two attentions: the prompt rows' context attention (compute-bound) and the decode
+// rows' decode attention (memory-bound), each alone, one after the other, on two ordinary streams,
+// and with the context side on a stream confined to N SMs at high priority
+// (kernels/cuda/sm_subset_streams.h) beside the decode side on every SM (what the runner does).
+//
 // Then, for the same dense layers at m = prompt + decode rows, every algorithm cuBLASLt's heuristic
 // offers (up to 16) timed against the one it ranks first (the one the runner takes).
 //
@@ -13,7 +18,8 @@
 // warm-up. Random inputs (never zeros), random non-monotonic block tables.
 //
 //   inflight-bench-gpu-overlap [--prompt_rows 3580] [--decode_seqs 223] [--decode_context 2112]
-//       [--sm_targets 0,124,116,108,100] [--reps 30] [--sections overlap,algos]
+//       [--sm_targets 0,124,116,108,100] [--context_seqs 2] [--split_sms 16,24,32,40,48]
+//       [--reps 30] [--sections overlap,attn,algos]
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -30,7 +36,9 @@
 #include "gpu_llama_shape.h"
 #include "gpu_paged_setup.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/paged_attention_context.h"
 #include "kernels/cuda/paged_attention_decode.h"
+#include "kernels/cuda/sm_subset_streams.h"
 #include "table.h"
 
 namespace inflight::bench::gpu {
@@ -41,15 +49,19 @@ namespace kc = kernels::cuda;
 struct Options {
   std::int64_t prompt_rows = 3580, decode_seqs = 223, decode_context = 2112;
   std::vector<std::int64_t> sm_targets = {0, 124, 116, 108, 100};
+  std::int64_t context_seqs = 2;
+  std::vector<std::int64_t> split_sms = {16, 24, 32, 40, 48};
   int reps = 30;
-  std::set<std::string> sections = {"overlap", "algos"};
+  std::set<std::string> sections = {"overlap", "attn", "algos"};
 };
 
 [[noreturn]] void Usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "%s\nusage: inflight-bench-gpu-overlap [--prompt_rows N] [--decode_seqs N] "
-               "[--decode_context N] [--sm_targets LIST] [--reps N] [--sections overlap,algos]\n",
-               problem.c_str());
+  std::fprintf(
+      stderr,
+      "%s\nusage: inflight-bench-gpu-overlap [--prompt_rows N] [--decode_seqs N] "
+      "[--decode_context N] [--sm_targets LIST] [--context_seqs N] [--split_sms LIST] [--reps N] "
+      "[--sections overlap,attn,algos]\n",
+      problem.c_str());
   std::exit(2);
 }
 
@@ -67,8 +79,8 @@ Options ParseArgs(int argc, char** argv) {
       while (start <= text.size()) {
         const std::size_t comma = std::min(text.find(',', start), text.size());
         const std::string item = text.substr(start, comma - start);
-        if (item != "overlap" && item != "algos") {
-          Usage("--sections item \"" + item + "\" is not one of overlap, algos");
+        if (item != "overlap" && item != "attn" && item != "algos") {
+          Usage("--sections item \"" + item + "\" is not one of overlap, attn, algos");
         }
         o.sections.insert(item);
         start = comma + 1;
@@ -77,8 +89,11 @@ Options ParseArgs(int argc, char** argv) {
     }
     std::vector<std::int64_t> v;
     std::string error;
-    if (arg == "--sm_targets") {
-      if (!ParseIntList(arg, text, 0, 1024, &o.sm_targets, &error)) Usage(error);
+    if (arg == "--sm_targets" || arg == "--split_sms") {
+      if (!ParseIntList(arg, text, 0, 1024, arg == "--sm_targets" ? &o.sm_targets : &o.split_sms,
+                        &error)) {
+        Usage(error);
+      }
       continue;
     }
     if (!ParseIntList(arg, text, 1, 1 << 20, &v, &error)) Usage(error);
@@ -89,6 +104,8 @@ Options ParseArgs(int argc, char** argv) {
       o.decode_seqs = v[0];
     } else if (arg == "--decode_context") {
       o.decode_context = v[0];
+    } else if (arg == "--context_seqs") {
+      o.context_seqs = v[0];
     } else if (arg == "--reps") {
       o.reps = static_cast<int>(v[0]);
     } else {
@@ -257,6 +274,113 @@ void Overlap(const Options& opt, cudaStream_t main) {
   BENCH_CUDA(cudaStreamDestroy(side_hi));
 }
 
+// The step's context attention (prompt rows in context_seqs equal chunks from position 0) and its
+// decode attention, alone, in turn, side by side on ordinary streams, and on disjoint SMs.
+void Attention(const Options& opt, cudaStream_t main) {
+  const auto B = static_cast<std::int32_t>(opt.decode_seqs);
+  const auto C = static_cast<std::int32_t>(opt.decode_context);
+  const auto S = static_cast<std::int32_t>(opt.context_seqs);
+  const auto Q = static_cast<std::int32_t>(opt.prompt_rows / opt.context_seqs);
+  PagedSetup dp = MakePagedSetup(B, 1, C - 1, kTokensPerBlock, 1, 4242);
+  PagedSetup cp = MakePagedSetup(S, Q, 0, kTokensPerBlock, 1, 4343);
+  Pools dpools(dp.num_blocks, main), cpools(cp.num_blocks, main);
+  const kc::PagedBatch dbatch = dp.Batch(0), cbatch = cp.Batch(0);
+  const std::int32_t partition = kc::DecodePartitionTokens(dbatch, kKvHeads);
+  DeviceBuffer ws(kc::PagedAttentionDecodeWorkspaceBytes(dbatch, kHeads, kHeadDim, partition));
+  DeviceBuffer dq(B * kQkvDim * kBf16), dout(B * kHidden * kBf16);
+  DeviceBuffer cq(static_cast<std::int64_t>(S) * Q * kQkvDim * kBf16);
+  DeviceBuffer cout_(static_cast<std::int64_t>(S) * Q * kHidden * kBf16);
+  FillUniform(dq.get(), kDType, dq.bytes() / kBf16, -1.0f, 1.0f, 71, main);
+  FillUniform(cq.get(), kDType, cq.bytes() / kBf16, -1.0f, 1.0f, 72, main);
+  BENCH_CUDA(cudaStreamSynchronize(main));
+  auto decode = [&](cudaStream_t s) {
+    BENCH_CUDA(kc::PagedAttentionDecode(dout.get(), dq.get(), kQkvDim, dpools.k.get(),
+                                        dpools.v.get(), dbatch, kShape, kHeads, kScale, kDType,
+                                        partition, ws.get(), ws.bytes(), s));
+  };
+  auto context = [&](cudaStream_t s) {
+    BENCH_CUDA(kc::PagedAttentionContext(cout_.get(), cq.get(), kQkvDim, cpools.k.get(),
+                                         cpools.v.get(), cbatch, kShape, kHeads, kScale, kDType,
+                                         s));
+  };
+  cudaEvent_t fork = nullptr, join_a = nullptr, join_b = nullptr;
+  for (cudaEvent_t* e : {&fork, &join_a, &join_b}) {
+    BENCH_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  }
+  // Context on a, decode on b, both forked from and joined back to main.
+  auto both = [&](cudaStream_t a, cudaStream_t b) {
+    return MedianMs(
+        [&] {
+          BENCH_CUDA(cudaEventRecord(fork, main));
+          BENCH_CUDA(cudaStreamWaitEvent(a, fork, 0));
+          BENCH_CUDA(cudaStreamWaitEvent(b, fork, 0));
+          context(a);
+          decode(b);
+          BENCH_CUDA(cudaEventRecord(join_a, a));
+          BENCH_CUDA(cudaEventRecord(join_b, b));
+          BENCH_CUDA(cudaStreamWaitEvent(main, join_a, 0));
+          BENCH_CUDA(cudaStreamWaitEvent(main, join_b, 0));
+        },
+        main, opt.reps);
+  };
+  const double ctx_flops = 2.0 * 2.0 * S * (static_cast<double>(Q) * Q / 2) * kHeadDim * kHeads;
+  const double kv_gb = 2.0 * B * C * kKvHeads * kHeadDim * kBf16 / 1e9;
+  std::cout << "## The step's two attentions side by side\n\nContext: " << S << " prompt chunks of "
+            << Q << " rows from position 0 (" << Fmt(ctx_flops / 1e12, 3)
+            << " TFLOP causal). Decode: " << B << " sequences of " << C << " keys ("
+            << Fmt(kv_gb, 2) << " GB of K and V). Median of " << opt.reps
+            << " repetitions, milliseconds.\n\n";
+  const double ctx_ms = MedianMs([&] { context(main); }, main, opt.reps);
+  const double dec_ms = MedianMs([&] { decode(main); }, main, opt.reps);
+  const double serial = MedianMs(
+      [&] {
+        decode(main);
+        context(main);
+      },
+      main, opt.reps);
+  int lo = 0, hi = 0;
+  BENCH_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  cudaStream_t s_lo = nullptr, s_hi = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithPriority(&s_lo, cudaStreamNonBlocking, lo));
+  BENCH_CUDA(cudaStreamCreateWithPriority(&s_hi, cudaStreamNonBlocking, hi));
+  Table t({"placement", "context SMs", "decode SMs", "context alone", "decode alone", "both",
+           "serial / both"});
+  t.AddRow({"one stream, in turn", "all", "all", Fmt(ctx_ms, 3), Fmt(dec_ms, 3), Fmt(serial, 3),
+            "1.000x"});
+  const double ctx_hi = both(s_hi, s_lo), dec_hi = both(s_lo, s_hi);
+  t.AddRow({"two streams, context high", "all", "all", "", "", Fmt(ctx_hi, 3),
+            Fmt(serial / ctx_hi, 3) + "x"});
+  t.AddRow({"two streams, decode high", "all", "all", "", "", Fmt(dec_hi, 3),
+            Fmt(serial / dec_hi, 3) + "x"});
+  std::vector<int> wants;
+  for (std::int64_t n : opt.split_sms) wants.push_back(static_cast<int>(n));
+  std::string error;
+  const std::unique_ptr<kc::SmSubsetStreams> subsets = kc::SmSubsetStreams::Create(wants, &error);
+  if (subsets == nullptr) {
+    std::cout << "(no SM subsets: " << error << ")\n\n";
+  } else {
+    for (const kc::SmSubsetStreams::Subset& sub : subsets->subsets()) {
+      const double alone = MedianMs(
+          [&] {
+            BENCH_CUDA(cudaEventRecord(fork, main));
+            BENCH_CUDA(cudaStreamWaitEvent(sub.stream, fork, 0));
+            context(sub.stream);
+            BENCH_CUDA(cudaEventRecord(join_a, sub.stream));
+            BENCH_CUDA(cudaStreamWaitEvent(main, join_a, 0));
+          },
+          main, opt.reps);
+      const double b = both(sub.stream, s_lo);
+      t.AddRow({"context on its SMs (high), decode anywhere", std::to_string(sub.sms), "all",
+                Fmt(alone, 3), "", Fmt(b, 3), Fmt(serial / b, 3) + "x"});
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+  for (cudaEvent_t e : {fork, join_a, join_b}) BENCH_CUDA(cudaEventDestroy(e));
+  BENCH_CUDA(cudaStreamDestroy(s_lo));
+  BENCH_CUDA(cudaStreamDestroy(s_hi));
+}
+
 // Every heuristic candidate for y = x · wᵀ (bf16, fp32 accumulation, row-major [m, n]) timed.
 void Algos(const Options& opt, cudaStream_t stream) {
   const std::int64_t m = opt.prompt_rows + opt.decode_seqs;
@@ -344,6 +468,7 @@ int main(int argc, char** argv) {
   std::cout << "# Overlap of decode and prompt work, and cuBLASLt's candidates\n\nDevice: "
             << Describe(QueryDevice()) << "\n\n";
   if (opt.sections.count("overlap")) Overlap(opt, stream);
+  if (opt.sections.count("attn")) Attention(opt, stream);
   if (opt.sections.count("algos")) Algos(opt, stream);
   BENCH_CUDA(cudaStreamDestroy(stream));
   return 0;

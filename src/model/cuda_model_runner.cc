@@ -26,6 +26,8 @@
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv_write.h"
 #include "kernels/cuda/sampling.h"
+#include "kernels/cuda/sm_subset_streams.h"
+#include "model/attention_split.h"
 #include "model/device_sampling_batch.h"
 #include "model/embedding_bias_cache.h"
 #include "model/rope_frequencies.h"
@@ -156,7 +158,7 @@ class CudaModelRunner final : public ModelRunner {
                                                          const CudaRunnerOptions& options);
   ~CudaModelRunner() override {
     for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
-    for (cudaEvent_t ev : {step_begin_, step_end_}) {
+    for (cudaEvent_t ev : {step_begin_, step_end_, attn_fork_, attn_join_}) {
       if (ev != nullptr) cudaEventDestroy(ev);
     }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -206,6 +208,9 @@ class CudaModelRunner final : public ModelRunner {
     std::int32_t partition = 0;
     void* decode_ws = nullptr;
     std::size_t decode_ws_bytes = 0;
+    // Set: the context attention runs there (a few SMs, high priority) beside the decode attention
+    // on stream_ (model/attention_split.h); null: both on stream_, in turn.
+    cudaStream_t context_stream = nullptr;
   };
   // Queues the forward pass on stream_: no host synchronisation, no allocation, so that a decode
   // step can be captured into a CUDA graph.
@@ -227,6 +232,9 @@ class CudaModelRunner final : public ModelRunner {
         config_.build.max_batch_size * (2 * config_.build.max_seq_len + 64), std::int64_t{1} << 22);
   }
   Status SetUpGraphs();
+  // context_streams_ and what goes with it, on Hopper unless INFLIGHT_ATTENTION_SM_SPLIT=0; a
+  // driver without green contexts leaves it null (logged), which is not an error.
+  Status SetUpAttentionSplit(const cudaDeviceProp& prop);
   Status DecodeWithGraph(const StepInput& input, StepOutput& out);
 
   EngineConfig config_;
@@ -236,6 +244,15 @@ class CudaModelRunner final : public ModelRunner {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // a step's device time, for profiles
   std::unique_ptr<kc::CublasLtGemm> gemm_;
+  // Streams on parts of the device for a mixed step's context attention (null: no green contexts,
+  // not Hopper, or INFLIGHT_ATTENTION_SM_SPLIT=0), their SM counts, and the events that fork one
+  // from stream_ and join it back. Forced (=force, for tests): every mixed step takes the middle
+  // one, whatever the prediction.
+  std::unique_ptr<kc::SmSubsetStreams> context_streams_;
+  bool attention_split_forced_ = false;
+  std::vector<int> context_stream_sms_;
+  AttentionRates attention_rates_;
+  cudaEvent_t attn_fork_ = nullptr, attn_join_ = nullptr;
 
   DeviceBuffer weights_buf_;
   const void* embed_ = nullptr;
@@ -481,6 +498,7 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   // INFLIGHT_MIXED_DECODE_SPLIT=0 sends a mixed step's decodes through the context kernel too.
   const char* split_env = std::getenv("INFLIGHT_MIXED_DECODE_SPLIT");
   r->mixed_decode_split_ = split_env == nullptr || std::string(split_env) != "0";
+  RETURN_IF_ERROR(r->SetUpAttentionSplit(prop));
   LOG_INFO(
       "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
       "blocks x {} tokens = {} "
@@ -488,6 +506,33 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
       r->device_name_, prop.name, c.architecture_name, c.num_layers, MiB(r->weights_buf_.bytes()),
       blocks, tpb, blocks * tpb, MiB(r->kv_buf_.bytes()), MiB(r->workspace_bytes_));
   return r;
+}
+
+Status CudaModelRunner::SetUpAttentionSplit(const cudaDeviceProp& prop) {
+  const char* env = std::getenv("INFLIGHT_ATTENTION_SM_SPLIT");
+  if (prop.major != 9 || (env != nullptr && std::string(env) == "0")) return Status::Ok();
+  attention_split_forced_ = env != nullptr && std::string(env) == "force";
+  // The context side's offers, every 8 SMs up to half an H100: the decode side shares the rest,
+  // and needs most of the device to keep memory busy.
+  std::string why;
+  context_streams_ = kc::SmSubsetStreams::Create({16, 24, 32, 40, 48, 56, 64}, &why);
+  if (context_streams_ == nullptr) {
+    LOG_INFO("cuda model runner: a mixed step's two attentions run in turn ({})", why);
+    return Status::Ok();
+  }
+  for (const kc::SmSubsetStreams::Subset& subset : context_streams_->subsets()) {
+    context_stream_sms_.push_back(subset.sms);
+  }
+  int mem_khz = 0, bus_bits = 0;
+  CUDA_RETURN(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device_));
+  CUDA_RETURN(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device_));
+  // Double data rate: two transfers per memory clock.
+  attention_rates_ =
+      HopperAttentionRates(context_streams_->device_sms(), 2.0 * mem_khz * (bus_bits / 8.0));
+  for (cudaEvent_t* ev : {&attn_fork_, &attn_join_}) {
+    CUDA_RETURN(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+  }
+  return Status::Ok();
 }
 
 Status CudaModelRunner::ValidateStep(const StepInput& input) const {
@@ -555,14 +600,25 @@ Status CudaModelRunner::Enqueue(const Launch& launch) {
     char* v_pool = k_pool + pool_elems_ * e;
     CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape,
                                 inv_freq_.get<float>(), dtype_, stream_));
-    if (decodes.num_seqs > 0) {
-      CUDA_RETURN(kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, decodes, shape,
-                                           nq, scale, dtype_, launch.partition, launch.decode_ws,
-                                           launch.decode_ws_bytes, stream_));
-    }
-    if (contexts.num_seqs > 0) {
-      CUDA_RETURN(kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, contexts,
-                                            shape, nq, scale, dtype_, stream_));
+    const auto decode_attention = [&](cudaStream_t s) {
+      return kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, decodes, shape, nq,
+                                      scale, dtype_, launch.partition, launch.decode_ws,
+                                      launch.decode_ws_bytes, s);
+    };
+    const auto context_attention = [&](cudaStream_t s) {
+      return kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, contexts, shape, nq,
+                                       scale, dtype_, s);
+    };
+    if (cudaStream_t side = launch.context_stream) {
+      CUDA_RETURN(cudaEventRecord(attn_fork_, stream_));
+      CUDA_RETURN(cudaStreamWaitEvent(side, attn_fork_, 0));
+      CUDA_RETURN(context_attention(side));
+      CUDA_RETURN(cudaEventRecord(attn_join_, side));
+      CUDA_RETURN(decode_attention(stream_));
+      CUDA_RETURN(cudaStreamWaitEvent(stream_, attn_join_, 0));
+    } else {
+      if (decodes.num_seqs > 0) CUDA_RETURN(decode_attention(stream_));
+      if (contexts.num_seqs > 0) CUDA_RETURN(context_attention(stream_));
     }
     RETURN_IF_ERROR(
         LinearAdd(residual_.get(), attn_.get(), l.attn_out, l.attn_out_bias, T, H, q_dim));
@@ -729,6 +785,26 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
     if (ws > decode_ws_.bytes()) RETURN_IF_ERROR(decode_ws_.Allocate(ws));
     l.decode_ws = decode_ws_.get();
     l.decode_ws_bytes = static_cast<std::size_t>(decode_ws_.bytes());
+    if (context_streams_ != nullptr && num_decodes < num_seqs) {
+      AttentionWork work;
+      for (std::int32_t i = 0; i < num_seqs; ++i) {
+        const SequenceStep& s = input.sequences[static_cast<std::size_t>(i)];
+        if (i < num_decodes) {
+          work.decode_bytes += DecodeAttentionBytes(s.num_cached + 1, c.num_kv_heads, c.head_dim,
+                                                    static_cast<std::int64_t>(DTypeSize(dtype_)));
+        } else {
+          work.context_flops +=
+              ContextAttentionFlops(static_cast<std::int64_t>(s.tokens.size()), s.num_cached,
+                                    c.num_attention_heads, c.head_dim);
+        }
+      }
+      const int pick = attention_split_forced_
+                           ? static_cast<int>(context_stream_sms_.size() / 2)
+                           : ChooseAttentionSplit(work, attention_rates_, context_stream_sms_);
+      if (pick >= 0) {
+        l.context_stream = context_streams_->subsets()[static_cast<std::size_t>(pick)].stream;
+      }
+    }
   }
   RETURN_IF_ERROR(Enqueue(l));
   RETURN_IF_ERROR(host_ids_.Reserve(num_sampled * 8));

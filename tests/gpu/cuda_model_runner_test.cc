@@ -3,6 +3,7 @@
 // main build (it needs the engine loader); skipped without a device.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -107,6 +108,11 @@ GPU_TEST(CudaRunnerMatchesCpuRunner) {
     CompareRunners("gpt2", dtype, 64);
     CompareRunners("qwen2", dtype, 128);
   }
+  // The mixed step's two attentions side by side on disjoint SMs (green contexts; where the driver
+  // has none the runner runs them in turn and this repeats the check above).
+  setenv("INFLIGHT_ATTENTION_SM_SPLIT", "force", 1);
+  CompareRunners("llama", DType::kBFloat16, 128);
+  unsetenv("INFLIGHT_ATTENTION_SM_SPLIT");
 }
 
 }  // namespace
