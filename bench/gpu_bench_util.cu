@@ -381,13 +381,26 @@ GemmResult TimeGemm(kernels::cuda::CublasLtGemm& gemm, const GemmShape& s, const
   return r;
 }
 
-bool ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,
-                  std::int64_t hi, std::vector<std::int64_t>* out, std::string* error) {
-  out->clear();
+namespace {
+
+// The items of a comma-separated list, empty ones included ("a,,b" has three).
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> items;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
+    items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+}  // namespace
+
+bool ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,
+                  std::int64_t hi, std::vector<std::int64_t>* out, std::string* error) {
+  out->clear();
+  for (const std::string& item : SplitCommas(text)) {
     char* end = nullptr;
     const long long v = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || v < lo || v > hi) {
@@ -396,7 +409,22 @@ bool ParseIntList(const std::string& flag, const std::string& text, std::int64_t
       return false;
     }
     out->push_back(v);
-    start = comma + 1;
+  }
+  return true;
+}
+
+bool ParseNameList(const std::string& flag, const std::string& text,
+                   const std::vector<std::string>& allowed, std::set<std::string>* out,
+                   std::string* error) {
+  out->clear();
+  for (const std::string& item : SplitCommas(text)) {
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+      std::string names;
+      for (const std::string& name : allowed) names += (names.empty() ? "" : ", ") + name;
+      *error = flag + " item \"" + item + "\" is not one of: " + names;
+      return false;
+    }
+    out->insert(item);
   }
   return true;
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -145,6 +146,11 @@ const char* CublasStatusName(cublasStatus_t status);
 // Comma-separated integers, each in [lo, hi]; false (and `error` says why) on anything else.
 bool ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,
                   std::int64_t hi, std::vector<std::int64_t>* out, std::string* error);
+// Comma-separated names, each one of `allowed` (a --sections flag); false (and `error` says why,
+// naming them) on anything else.
+bool ParseNameList(const std::string& flag, const std::string& text,
+                   const std::vector<std::string>& allowed, std::set<std::string>* out,
+                   std::string* error);
 
 // "1.23 us" style durations and GB/s against a ceiling in percent, for the tables.
 std::string FmtUs(double us);

@@ -25,7 +25,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -78,17 +77,7 @@ Options ParseArgs(int argc, char** argv) {
     std::string error;
     bool ok = true;
     if (arg == "--sections") {
-      o.sections.clear();
-      std::stringstream ss(text);
-      std::string item;
-      while (std::getline(ss, item, ',')) {
-        if (std::find(kAllSections.begin(), kAllSections.end(), item) == kAllSections.end()) {
-          Usage("--sections item \"" + item +
-                "\" is not one of: decode, context, norm, rope, "
-                "sampling");
-        }
-        o.sections.insert(item);
-      }
+      ok = ParseNameList(arg, text, kAllSections, &o.sections, &error);
     } else if (arg == "--batches") {
       ok = ParseIntList(arg, text, 1, 65535, &o.batches, &error);
     } else if (arg == "--contexts") {

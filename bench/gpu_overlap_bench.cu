@@ -73,22 +73,14 @@ Options ParseArgs(int argc, char** argv) {
       Usage("inflight-bench-gpu-overlap: decode beside prompt work");
     if (i + 1 >= argc) Usage("unknown argument or missing value: \"" + arg + "\"");
     const std::string text = argv[++i];
+    std::vector<std::int64_t> v;
+    std::string error;
     if (arg == "--sections") {
-      o.sections.clear();
-      std::size_t start = 0;
-      while (start <= text.size()) {
-        const std::size_t comma = std::min(text.find(',', start), text.size());
-        const std::string item = text.substr(start, comma - start);
-        if (item != "overlap" && item != "attn" && item != "algos") {
-          Usage("--sections item \"" + item + "\" is not one of overlap, attn, algos");
-        }
-        o.sections.insert(item);
-        start = comma + 1;
+      if (!ParseNameList(arg, text, {"overlap", "attn", "algos"}, &o.sections, &error)) {
+        Usage(error);
       }
       continue;
     }
-    std::vector<std::int64_t> v;
-    std::string error;
     if (arg == "--sm_targets" || arg == "--split_sms") {
       if (!ParseIntList(arg, text, 0, 1024, arg == "--sm_targets" ? &o.sm_targets : &o.split_sms,
                         &error)) {
@@ -275,7 +267,8 @@ void Overlap(const Options& opt, cudaStream_t main) {
 }
 
 // The step's context attention (prompt rows in context_seqs equal chunks from position 0) and its
-// decode attention, alone, in turn, side by side on ordinary streams, and on disjoint SMs.
+// decode attention: alone, in turn, side by side on ordinary streams, and with the context side on
+// N SMs at high priority beside the decode side on every SM.
 void Attention(const Options& opt, cudaStream_t main) {
   const auto B = static_cast<std::int32_t>(opt.decode_seqs);
   const auto C = static_cast<std::int32_t>(opt.decode_context);
@@ -307,19 +300,21 @@ void Attention(const Options& opt, cudaStream_t main) {
   for (cudaEvent_t* e : {&fork, &join_a, &join_b}) {
     BENCH_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   }
-  // Context on a, decode on b, both forked from and joined back to main.
-  auto both = [&](cudaStream_t a, cudaStream_t b) {
+  // Context on a and, unless b is null, decode on b, forked from and joined back to main.
+  auto forked = [&](cudaStream_t a, cudaStream_t b) {
     return MedianMs(
         [&] {
           BENCH_CUDA(cudaEventRecord(fork, main));
           BENCH_CUDA(cudaStreamWaitEvent(a, fork, 0));
-          BENCH_CUDA(cudaStreamWaitEvent(b, fork, 0));
           context(a);
-          decode(b);
           BENCH_CUDA(cudaEventRecord(join_a, a));
-          BENCH_CUDA(cudaEventRecord(join_b, b));
+          if (b != nullptr) {
+            BENCH_CUDA(cudaStreamWaitEvent(b, fork, 0));
+            decode(b);
+            BENCH_CUDA(cudaEventRecord(join_b, b));
+            BENCH_CUDA(cudaStreamWaitEvent(main, join_b, 0));
+          }
           BENCH_CUDA(cudaStreamWaitEvent(main, join_a, 0));
-          BENCH_CUDA(cudaStreamWaitEvent(main, join_b, 0));
         },
         main, opt.reps);
   };
@@ -347,7 +342,7 @@ void Attention(const Options& opt, cudaStream_t main) {
            "serial / both"});
   t.AddRow({"one stream, in turn", "all", "all", Fmt(ctx_ms, 3), Fmt(dec_ms, 3), Fmt(serial, 3),
             "1.000x"});
-  const double ctx_hi = both(s_hi, s_lo), dec_hi = both(s_lo, s_hi);
+  const double ctx_hi = forked(s_hi, s_lo), dec_hi = forked(s_lo, s_hi);
   t.AddRow({"two streams, context high", "all", "all", "", "", Fmt(ctx_hi, 3),
             Fmt(serial / ctx_hi, 3) + "x"});
   t.AddRow({"two streams, decode high", "all", "all", "", "", Fmt(dec_hi, 3),
@@ -359,19 +354,11 @@ void Attention(const Options& opt, cudaStream_t main) {
   if (subsets == nullptr) {
     std::cout << "(no SM subsets: " << error << ")\n\n";
   } else {
-    for (const kc::SmSubsetStreams::Subset& sub : subsets->subsets()) {
-      const double alone = MedianMs(
-          [&] {
-            BENCH_CUDA(cudaEventRecord(fork, main));
-            BENCH_CUDA(cudaStreamWaitEvent(sub.stream, fork, 0));
-            context(sub.stream);
-            BENCH_CUDA(cudaEventRecord(join_a, sub.stream));
-            BENCH_CUDA(cudaStreamWaitEvent(main, join_a, 0));
-          },
-          main, opt.reps);
-      const double b = both(sub.stream, s_lo);
-      t.AddRow({"context on its SMs (high), decode anywhere", std::to_string(sub.sms), "all",
-                Fmt(alone, 3), "", Fmt(b, 3), Fmt(serial / b, 3) + "x"});
+    for (std::size_t i = 0; i < subsets->sms().size(); ++i) {
+      const cudaStream_t sub = subsets->stream(i);
+      const double alone = forked(sub, nullptr), b = forked(sub, s_lo);
+      t.AddRow({"context on its SMs (high), decode anywhere", std::to_string(subsets->sms()[i]),
+                "all", Fmt(alone, 3), "", Fmt(b, 3), Fmt(serial / b, 3) + "x"});
     }
   }
   t.Print(std::cout);

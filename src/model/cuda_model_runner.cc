@@ -228,8 +228,9 @@ class CudaModelRunner final : public ModelRunner {
   // Capacity of graph_lists_: every slot's penalty pairs for a max_seq_len history, plus bans, up
   // to 16 MiB (long contexts with many penalised sequences then run without a graph).
   std::int64_t GraphListWords() const {
-    return std::min<std::int64_t>(
-        config_.build.max_batch_size * (2 * config_.build.max_seq_len + 64), std::int64_t{1} << 22);
+    return std::min<std::int64_t>(std::int64_t{config_.build.max_batch_size} *
+                                      (2 * std::int64_t{config_.build.max_seq_len} + 64),
+                                  std::int64_t{1} << 22);
   }
   Status SetUpGraphs();
   // context_streams_ and what goes with it, on Hopper unless INFLIGHT_ATTENTION_SM_SPLIT=0; a
@@ -245,12 +246,11 @@ class CudaModelRunner final : public ModelRunner {
   cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // a step's device time, for profiles
   std::unique_ptr<kc::CublasLtGemm> gemm_;
   // Streams on parts of the device for a mixed step's context attention (null: no green contexts,
-  // not Hopper, or INFLIGHT_ATTENTION_SM_SPLIT=0), their SM counts, and the events that fork one
-  // from stream_ and join it back. Forced (=force, for tests): every mixed step takes the middle
-  // one, whatever the prediction.
+  // not Hopper, or INFLIGHT_ATTENTION_SM_SPLIT=0), and the events that fork one from stream_ and
+  // join it back. Forced (=force, for tests): every mixed step takes the middle one, whatever the
+  // prediction.
   std::unique_ptr<kc::SmSubsetStreams> context_streams_;
   bool attention_split_forced_ = false;
-  std::vector<int> context_stream_sms_;
   AttentionRates attention_rates_;
   cudaEvent_t attn_fork_ = nullptr, attn_join_ = nullptr;
 
@@ -410,8 +410,8 @@ Status CudaModelRunner::AllocateWorkspace() {
       {&logit_x_, R * H * e},
       {&logits_, R * c.vocab_size * 4},
       // query_start, num_cached, token_ids, positions, logit_rows and block tables (grown per step)
-      {&step_ints_, (4 * T + 6 * c.build.max_batch_size + 2) * 4},
-      {&sampled_ids_, c.build.max_batch_size * 8},  // ids, then log-probs
+      {&step_ints_, (4 * T + 6 * std::int64_t{c.build.max_batch_size} + 2) * 4},
+      {&sampled_ids_, std::int64_t{c.build.max_batch_size} * 8},  // ids, then log-probs
   };
   workspace_bytes_ = 0;
   for (auto& p : plan) {
@@ -519,9 +519,6 @@ Status CudaModelRunner::SetUpAttentionSplit(const cudaDeviceProp& prop) {
   if (context_streams_ == nullptr) {
     LOG_INFO("cuda model runner: a mixed step's two attentions run in turn ({})", why);
     return Status::Ok();
-  }
-  for (const kc::SmSubsetStreams::Subset& subset : context_streams_->subsets()) {
-    context_stream_sms_.push_back(subset.sms);
   }
   int mem_khz = 0, bus_bits = 0;
   CUDA_RETURN(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device_));
@@ -798,12 +795,11 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
                                     c.num_attention_heads, c.head_dim);
         }
       }
+      const std::vector<int>& offered = context_streams_->sms();
       const int pick = attention_split_forced_
-                           ? static_cast<int>(context_stream_sms_.size() / 2)
-                           : ChooseAttentionSplit(work, attention_rates_, context_stream_sms_);
-      if (pick >= 0) {
-        l.context_stream = context_streams_->subsets()[static_cast<std::size_t>(pick)].stream;
-      }
+                           ? static_cast<int>(offered.size() / 2)
+                           : ChooseAttentionSplit(work, attention_rates_, offered);
+      if (pick >= 0) l.context_stream = context_streams_->stream(static_cast<std::size_t>(pick));
     }
   }
   RETURN_IF_ERROR(Enqueue(l));
@@ -938,7 +934,8 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
   // greedily from position 0 of the scratch block. The lists go to graph_lists_.
   const std::int64_t slots_at = 2 * S + 1;
   std::vector<std::int32_t> step(
-      static_cast<std::size_t>(graph_tables_at_ + bucket * graph_blocks_ - slots_at), 0);
+      static_cast<std::size_t>(graph_tables_at_ + std::int64_t{bucket} * graph_blocks_ - slots_at),
+      0);
   const auto word = [&](std::int64_t at) -> std::int32_t& {
     return step[static_cast<std::size_t>(at - slots_at)];
   };

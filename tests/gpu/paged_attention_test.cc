@@ -175,7 +175,7 @@ GPU_TEST(ContextAttentionTileEdgesMatchCpu) {
 }
 
 // Many more query tiles than SMs, of many lengths, over several waves of CTAs.
-GPU_TEST(ContextAttentionManyTilesPerCtaMatchCpu) {
+GPU_TEST(ContextAttentionManyWavesMatchCpu) {
   std::vector<int> lens, cached;
   for (int i = 0; i < 32; ++i) {
     lens.push_back(1 + (i * 97) % 300);

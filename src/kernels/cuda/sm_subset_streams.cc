@@ -105,13 +105,14 @@ std::unique_ptr<SmSubsetStreams> SmSubsetStreams::Create(const std::vector<int>&
                "cuGreenCtxStreamCreate")) {
       return nullptr;
     }
-    s->subsets_.push_back({static_cast<int>(k * group_sms), stream});
+    s->sms_.push_back(static_cast<int>(k * group_sms));
+    s->streams_.push_back(stream);
   }
   return s;
 }
 
 SmSubsetStreams::~SmSubsetStreams() {
-  for (const Subset& subset : subsets_) cudaStreamDestroy(subset.stream);
+  for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
   if (driver_ && driver_->destroy != nullptr) {
     for (void* ctx : green_contexts_) driver_->destroy(static_cast<CUgreenCtx>(ctx));
   }

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,11 +17,6 @@ namespace inflight::kernels::cuda {
 
 class SmSubsetStreams {
  public:
-  struct Subset {
-    int sms = 0;
-    cudaStream_t stream = nullptr;
-  };
-
   // One stream per entry of sms on the current device, confined to that many SMs (rounded to the
   // driver's split granularity; at least one group, never all). nullptr with *error set when the
   // driver has no green contexts or refuses the split.
@@ -29,7 +25,9 @@ class SmSubsetStreams {
   SmSubsetStreams(const SmSubsetStreams&) = delete;
   SmSubsetStreams& operator=(const SmSubsetStreams&) = delete;
 
-  const std::vector<Subset>& subsets() const { return subsets_; }
+  // SMs of each stream (as rounded), in the order asked for, and the streams themselves.
+  const std::vector<int>& sms() const { return sms_; }
+  cudaStream_t stream(std::size_t i) const { return streams_[i]; }
   int device_sms() const { return device_sms_; }
 
  private:
@@ -37,7 +35,8 @@ class SmSubsetStreams {
   struct Driver;
   std::unique_ptr<Driver> driver_;
   std::vector<void*> green_contexts_;
-  std::vector<Subset> subsets_;
+  std::vector<int> sms_;
+  std::vector<cudaStream_t> streams_;
   int device_sms_ = 0;
 };
 
