@@ -52,6 +52,7 @@ struct Options {
   std::vector<std::int64_t> batches = {1, 8, 64, 256};
   std::vector<std::int64_t> contexts = {512, 2048, 4096, 8192, 16384, 32768};
   std::vector<std::int64_t> prefill = {512, 1024, 2048, 4096, 8192, 16384};
+  std::vector<std::int64_t> decode_partitions = {0};  // keys per split; 0: the runner's choice
   double budget_ms = 200;
 };
 
@@ -60,7 +61,9 @@ struct Options {
       stderr,
       "%s\nusage: inflight-bench-gpu-kernels [--sections decode,context,norm,rope,sampling]"
       " [--batches 1,8,64,256] [--contexts 512,2048,4096,8192,16384,32768]"
-      " [--prefill 512,1024,2048,4096,8192,16384] [--budget_ms 200]\n",
+      " [--prefill 512,1024,2048,4096,8192,16384] [--decode_partitions 0]"
+      " [--budget_ms 200]\n(--decode_partitions: keys per decode split, multiples of 64; 0 is the"
+      " runner's choice)\n",
       problem.c_str());
   std::exit(2);
 }
@@ -84,6 +87,10 @@ Options ParseArgs(int argc, char** argv) {
       ok = ParseIntList(arg, text, 1, 1 << 20, &o.contexts, &error);
     } else if (arg == "--prefill") {
       ok = ParseIntList(arg, text, 1, 1 << 18, &o.prefill, &error);
+    } else if (arg == "--decode_partitions") {
+      ok = ParseIntList(arg, text, 0, 1 << 20, &o.decode_partitions, &error);
+      for (std::int64_t p : o.decode_partitions) ok = ok && p % 64 == 0;
+      if (!ok && error.empty()) error = arg + " \"" + text + "\": each must be a multiple of 64";
     } else if (arg == "--budget_ms") {
       ok = ParseIntList(arg, text, 1, 10000, &v, &error) && v.size() == 1;
       if (ok) o.budget_ms = static_cast<double>(v[0]);
@@ -140,27 +147,30 @@ void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
       DeviceBuffer out(static_cast<std::size_t>(B * kHeads * kHeadDim * kBf16));
       FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, 503, stream);
       const kc::PagedBatch first = p.Batch(0);
-      // The runner's choice of split (kernels/cuda/paged_attention_decode.h).
-      const std::int32_t partition = kc::DecodePartitionTokens(first, kKvHeads);
-      const std::size_t ws_bytes =
-          kc::PagedAttentionDecodeWorkspaceBytes(first, kHeads, kHeadDim, partition);
-      DeviceBuffer ws(ws_bytes);
-      TimingOptions to;
-      to.budget_ms = opt.budget_ms;
-      to.rotations = sets;
-      const Timing tm = TimeCalls(
-          [&](int call) {
-            return kc::PagedAttentionDecode(out.get(), q.get(), kQkvDim, pools.k.get(),
-                                            pools.v.get(), p.Batch(call % sets), kShape, kHeads,
-                                            kScale, kDType, partition, ws.get(), ws_bytes, stream);
-          },
-          stream, to);
-      const double gbps = kv_bytes / (tm.median_us * 1e3);
-      const std::int64_t splits = (C + partition - 1) / partition;
-      t.AddRow({std::to_string(B), std::to_string(C), Mb(kv_bytes) + " MB",
-                std::to_string(splits) + " x " + std::to_string(partition), FmtUs(tm.median_us),
-                Range(tm), Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()),
-                Percent(gbps, c.copy.read_gbps), std::to_string(sets)});
+      for (std::int64_t asked : opt.decode_partitions) {
+        // 0: the runner's choice of split (kernels/cuda/paged_attention_decode.h).
+        const auto partition = asked > 0 ? static_cast<std::int32_t>(asked)
+                                         : kc::DecodePartitionTokens(first, kKvHeads);
+        const std::size_t ws_bytes =
+            kc::PagedAttentionDecodeWorkspaceBytes(first, kHeads, kHeadDim, partition);
+        DeviceBuffer ws(ws_bytes);
+        TimingOptions to;
+        to.budget_ms = opt.budget_ms;
+        to.rotations = sets;
+        const Timing tm = TimeCalls(
+            [&](int call) {
+              return kc::PagedAttentionDecode(
+                  out.get(), q.get(), kQkvDim, pools.k.get(), pools.v.get(), p.Batch(call % sets),
+                  kShape, kHeads, kScale, kDType, partition, ws.get(), ws_bytes, stream);
+            },
+            stream, to);
+        const double gbps = kv_bytes / (tm.median_us * 1e3);
+        const std::int64_t splits = (C + partition - 1) / partition;
+        t.AddRow({std::to_string(B), std::to_string(C), Mb(kv_bytes) + " MB",
+                  std::to_string(splits) + " x " + std::to_string(partition), FmtUs(tm.median_us),
+                  Range(tm), Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()),
+                  Percent(gbps, c.copy.read_gbps), std::to_string(sets)});
+      }
     }
   }
   t.Print(std::cout);

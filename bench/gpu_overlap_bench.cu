@@ -5,6 +5,8 @@
 // at m = decode rows) on another, each side alone, one after the other, and both at once, with the
 // prompt side's cuBLASLt kernels asked to leave SMs free (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET).
 // "now" is what the runner does today: the dense layers once over all rows, then the attention.
+// A second table confines the decode attention to N SMs (kernels/cuda/sm_subset_streams.h, high
+// priority) beside the prompt side, which shows what N SMs of that kernel stream alone.
 //
 // Then the step's two attentions: the prompt rows' context attention (compute-bound) and the decode
 // rows' decode attention (memory-bound), each alone, one after the other, on two ordinary streams,
@@ -28,6 +30,7 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -260,6 +263,54 @@ void Overlap(const Options& opt, cudaStream_t main) {
   }
   t.Print(std::cout);
   std::cout << "\n";
+
+  // The decode attention confined to N SMs (a green-context stream at high priority), beside the
+  // prompt side's dense layers on main, with cuBLASLt told of every SM or of the other ones.
+  std::vector<int> wants;
+  for (std::int64_t n : opt.split_sms) wants.push_back(static_cast<int>(n));
+  std::string error;
+  const std::unique_ptr<kc::SmSubsetStreams> subsets = kc::SmSubsetStreams::Create(wants, &error);
+  if (subsets == nullptr) {
+    std::cout << "(no SM subsets: " << error << ")\n\n";
+  } else {
+    std::cout << "Decode attention on its own N SMs (high priority) beside the prompt side:\n\n";
+    Table c({"decode SMs", "decode alone", "its GB/s", "SM target", "prompt alone", "both",
+             "now / both"});
+    for (std::size_t i = 0; i < subsets->sms().size(); ++i) {
+      const cudaStream_t sub = subsets->stream(i);
+      const int n = subsets->sms()[i];
+      const double alone = MedianMs(
+          [&] {
+            BENCH_CUDA(cudaEventRecord(fork, main));
+            BENCH_CUDA(cudaStreamWaitEvent(sub, fork, 0));
+            attention(sub);
+            BENCH_CUDA(cudaEventRecord(join, sub));
+            BENCH_CUDA(cudaStreamWaitEvent(main, join, 0));
+          },
+          main, opt.reps);
+      for (int target : {0, subsets->device_sms() - n}) {
+        kc::CublasLtGemm g;
+        Check(g.status(), "CublasLtGemm()");
+        g.set_sm_count_target(target);
+        const double prompt_ms = MedianMs([&] { DenseLayers(g, prompt, P, main); }, main, opt.reps);
+        const double both = MedianMs(
+            [&] {
+              BENCH_CUDA(cudaEventRecord(fork, main));
+              BENCH_CUDA(cudaStreamWaitEvent(sub, fork, 0));
+              attention(sub);
+              BENCH_CUDA(cudaEventRecord(join, sub));
+              DenseLayers(g, prompt, P, main);
+              BENCH_CUDA(cudaStreamWaitEvent(main, join, 0));
+            },
+            main, opt.reps);
+        c.AddRow({std::to_string(n), Fmt(alone, 3), Fmt(kv_gb / alone * 1e3, 0),
+                  target == 0 ? "all" : std::to_string(target), Fmt(prompt_ms, 3), Fmt(both, 3),
+                  Fmt(now / both, 3) + "x"});
+      }
+    }
+    c.Print(std::cout);
+    std::cout << "\n";
+  }
   BENCH_CUDA(cudaEventDestroy(fork));
   BENCH_CUDA(cudaEventDestroy(join));
   BENCH_CUDA(cudaStreamDestroy(side));

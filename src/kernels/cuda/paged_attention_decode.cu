@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/cuda/paged_attention_decode_impl.cuh"
 
@@ -21,6 +22,28 @@ int MaxSplits(const PagedBatch& batch, std::int32_t partition_tokens) {
 
 std::int64_t RoundUp(std::int64_t x, std::int64_t to) {
   return CeilDiv(x, to) * to;
+}
+
+// Keys from the start of each split that its block asks L2 for before it waits on the kernel
+// before it: all of them while the grid's reads fit in half of L2, else as many as do in whole
+// 64-key steps (none when that is under one step). On an H100 this took 2-9% off batches 1-16 and
+// batch 64 at 512 keys, left larger batches as they were, and cost 4% at 1 x 2048
+// (bench/results/2026-11-21-h100-round-10.md). A window that slides along the split as its steps
+// go was slower (2-6%) than this one at the start. INFLIGHT_DECODE_PREFETCH=<keys> overrides it
+// (0: off), an A/B switch.
+int PrefetchTokens(const PagedBatch& batch, std::int64_t num_kv_heads, std::int64_t head_dim,
+                   DType dtype, std::int32_t partition_tokens, int max_splits) {
+  static const long from_env = [] {
+    const char* v = std::getenv("INFLIGHT_DECODE_PREFETCH");
+    return v != nullptr ? std::atol(v) : -1L;
+  }();
+  if (from_env >= 0) return static_cast<int>(std::min<long>(from_env, partition_tokens));
+  const std::int64_t key_bytes = 2 * head_dim * static_cast<std::int64_t>(DTypeSize(dtype));
+  const std::int64_t l2 = CurrentDeviceAttribute(cudaDevAttrL2CacheSize, 0);
+  const std::int64_t blocks = std::int64_t{batch.num_seqs} * num_kv_heads * max_splits;
+  const std::int64_t fits = l2 / 2 / std::max<std::int64_t>(1, blocks * key_bytes);
+  const std::int64_t tokens = fits / detail::kDecPartition * detail::kDecPartition;
+  return static_cast<int>(std::min<std::int64_t>(tokens, partition_tokens));
 }
 
 }  // namespace
@@ -98,6 +121,8 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                           std::max(max_splits, 1),
                           part_o,
                           part_ml,
+                          PrefetchTokens(batch, shape.num_kv_heads, shape.head_dim, dtype,
+                                         partition_tokens, max_splits),
                           CurrentDeviceIsSm90OrLater()};
   switch (shape.head_dim) {
     case 64:

@@ -32,7 +32,10 @@ std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int
 // or 0 for DecodePartitionTokens; splits that start past a sequence's end do nothing, so a batch
 // may be launched (or captured in a graph) with a max_kv_len above its longest sequence. workspace:
 // device memory of at least PagedAttentionDecodeWorkspaceBytes(...) bytes (nullptr when that is 0),
-// any contents.
+// any contents. On sm_90+ the kernel launches as a programmatic dependent of the kernel before it
+// in the stream and, before that kernel has finished, reads the batch's num_cached and block tables
+// and asks L2 for cached K/V rows: that kernel may write q and each sequence's new row (as
+// RopeKvWrite does), but not the tables, the lengths or older rows.
 cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_stride,
                                  const void* k_pool, const void* v_pool, const PagedBatch& batch,
                                  const PagedKvShape& shape, std::int64_t num_heads, float scale,

@@ -32,6 +32,9 @@ struct DecodeArgs {
   int max_splits;        // gridDim.z; 1 writes `out` directly
   float* part_o;         // [num_seqs, num_heads, max_splits, D] unnormalised outputs
   float* part_ml;        // [num_seqs, num_heads, max_splits, 2] running max (base 2), sum
+  // Keys from each split's start whose K and V rows its block asks L2 for before it waits on the
+  // kernel before it (0: none).
+  int prefetch_tokens;
   // Launch both kernels as programmatic dependents of the work before them in the stream (sm_90+):
   // each launches while its predecessor's last blocks run, and waits for it to finish before it
   // touches memory.
@@ -106,6 +109,24 @@ __device__ __forceinline__ std::uint32_t DecodePoolRow(const std::int32_t* table
   return (block * static_cast<std::uint32_t>(num_kv_heads) + static_cast<std::uint32_t>(kv_head)) *
              static_cast<std::uint32_t>(tokens_per_block) +
          static_cast<std::uint32_t>(pos % tokens_per_block);
+}
+
+// Asks L2 for the K and V rows of keys [begin, end) of one kv head: one bulk prefetch per pool and
+// paged block, spread over the block's threads.
+template <typename T, int D>
+__device__ __forceinline__ void PrefetchKeysL2(const std::int32_t* table, int begin, int end,
+                                               int tokens_per_block, int num_kv_heads, int kv_head,
+                                               const T* k_pool, const T* v_pool) {
+  const int first = begin / tokens_per_block;
+  const int pieces = 2 * ((end - 1) / tokens_per_block - first + 1);
+  for (int i = static_cast<int>(threadIdx.x); i < pieces; i += static_cast<int>(blockDim.x)) {
+    const int b = first + i / 2;
+    const int lo = max(begin, b * tokens_per_block);
+    const int hi = min(end, (b + 1) * tokens_per_block);
+    const std::uint32_t row = DecodePoolRow(table, lo, tokens_per_block, num_kv_heads, kv_head);
+    PrefetchL2(((i & 1) != 0 ? v_pool : k_pool) + static_cast<std::size_t>(row) * D,
+               static_cast<std::uint32_t>((hi - lo) * D * static_cast<int>(sizeof(T))));
+  }
 }
 
 // Issues the loads of one step. rows: lane i holds the pool row of the step's key i % 16.
@@ -213,8 +234,6 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   __shared__ float s_m[kDecWarps][kDecTileHeads];
   __shared__ float s_l[kDecWarps][kDecTileHeads];
 
-  GridDependencyWait();
-  GridDependencyLaunchDependents();
   const PagedBatch& batch = args.batch;
   const int kv_head = static_cast<int>(blockIdx.x) / args.head_tiles;
   const int tile = static_cast<int>(blockIdx.x) - kv_head * args.head_tiles;
@@ -233,8 +252,18 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
     return DecodePoolRow(table, min(step_base(j) + (lane & 15), speculative_end - 1),
                          args.tokens_per_block, args.num_kv_heads, kv_head);
   };
+  // Up to the wait, the block reads only what no kernel of the step writes (the block table, the
+  // lengths: see PagedAttentionDecode) and asks L2 for cache rows (L2 stays coherent with the
+  // kernel before, which writes each sequence's newest row), so this overlaps that kernel's tail.
   std::uint32_t rows0 = speculative_rows(0), rows1 = speculative_rows(1);
   const int kv_len = batch.num_cached[s] + 1;
+  if (args.prefetch_tokens > 0 && k_begin < kv_len) {
+    PrefetchKeysL2<T, D>(table, k_begin, min(kv_len, k_begin + args.prefetch_tokens),
+                         args.tokens_per_block, args.num_kv_heads, kv_head,
+                         static_cast<const T*>(args.k_pool), static_cast<const T*>(args.v_pool));
+  }
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
   if (k_begin >= kv_len) return;  // a split past this sequence's end (graphs size for the longest)
   const int k_end = min(kv_len, k_begin + args.partition_tokens);
   const int group = args.num_heads / args.num_kv_heads;
@@ -365,6 +394,7 @@ __global__ void __launch_bounds__(kDecThreads) DecodeReduceKernel(DecodeArgs arg
   __shared__ float s_m[kDecWarps], s_l[kDecWarps];
   __shared__ float4 s_o[kDecWarps][kVecs];
   GridDependencyWait();
+  GridDependencyLaunchDependents();
   const int h = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int kv_len = args.batch.num_cached[s] + 1;
