@@ -177,6 +177,17 @@ double MedianMs(const std::function<void()>& work, cudaStream_t main, int reps) 
   return ms[ms.size() / 2];
 }
 
+// Streams confined to each of --split_sms SMs, or nullptr (with a line saying why) where the
+// driver has no green contexts.
+std::unique_ptr<kc::SmSubsetStreams> SplitStreams(const Options& opt) {
+  std::vector<int> wants;
+  for (std::int64_t n : opt.split_sms) wants.push_back(static_cast<int>(n));
+  std::string error;
+  std::unique_ptr<kc::SmSubsetStreams> subsets = kc::SmSubsetStreams::Create(wants, &error);
+  if (subsets == nullptr) std::cout << "(no SM subsets: " << error << ")\n\n";
+  return subsets;
+}
+
 void Overlap(const Options& opt, cudaStream_t main) {
   const auto B = static_cast<std::int32_t>(opt.decode_seqs);
   const auto C = static_cast<std::int32_t>(opt.decode_context);
@@ -266,43 +277,34 @@ void Overlap(const Options& opt, cudaStream_t main) {
 
   // The decode attention confined to N SMs (a green-context stream at high priority), beside the
   // prompt side's dense layers on main, with cuBLASLt told of every SM or of the other ones.
-  std::vector<int> wants;
-  for (std::int64_t n : opt.split_sms) wants.push_back(static_cast<int>(n));
-  std::string error;
-  const std::unique_ptr<kc::SmSubsetStreams> subsets = kc::SmSubsetStreams::Create(wants, &error);
-  if (subsets == nullptr) {
-    std::cout << "(no SM subsets: " << error << ")\n\n";
-  } else {
+  const std::unique_ptr<kc::SmSubsetStreams> subsets = SplitStreams(opt);
+  if (subsets != nullptr) {
     std::cout << "Decode attention on its own N SMs (high priority) beside the prompt side:\n\n";
     Table c({"decode SMs", "decode alone", "its GB/s", "SM target", "prompt alone", "both",
              "now / both"});
     for (std::size_t i = 0; i < subsets->sms().size(); ++i) {
       const cudaStream_t sub = subsets->stream(i);
       const int n = subsets->sms()[i];
-      const double alone = MedianMs(
-          [&] {
-            BENCH_CUDA(cudaEventRecord(fork, main));
-            BENCH_CUDA(cudaStreamWaitEvent(sub, fork, 0));
-            attention(sub);
-            BENCH_CUDA(cudaEventRecord(join, sub));
-            BENCH_CUDA(cudaStreamWaitEvent(main, join, 0));
-          },
-          main, opt.reps);
-      for (int target : {0, subsets->device_sms() - n}) {
-        kc::CublasLtGemm g;
-        Check(g.status(), "CublasLtGemm()");
-        g.set_sm_count_target(target);
-        const double prompt_ms = MedianMs([&] { DenseLayers(g, prompt, P, main); }, main, opt.reps);
-        const double both = MedianMs(
+      // The attention forked onto sub, `beside` on main, joined back.
+      const auto confined = [&](const std::function<void()>& beside) {
+        return MedianMs(
             [&] {
               BENCH_CUDA(cudaEventRecord(fork, main));
               BENCH_CUDA(cudaStreamWaitEvent(sub, fork, 0));
               attention(sub);
               BENCH_CUDA(cudaEventRecord(join, sub));
-              DenseLayers(g, prompt, P, main);
+              beside();
               BENCH_CUDA(cudaStreamWaitEvent(main, join, 0));
             },
             main, opt.reps);
+      };
+      const double alone = confined([] {});
+      for (int target : {0, subsets->device_sms() - n}) {
+        kc::CublasLtGemm g;
+        Check(g.status(), "CublasLtGemm()");
+        g.set_sm_count_target(target);
+        const double prompt_ms = MedianMs([&] { DenseLayers(g, prompt, P, main); }, main, opt.reps);
+        const double both = confined([&] { DenseLayers(g, prompt, P, main); });
         c.AddRow({std::to_string(n), Fmt(alone, 3), Fmt(kv_gb / alone * 1e3, 0),
                   target == 0 ? "all" : std::to_string(target), Fmt(prompt_ms, 3), Fmt(both, 3),
                   Fmt(now / both, 3) + "x"});
@@ -398,13 +400,8 @@ void Attention(const Options& opt, cudaStream_t main) {
             Fmt(serial / ctx_hi, 3) + "x"});
   t.AddRow({"two streams, decode high", "all", "all", "", "", Fmt(dec_hi, 3),
             Fmt(serial / dec_hi, 3) + "x"});
-  std::vector<int> wants;
-  for (std::int64_t n : opt.split_sms) wants.push_back(static_cast<int>(n));
-  std::string error;
-  const std::unique_ptr<kc::SmSubsetStreams> subsets = kc::SmSubsetStreams::Create(wants, &error);
-  if (subsets == nullptr) {
-    std::cout << "(no SM subsets: " << error << ")\n\n";
-  } else {
+  const std::unique_ptr<kc::SmSubsetStreams> subsets = SplitStreams(opt);
+  if (subsets != nullptr) {
     for (std::size_t i = 0; i < subsets->sms().size(); ++i) {
       const cudaStream_t sub = subsets->stream(i);
       const double alone = forked(sub, nullptr), b = forked(sub, s_lo);
