@@ -381,52 +381,23 @@ GemmResult TimeGemm(kernels::cuda::CublasLtGemm& gemm, const GemmShape& s, const
   return r;
 }
 
-namespace {
-
-// The items of a comma-separated list, empty ones included ("a,,b" has three).
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> items;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', start), text.size());
-    items.push_back(text.substr(start, comma - start));
-    start = comma + 1;
+void ParseFlagsOrExit(tools::FlagSet& flags, int argc, char** argv) {
+  const Result<bool> parsed = flags.Parse(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
+    std::exit(2);
   }
-  return items;
+  if (!parsed.value()) std::exit(0);
 }
 
-}  // namespace
-
-bool ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,
-                  std::int64_t hi, std::vector<std::int64_t>* out, std::string* error) {
-  out->clear();
-  for (const std::string& item : SplitCommas(text)) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < lo || v > hi) {
-      *error = flag + " item \"" + item + "\" is not an integer in [" + std::to_string(lo) + ", " +
-               std::to_string(hi) + "]";
-      return false;
-    }
-    out->push_back(v);
-  }
-  return true;
-}
-
-bool ParseNameList(const std::string& flag, const std::string& text,
-                   const std::vector<std::string>& allowed, std::set<std::string>* out,
-                   std::string* error) {
-  out->clear();
-  for (const std::string& item : SplitCommas(text)) {
-    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
-      std::string names;
-      for (const std::string& name : allowed) names += (names.empty() ? "" : ", ") + name;
-      *error = flag + " item \"" + item + "\" is not one of: " + names;
-      return false;
-    }
-    out->insert(item);
-  }
-  return true;
+void AddBudgetFlag(tools::FlagSet& flags, double* budget_ms) {
+  flags.Add("budget_ms", "MS", "timing budget per row (default " + Fmt(*budget_ms, 0) + ")",
+            [budget_ms](const std::string& v) {
+              std::int64_t ms = 0;
+              RETURN_IF_ERROR(tools::ParseInt("--budget_ms", v, 1, 10000, &ms));
+              *budget_ms = static_cast<double>(ms);
+              return Status::Ok();
+            });
 }
 
 std::string FmtUs(double us) {

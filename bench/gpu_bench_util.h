@@ -9,11 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/flags.h"
 #include "kernels/cuda/gemm.h"
 
 namespace inflight::bench::gpu {
@@ -143,14 +143,12 @@ GemmResult TimeGemm(kernels::cuda::CublasLtGemm& gemm, const GemmShape& shape,
                     const DeviceInfo& device, double budget_ms, cudaStream_t stream);
 const char* CublasStatusName(cublasStatus_t status);
 
-// Comma-separated integers, each in [lo, hi]; false (and `error` says why) on anything else.
-bool ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,
-                  std::int64_t hi, std::vector<std::int64_t>* out, std::string* error);
-// Comma-separated names, each one of `allowed` (a --sections flag); false (and `error` says why,
-// naming them) on anything else.
-bool ParseNameList(const std::string& flag, const std::string& text,
-                   const std::vector<std::string>& allowed, std::set<std::string>* out,
-                   std::string* error);
+// Parses the command line into `flags`' targets: exits 0 after --help, 2 (with the error on
+// stderr) on a bad flag.
+void ParseFlagsOrExit(tools::FlagSet& flags, int argc, char** argv);
+// --budget_ms: the timing budget of a row, whole milliseconds in [1, 10000]; *budget_ms holds the
+// default.
+void AddBudgetFlag(tools::FlagSet& flags, double* budget_ms);
 
 // "1.23 us" style durations and GB/s against a ceiling in percent, for the tables.
 std::string FmtUs(double us);

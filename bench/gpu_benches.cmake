@@ -18,7 +18,7 @@ add_library(inflight_bench_gpu STATIC ${_inflight_bench_dir}/gpu_bench_util.cu
   ${_inflight_bench_dir}/gpu_paged_setup.cc)
 target_include_directories(inflight_bench_gpu PUBLIC ${_inflight_bench_dir})
 target_link_libraries(inflight_bench_gpu PUBLIC inflight_bench_common inflight_kernels_cuda
-  inflight_common CUDA::cudart CUDA::cublasLt PRIVATE inflight_warnings)
+  inflight_tool_common inflight_common CUDA::cudart CUDA::cublasLt PRIVATE inflight_warnings)
 # NOTE: C++17 for CUDA sources, as src/kernels/cuda (CMake 3.25 knows no cuda_std_20 for nvcc 13).
 set_target_properties(inflight_bench_gpu PROPERTIES CUDA_STANDARD 17)
 

@@ -41,38 +41,21 @@ struct Options {
   double budget_ms = 250;
 };
 
-[[noreturn]] void Usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "%s\nusage: inflight-bench-gpu-ceilings [--copy_mib N (64..16384, default 1024)] "
-               "[--tokens LIST (default 1,64,256,2048,8192)] [--budget_ms MS (default 250)]\n",
-               problem.c_str());
-  std::exit(2);
-}
-
 Options ParseArgs(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h")
-      Usage("inflight-bench-gpu-ceilings: copy and GEMM ceilings");
-    if (i + 1 >= argc) Usage("unknown argument or missing value: \"" + arg + "\"");
-    const std::string text = argv[++i];
-    std::vector<std::int64_t> v;
-    std::string error;
-    bool ok = true;
-    if (arg == "--copy_mib") {
-      ok = ParseIntList(arg, text, 64, 16384, &v, &error) && v.size() == 1;
-      if (ok) o.copy_mib = static_cast<std::size_t>(v[0]);
-    } else if (arg == "--tokens") {
-      ok = ParseIntList(arg, text, 1, 65536, &o.tokens, &error);
-    } else if (arg == "--budget_ms") {
-      ok = ParseIntList(arg, text, 1, 10000, &v, &error) && v.size() == 1;
-      if (ok) o.budget_ms = static_cast<double>(v[0]);
-    } else {
-      Usage("unknown argument \"" + arg + "\"");
-    }
-    if (!ok) Usage(error.empty() ? arg + " \"" + text + "\" must be a single value" : error);
-  }
+  tools::FlagSet flags("inflight-bench-gpu-ceilings", "Copy and GEMM ceilings of the card.");
+  flags.Add("copy_mib", "N", "copy buffer, 64..16384 MiB (default 1024)",
+            [&](const std::string& v) {
+              std::int64_t mib = 0;
+              RETURN_IF_ERROR(tools::ParseInt("--copy_mib", v, 64, 16384, &mib));
+              o.copy_mib = static_cast<std::size_t>(mib);
+              return Status::Ok();
+            });
+  flags.Add("tokens", "LIST", "GEMM rows (default 1,64,256,2048,8192)", [&](const std::string& v) {
+    return tools::ParseIntList("--tokens", v, 1, 65536, &o.tokens);
+  });
+  AddBudgetFlag(flags, &o.budget_ms);
+  ParseFlagsOrExit(flags, argc, argv);
   return o;
 }
 

@@ -56,49 +56,42 @@ struct Options {
   double budget_ms = 200;
 };
 
-[[noreturn]] void Usage(const std::string& problem) {
-  std::fprintf(
-      stderr,
-      "%s\nusage: inflight-bench-gpu-kernels [--sections decode,context,norm,rope,sampling]"
-      " [--batches 1,8,64,256] [--contexts 512,2048,4096,8192,16384,32768]"
-      " [--prefill 512,1024,2048,4096,8192,16384] [--decode_partitions 0]"
-      " [--budget_ms 200]\n(--decode_partitions: keys per decode split, multiples of 64; 0 is the"
-      " runner's choice)\n",
-      problem.c_str());
-  std::exit(2);
-}
-
 Options ParseArgs(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h")
-      Usage("inflight-bench-gpu-kernels: kernel micro-benchmarks");
-    if (i + 1 >= argc) Usage("unknown argument or missing value: \"" + arg + "\"");
-    const std::string text = argv[++i];
-    std::vector<std::int64_t> v;
-    std::string error;
-    bool ok = true;
-    if (arg == "--sections") {
-      ok = ParseNameList(arg, text, kAllSections, &o.sections, &error);
-    } else if (arg == "--batches") {
-      ok = ParseIntList(arg, text, 1, 65535, &o.batches, &error);
-    } else if (arg == "--contexts") {
-      ok = ParseIntList(arg, text, 1, 1 << 20, &o.contexts, &error);
-    } else if (arg == "--prefill") {
-      ok = ParseIntList(arg, text, 1, 1 << 18, &o.prefill, &error);
-    } else if (arg == "--decode_partitions") {
-      ok = ParseIntList(arg, text, 0, 1 << 20, &o.decode_partitions, &error);
-      for (std::int64_t p : o.decode_partitions) ok = ok && p % 64 == 0;
-      if (!ok && error.empty()) error = arg + " \"" + text + "\": each must be a multiple of 64";
-    } else if (arg == "--budget_ms") {
-      ok = ParseIntList(arg, text, 1, 10000, &v, &error) && v.size() == 1;
-      if (ok) o.budget_ms = static_cast<double>(v[0]);
-    } else {
-      Usage("unknown argument \"" + arg + "\"");
-    }
-    if (!ok) Usage(error.empty() ? arg + " \"" + text + "\" must be a single value" : error);
-  }
+  tools::FlagSet flags("inflight-bench-gpu-kernels",
+                       "Kernel micro-benchmarks: decode and context attention, norms, RoPE, "
+                       "sampling (Llama-3.1-8B shapes, bf16).");
+  flags.Add("sections", "LIST", "decode, context, norm, rope, sampling (default: all)",
+            [&](const std::string& v) {
+              return tools::ParseChoiceSet("--sections", v, kAllSections, &o.sections);
+            });
+  flags.Add("batches", "LIST", "decode batches (default 1,8,64,256)", [&](const std::string& v) {
+    return tools::ParseIntList("--batches", v, 1, 65535, &o.batches);
+  });
+  flags.Add("contexts", "LIST", "decode contexts (default 512,2048,4096,8192,16384,32768)",
+            [&](const std::string& v) {
+              return tools::ParseIntList("--contexts", v, 1, 1 << 20, &o.contexts);
+            });
+  flags.Add("prefill", "LIST", "context attention lengths (default 512,1024,2048,4096,8192,16384)",
+            [&](const std::string& v) {
+              return tools::ParseIntList("--prefill", v, 1, 1 << 18, &o.prefill);
+            });
+  flags.Add("decode_partitions", "LIST",
+            "keys per decode split, multiples of 64, one row each; 0 is the runner's choice "
+            "(default 0)",
+            [&](const std::string& v) -> Status {
+              RETURN_IF_ERROR(
+                  tools::ParseIntList("--decode_partitions", v, 0, 1 << 20, &o.decode_partitions));
+              for (std::int64_t p : o.decode_partitions) {
+                if (p % 64 != 0) {
+                  return InvalidArgument("--decode_partitions item " + std::to_string(p) +
+                                         " is not a multiple of 64");
+                }
+              }
+              return Status::Ok();
+            });
+  AddBudgetFlag(flags, &o.budget_ms);
+  ParseFlagsOrExit(flags, argc, argv);
   return o;
 }
 

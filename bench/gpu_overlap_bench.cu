@@ -58,55 +58,39 @@ struct Options {
   std::set<std::string> sections = {"overlap", "attn", "algos"};
 };
 
-[[noreturn]] void Usage(const std::string& problem) {
-  std::fprintf(
-      stderr,
-      "%s\nusage: inflight-bench-gpu-overlap [--prompt_rows N] [--decode_seqs N] "
-      "[--decode_context N] [--sm_targets LIST] [--context_seqs N] [--split_sms LIST] [--reps N] "
-      "[--sections overlap,attn,algos]\n",
-      problem.c_str());
-  std::exit(2);
-}
-
 Options ParseArgs(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h")
-      Usage("inflight-bench-gpu-overlap: decode beside prompt work");
-    if (i + 1 >= argc) Usage("unknown argument or missing value: \"" + arg + "\"");
-    const std::string text = argv[++i];
-    std::vector<std::int64_t> v;
-    std::string error;
-    if (arg == "--sections") {
-      if (!ParseNameList(arg, text, {"overlap", "attn", "algos"}, &o.sections, &error)) {
-        Usage(error);
-      }
-      continue;
-    }
-    if (arg == "--sm_targets" || arg == "--split_sms") {
-      if (!ParseIntList(arg, text, 0, 1024, arg == "--sm_targets" ? &o.sm_targets : &o.split_sms,
-                        &error)) {
-        Usage(error);
-      }
-      continue;
-    }
-    if (!ParseIntList(arg, text, 1, 1 << 20, &v, &error)) Usage(error);
-    if (v.size() != 1) Usage(arg + " \"" + text + "\" must be a single value");
-    if (arg == "--prompt_rows") {
-      o.prompt_rows = v[0];
-    } else if (arg == "--decode_seqs") {
-      o.decode_seqs = v[0];
-    } else if (arg == "--decode_context") {
-      o.decode_context = v[0];
-    } else if (arg == "--context_seqs") {
-      o.context_seqs = v[0];
-    } else if (arg == "--reps") {
-      o.reps = static_cast<int>(v[0]);
-    } else {
-      Usage("unknown argument \"" + arg + "\"");
-    }
-  }
+  tools::FlagSet flags("inflight-bench-gpu-overlap",
+                       "Decode work beside prompt work: one layer of a steady 2048/128 step.");
+  const auto count = [&](const char* name, const char* help, std::int64_t* out) {
+    flags.Add(name, "N", help, [name, out](const std::string& v) {
+      return tools::ParseInt(std::string("--") + name, v, 1, 1 << 20, out);
+    });
+  };
+  count("prompt_rows", "prompt rows of the step (default 3580)", &o.prompt_rows);
+  count("decode_seqs", "decoding sequences (default 223)", &o.decode_seqs);
+  count("decode_context", "keys per decoding sequence (default 2112)", &o.decode_context);
+  count("context_seqs", "attn: prompt chunks the prompt rows split into (default 2)",
+        &o.context_seqs);
+  flags.Add("sm_targets", "LIST",
+            "overlap: cuBLASLt SM targets, 0 = all (default 0,124,116,108,100)",
+            [&](const std::string& v) {
+              return tools::ParseIntList("--sm_targets", v, 0, 1024, &o.sm_targets);
+            });
+  flags.Add("split_sms", "LIST", "SMs of the confined side, one row each (default 16,24,32,40,48)",
+            [&](const std::string& v) {
+              return tools::ParseIntList("--split_sms", v, 0, 1024, &o.split_sms);
+            });
+  flags.Add("reps", "N", "repetitions per median (default 30)", [&](const std::string& v) {
+    std::int64_t reps = 0;
+    RETURN_IF_ERROR(tools::ParseInt("--reps", v, 1, 1 << 20, &reps));
+    o.reps = static_cast<int>(reps);
+    return Status::Ok();
+  });
+  flags.Add("sections", "LIST", "overlap, attn, algos (default: all)", [&](const std::string& v) {
+    return tools::ParseChoiceSet("--sections", v, {"overlap", "attn", "algos"}, &o.sections);
+  });
+  ParseFlagsOrExit(flags, argc, argv);
   return o;
 }
 
@@ -177,6 +161,37 @@ double MedianMs(const std::function<void()>& work, cudaStream_t main, int reps) 
   return ms[ms.size() / 2];
 }
 
+// Work to run on a stream of its own, forked from main and joined back (ForkJoinMs).
+struct SideWork {
+  cudaStream_t stream;
+  std::function<void()> work;
+};
+
+// Median milliseconds of: each side's work on its stream after main's point so far, `on_main` on
+// main, and main waiting for every side.
+double ForkJoinMs(const std::vector<SideWork>& sides, const std::function<void()>& on_main,
+                  cudaStream_t main, int reps) {
+  cudaEvent_t fork = nullptr;
+  BENCH_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  std::vector<cudaEvent_t> joins(sides.size(), nullptr);
+  for (cudaEvent_t& e : joins) BENCH_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  const double ms = MedianMs(
+      [&] {
+        BENCH_CUDA(cudaEventRecord(fork, main));
+        for (std::size_t i = 0; i < sides.size(); ++i) {
+          BENCH_CUDA(cudaStreamWaitEvent(sides[i].stream, fork, 0));
+          sides[i].work();
+          BENCH_CUDA(cudaEventRecord(joins[i], sides[i].stream));
+        }
+        on_main();
+        for (cudaEvent_t e : joins) BENCH_CUDA(cudaStreamWaitEvent(main, e, 0));
+      },
+      main, reps);
+  for (cudaEvent_t e : joins) BENCH_CUDA(cudaEventDestroy(e));
+  BENCH_CUDA(cudaEventDestroy(fork));
+  return ms;
+}
+
 // Streams confined to each of --split_sms SMs, or nullptr (with a line saying why) where the
 // driver has no green contexts.
 std::unique_ptr<kc::SmSubsetStreams> SplitStreams(const Options& opt) {
@@ -197,9 +212,6 @@ void Overlap(const Options& opt, cudaStream_t main) {
   cudaStream_t side = nullptr, side_hi = nullptr;
   BENCH_CUDA(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, lo));
   BENCH_CUDA(cudaStreamCreateWithPriority(&side_hi, cudaStreamNonBlocking, hi));
-  cudaEvent_t fork = nullptr, join = nullptr;
-  BENCH_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  BENCH_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
 
   Layer prompt(P + B, main), decode(B, main);
   PagedSetup p = MakePagedSetup(B, 1, C - 1, kTokensPerBlock, 1, 4242);
@@ -255,16 +267,9 @@ void Overlap(const Options& opt, cudaStream_t main) {
           },
           main, opt.reps);
       auto both = [&](cudaStream_t s) {
-        return MedianMs(
-            [&] {
-              BENCH_CUDA(cudaEventRecord(fork, main));
-              BENCH_CUDA(cudaStreamWaitEvent(s, fork, 0));
-              decode_side(gemms, s);
-              DenseLayers(g, prompt, P, main);
-              BENCH_CUDA(cudaEventRecord(join, s));
-              BENCH_CUDA(cudaStreamWaitEvent(main, join, 0));
-            },
-            main, opt.reps);
+        return ForkJoinMs(
+            {{s, [&] { decode_side(gemms, s); }}}, [&] { DenseLayers(g, prompt, P, main); }, main,
+            opt.reps);
       };
       const double low = both(side), high = both(side_hi);
       t.AddRow({target == 0 ? "all" : std::to_string(target), gemms ? "attn + GEMMs" : "attn",
@@ -285,18 +290,8 @@ void Overlap(const Options& opt, cudaStream_t main) {
     for (std::size_t i = 0; i < subsets->sms().size(); ++i) {
       const cudaStream_t sub = subsets->stream(i);
       const int n = subsets->sms()[i];
-      // The attention forked onto sub, `beside` on main, joined back.
       const auto confined = [&](const std::function<void()>& beside) {
-        return MedianMs(
-            [&] {
-              BENCH_CUDA(cudaEventRecord(fork, main));
-              BENCH_CUDA(cudaStreamWaitEvent(sub, fork, 0));
-              attention(sub);
-              BENCH_CUDA(cudaEventRecord(join, sub));
-              beside();
-              BENCH_CUDA(cudaStreamWaitEvent(main, join, 0));
-            },
-            main, opt.reps);
+        return ForkJoinMs({{sub, [&] { attention(sub); }}}, beside, main, opt.reps);
       };
       const double alone = confined([] {});
       for (int target : {0, subsets->device_sms() - n}) {
@@ -313,8 +308,6 @@ void Overlap(const Options& opt, cudaStream_t main) {
     c.Print(std::cout);
     std::cout << "\n";
   }
-  BENCH_CUDA(cudaEventDestroy(fork));
-  BENCH_CUDA(cudaEventDestroy(join));
   BENCH_CUDA(cudaStreamDestroy(side));
   BENCH_CUDA(cudaStreamDestroy(side_hi));
 }
@@ -349,27 +342,12 @@ void Attention(const Options& opt, cudaStream_t main) {
                                          cpools.v.get(), cbatch, kShape, kHeads, kScale, kDType,
                                          s));
   };
-  cudaEvent_t fork = nullptr, join_a = nullptr, join_b = nullptr;
-  for (cudaEvent_t* e : {&fork, &join_a, &join_b}) {
-    BENCH_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-  }
   // Context on a and, unless b is null, decode on b, forked from and joined back to main.
   auto forked = [&](cudaStream_t a, cudaStream_t b) {
-    return MedianMs(
-        [&] {
-          BENCH_CUDA(cudaEventRecord(fork, main));
-          BENCH_CUDA(cudaStreamWaitEvent(a, fork, 0));
-          context(a);
-          BENCH_CUDA(cudaEventRecord(join_a, a));
-          if (b != nullptr) {
-            BENCH_CUDA(cudaStreamWaitEvent(b, fork, 0));
-            decode(b);
-            BENCH_CUDA(cudaEventRecord(join_b, b));
-            BENCH_CUDA(cudaStreamWaitEvent(main, join_b, 0));
-          }
-          BENCH_CUDA(cudaStreamWaitEvent(main, join_a, 0));
-        },
-        main, opt.reps);
+    std::vector<SideWork> sides = {{a, [&] { context(a); }}};
+    if (b != nullptr) sides.push_back({b, [&] { decode(b); }});
+    return ForkJoinMs(
+        sides, [] {}, main, opt.reps);
   };
   const double ctx_flops = 2.0 * 2.0 * S * (static_cast<double>(Q) * Q / 2) * kHeadDim * kHeads;
   const double kv_gb = 2.0 * B * C * kKvHeads * kHeadDim * kBf16 / 1e9;
@@ -411,7 +389,6 @@ void Attention(const Options& opt, cudaStream_t main) {
   }
   t.Print(std::cout);
   std::cout << "\n";
-  for (cudaEvent_t e : {fork, join_a, join_b}) BENCH_CUDA(cudaEventDestroy(e));
   BENCH_CUDA(cudaStreamDestroy(s_lo));
   BENCH_CUDA(cudaStreamDestroy(s_hi));
 }

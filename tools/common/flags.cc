@@ -1,5 +1,6 @@
 #include "common/flags.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -145,6 +146,46 @@ Status ParseChoice(const std::string& flag, const std::string& text,
     list += (list.empty() ? "" : ", ") + c;
   }
   return InvalidArgument(flag + " \"" + text + "\" is not one of: " + list);
+}
+
+namespace {
+
+// The items of a comma-separated list, empty ones included ("a,,b" has three).
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+}  // namespace
+
+Status ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,
+                    std::int64_t hi, std::vector<std::int64_t>* out) {
+  std::vector<std::int64_t> values;
+  for (const std::string& item : SplitCommas(text)) {
+    std::int64_t v = 0;
+    RETURN_IF_ERROR(ParseInt(flag, item, lo, hi, &v));
+    values.push_back(v);
+  }
+  *out = std::move(values);
+  return Status::Ok();
+}
+
+Status ParseChoiceSet(const std::string& flag, const std::string& text,
+                      const std::vector<std::string>& choices, std::set<std::string>* out) {
+  std::set<std::string> names;
+  for (const std::string& item : SplitCommas(text)) {
+    std::string name;
+    RETURN_IF_ERROR(ParseChoice(flag, item, choices, &name));
+    names.insert(std::move(name));
+  }
+  *out = std::move(names);
+  return Status::Ok();
 }
 
 }  // namespace inflight::tools

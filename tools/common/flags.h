@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,5 +55,11 @@ Status ParseDouble(const std::string& flag, const std::string& text, double lo, 
                    double* out);
 Status ParseChoice(const std::string& flag, const std::string& text,
                    const std::vector<std::string>& choices, std::string* out);
+// Comma-separated lists: every item as ParseInt or ParseChoice takes it; an empty item ("1,,2")
+// is refused like any other bad one. `out` is replaced.
+Status ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,
+                    std::int64_t hi, std::vector<std::int64_t>* out);
+Status ParseChoiceSet(const std::string& flag, const std::string& text,
+                      const std::vector<std::string>& choices, std::set<std::string>* out);
 
 }  // namespace inflight::tools

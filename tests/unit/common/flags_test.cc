@@ -1,0 +1,52 @@
+#include "common/flags.h"
+
+#include <gtest/gtest.h>
+
+namespace inflight::tools {
+namespace {
+
+char* Arg(const char* s) {
+  return const_cast<char*>(s);
+}
+
+TEST(Flags, IntListTakesEveryItemAndRefusesBadOnesByName) {
+  std::vector<std::int64_t> v = {7};
+  ASSERT_TRUE(ParseIntList("--batches", "1,8,64", 1, 256, &v).ok());
+  EXPECT_EQ(v, (std::vector<std::int64_t>{1, 8, 64}));
+
+  for (const char* bad : {"1,,8", "1,8,", "", "1,x", "0,8", "1,300"}) {
+    const Status s = ParseIntList("--batches", bad, 1, 256, &v);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("--batches"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(v, (std::vector<std::int64_t>{1, 8, 64}));  // a refused list leaves `out` as it was
+}
+
+TEST(Flags, ChoiceSetKeepsEachNameOnceAndNamesTheChoicesWhenRefusing) {
+  const std::vector<std::string> choices = {"decode", "context", "norm"};
+  std::set<std::string> v;
+  ASSERT_TRUE(ParseChoiceSet("--sections", "norm,decode,norm", choices, &v).ok());
+  EXPECT_EQ(v, (std::set<std::string>{"decode", "norm"}));
+
+  const Status s = ParseChoiceSet("--sections", "decode,rope", choices, &v);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("\"rope\""), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("decode, context, norm"), std::string::npos) << s.message();
+  EXPECT_FALSE(ParseChoiceSet("--sections", "decode,", choices, &v).ok());
+}
+
+TEST(Flags, ListFlagsParseThroughAFlagSet) {
+  std::vector<std::int64_t> v;
+  FlagSet flags("prog", "test");
+  flags.Add("contexts", "LIST", "", [&](const std::string& text) {
+    return ParseIntList("--contexts", text, 1, 1 << 20, &v);
+  });
+  char* argv[] = {Arg("prog"), Arg("--contexts=512,4096")};
+  const Result<bool> parsed = flags.Parse(2, argv);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed.value());
+  EXPECT_EQ(v, (std::vector<std::int64_t>{512, 4096}));
+}
+
+}  // namespace
+}  // namespace inflight::tools
