@@ -83,40 +83,27 @@ struct Options {
 // deadline cuts only the long shapes).
 Result<std::vector<std::string>> ParseSections(const std::string& text) {
   std::vector<std::string> sections;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item != "decode" && item != "throughput" && item != "latency" && item != "prefill") {
-      return InvalidArgument("--sections item \"" + item +
-                             "\" is not one of: decode, throughput, latency, prefill");
+  for (const std::string& item : tools::SplitCommas(text)) {
+    std::string name;
+    RETURN_IF_ERROR(tools::ParseChoice("--sections", item,
+                                       {"decode", "throughput", "latency", "prefill"}, &name));
+    if (std::find(sections.begin(), sections.end(), name) != sections.end()) {
+      return InvalidArgument("--sections names \"" + name + "\" twice");
     }
-    if (std::find(sections.begin(), sections.end(), item) != sections.end()) {
-      return InvalidArgument("--sections names \"" + item + "\" twice");
-    }
-    sections.push_back(item);
+    sections.push_back(name);
   }
-  if (sections.empty()) return InvalidArgument("--sections \"" + text + "\" names no section");
   return sections;
 }
 
 Result<std::vector<std::int64_t>> ParseConcurrencies(const std::string& text) {
   std::vector<std::int64_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    std::int64_t c = 0;
-    RETURN_IF_ERROR(tools::ParseInt("--latency_concurrency", item, 1, 4096, &c));
-    out.push_back(c);
-  }
-  if (out.empty()) return InvalidArgument("--latency_concurrency \"" + text + "\" names none");
+  RETURN_IF_ERROR(tools::ParseIntList("--latency_concurrency", text, 1, 4096, &out));
   return out;
 }
 
 Result<std::vector<Shape>> ParseShapes(const std::string& text) {
   std::vector<Shape> shapes;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  for (const std::string& item : tools::SplitCommas(text)) {
     Shape s;
     char slash = 0;
     std::stringstream one(item);
@@ -127,7 +114,6 @@ Result<std::vector<Shape>> ParseShapes(const std::string& text) {
     }
     shapes.push_back(s);
   }
-  if (shapes.empty()) return InvalidArgument("--shapes \"" + text + "\" names no shape");
   return shapes;
 }
 

@@ -148,9 +148,6 @@ Status ParseChoice(const std::string& flag, const std::string& text,
   return InvalidArgument(flag + " \"" + text + "\" is not one of: " + list);
 }
 
-namespace {
-
-// The items of a comma-separated list, empty ones included ("a,,b" has three).
 std::vector<std::string> SplitCommas(const std::string& text) {
   std::vector<std::string> items;
   std::size_t start = 0;
@@ -161,8 +158,6 @@ std::vector<std::string> SplitCommas(const std::string& text) {
   }
   return items;
 }
-
-}  // namespace
 
 Status ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,
                     std::int64_t hi, std::vector<std::int64_t>* out) {

@@ -55,6 +55,8 @@ Status ParseDouble(const std::string& flag, const std::string& text, double lo, 
                    double* out);
 Status ParseChoice(const std::string& flag, const std::string& text,
                    const std::vector<std::string>& choices, std::string* out);
+// The items of a comma-separated list, empty ones included: "a,,b" and "a,b," have three, "" one.
+std::vector<std::string> SplitCommas(const std::string& text);
 // Comma-separated lists: every item as ParseInt or ParseChoice takes it; an empty item ("1,,2")
 // is refused like any other bad one. `out` is replaced.
 Status ParseIntList(const std::string& flag, const std::string& text, std::int64_t lo,

@@ -36,11 +36,16 @@ struct WgmmaContextTiling {
   static constexpr int kOffsetBytes = 3 * kKeys * 8;
   // Barriers: Q full, then K full, K empty, V full and V empty for each of the two stages.
   static constexpr int kQFull = 0, kKFull = 1, kKEmpty = 3, kVFull = 5, kVEmpty = 7, kBarriers = 9;
-  // Register split (setmaxnreg; multiples of 8 whose total fits the 64K register file): the
+  // Register split (setmaxnreg; multiples of 8 whose total fits the launch's allocation): the
   // computing warpgroups hold S, O and P (~200 registers), the loaders little more than addresses.
   static constexpr int kLoaderRegs = 40;
   static constexpr int kMathRegs = 232;
-  static_assert(kLoaderThreads * kLoaderRegs + kMathThreads * kMathRegs <= 65536, "register file");
+  // The launch gives every thread 65536 / kThreads registers (rounded down to 8), and setmaxnreg
+  // only moves them between warpgroups: a split above that total leaves the increase waiting
+  // forever (a hang, not an error), as a 64 / 224 split did.
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static_assert(kLoaderThreads * kLoaderRegs + kMathThreads * kMathRegs <= kThreads * kLaunchRegs,
+                "register split above what the launch allocates");
   // + 1024: the dynamic shared memory base is aligned up to the swizzle atom by hand.
   static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes + kOffsetBytes + kBarriers * 8 + 1024;
 };

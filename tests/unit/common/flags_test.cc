@@ -9,6 +9,13 @@ char* Arg(const char* s) {
   return const_cast<char*>(s);
 }
 
+TEST(Flags, SplitCommasKeepsEmptyItems) {
+  EXPECT_EQ(SplitCommas("128/128,2048/128"), (std::vector<std::string>{"128/128", "2048/128"}));
+  EXPECT_EQ(SplitCommas("a,,b"), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(SplitCommas("1,8,"), (std::vector<std::string>{"1", "8", ""}));
+  EXPECT_EQ(SplitCommas(""), (std::vector<std::string>{""}));
+}
+
 TEST(Flags, IntListTakesEveryItemAndRefusesBadOnesByName) {
   std::vector<std::int64_t> v = {7};
   ASSERT_TRUE(ParseIntList("--batches", "1,8,64", 1, 256, &v).ok());
