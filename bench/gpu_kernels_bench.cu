@@ -7,16 +7,21 @@
 //   context   paged causal context attention (prefill), TFLOP/s counting 2*2*S^2*d*heads/2 per
 //             sequence of S tokens, against cuBLASLt's 8192^3 bf16 rate;
 //   norm      RMSNorm (with and without the fused residual) and SwiGLU, GB/s of bytes that must
-//   move; rope      RoPE + KV-cache write (decode rows and prefill chunks), GB/s; sampling  argmax
-//   and top-k/top-p over 128256 fp32 logits per row, GB/s of logits read.
+//             move;
+//   mlp       the MLP's gate/up layer and SwiGLU: cuBLASLt then the SwiGLU kernel (the separate
+//             path) against kernels/cuda/gemm_swiglu.h (one kernel), TFLOP/s against the 8192^3
+//             rate;
+//   rope      RoPE + KV-cache write (decode rows and prefill chunks), GB/s;
+//   sampling  argmax and top-k/top-p over 128256 fp32 logits per row, GB/s of logits read.
 //
 // Random inputs (never zeros), random non-monotonic block tables, warm-up first, median of many
 // samples timed with CUDA events over graph replays; input sets rotated so that L2 does not hold
 // them between calls.
 //
-//   inflight-bench-gpu-kernels [--sections decode,context,norm,rope,sampling]
+//   inflight-bench-gpu-kernels [--sections decode,context,norm,mlp,rope,sampling]
 //       [--batches 1,8,64,256] [--contexts 512,2048,4096,8192,16384,32768]
-//       [--prefill 512,1024,2048,4096,8192,16384] [--budget_ms 200]
+//       [--prefill 512,1024,2048,4096,8192,16384] [--mlp_tokens 256,1024,2048,3790,8192]
+//       [--budget_ms 200]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -33,6 +38,7 @@
 #include "gpu_paged_setup.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_swiglu.h"
 #include "kernels/cuda/paged_attention_context.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/rmsnorm.h"
@@ -45,7 +51,8 @@ namespace {
 
 namespace kc = kernels::cuda;
 
-const std::vector<std::string> kAllSections = {"decode", "context", "norm", "rope", "sampling"};
+const std::vector<std::string> kAllSections = {"decode", "context", "norm",
+                                               "mlp",    "rope",    "sampling"};
 
 struct Options {
   std::set<std::string> sections{kAllSections.begin(), kAllSections.end()};
@@ -53,6 +60,7 @@ struct Options {
   std::vector<std::int64_t> contexts = {512, 2048, 4096, 8192, 16384, 32768};
   std::vector<std::int64_t> prefill = {512, 1024, 2048, 4096, 8192, 16384};
   std::vector<std::int64_t> decode_partitions = {0};  // keys per split; 0: the runner's choice
+  std::vector<std::int64_t> mlp_tokens = {256, 1024, 2048, 3790, 8192};
   double budget_ms = 200;
 };
 
@@ -61,7 +69,7 @@ Options ParseArgs(int argc, char** argv) {
   tools::FlagSet flags("inflight-bench-gpu-kernels",
                        "Kernel micro-benchmarks: decode and context attention, norms, RoPE, "
                        "sampling (Llama-3.1-8B shapes, bf16).");
-  flags.Add("sections", "LIST", "decode, context, norm, rope, sampling (default: all)",
+  flags.Add("sections", "LIST", "decode, context, norm, mlp, rope, sampling (default: all)",
             [&](const std::string& v) {
               return tools::ParseChoiceSet("--sections", v, kAllSections, &o.sections);
             });
@@ -89,6 +97,10 @@ Options ParseArgs(int argc, char** argv) {
                 }
               }
               return Status::Ok();
+            });
+  flags.Add("mlp_tokens", "LIST", "gate/up + SwiGLU rows (default 256,1024,2048,3790,8192)",
+            [&](const std::string& v) {
+              return tools::ParseIntList("--mlp_tokens", v, 1, 1 << 16, &o.mlp_tokens);
             });
   AddBudgetFlag(flags, &o.budget_ms);
   ParseFlagsOrExit(flags, argc, argv);
@@ -264,6 +276,74 @@ void Norm(const Options& opt, const Ceilings& c, cudaStream_t stream) {
       const char* name = op == 0 ? "rmsnorm" : op == 1 ? "rmsnorm + residual" : "swiglu";
       t.AddRow({name, std::to_string(T), Mb(bytes) + " MB", FmtUs(tm.median_us), Range(tm),
                 Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()), std::to_string(sets)});
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+}
+
+void Mlp(const Options& opt, const Ceilings& c, cudaStream_t stream) {
+  std::cout << "## The MLP's gate/up layer and SwiGLU (bf16, hidden 4096 -> 2 x 14336 -> 14336)"
+               "\n\nTFLOP/s = 2 x tokens x 28672 x 4096 / median, against cuBLASLt's 8192^3 "
+               "rate this run ("
+            << Fmt(c.gemm_tflops, 1)
+            << "). separate: CublasLtGemm::Linear to [T, 28672], then the SwiGLU kernel; "
+               "fused: kernels/cuda/gemm_swiglu.h.\n\n";
+  Table t({"path", "tokens", "median", "p10..p90", "TFLOP/s", "% of 8192^3", "fused / separate",
+           "sets"});
+  kc::CublasLtGemm gemm;
+  if (gemm.status() != CUBLAS_STATUS_SUCCESS) {
+    Die(__FILE__, __LINE__, "CublasLtGemm()", CublasStatusName(gemm.status()));
+  }
+  const auto w_bytes = static_cast<std::size_t>(2 * kInter * kHidden * kBf16);
+  for (std::int64_t T : opt.mlp_tokens) {
+    const auto x_bytes = static_cast<std::size_t>(T * kHidden * kBf16);
+    const auto mid_bytes = static_cast<std::size_t>(T * 2 * kInter * kBf16);
+    const auto out_bytes = static_cast<std::size_t>(T * kInter * kBf16);
+    const int sets = Rotations(x_bytes + w_bytes + out_bytes, c.device.l2_bytes,
+                               std::min<std::size_t>(FreeBytes() / 2, std::size_t{4} << 30));
+    std::vector<DeviceBuffer> xs, ws, outs;
+    DeviceBuffer mid(mid_bytes);
+    const float w_scale = 1.0f / std::sqrt(static_cast<float>(kHidden));
+    for (int i = 0; i < sets; ++i) {
+      xs.emplace_back(x_bytes);
+      ws.emplace_back(w_bytes);
+      outs.emplace_back(out_bytes);
+      FillUniform(xs.back().get(), kDType, x_bytes / kBf16, -1.0f, 1.0f, 700 + i, stream);
+      FillUniform(ws.back().get(), kDType, w_bytes / kBf16, -w_scale, w_scale, 720 + i, stream);
+    }
+    if (!kc::GemmSwiGluSupports(kDType, T, kInter, kHidden, xs[0].get(), kHidden, ws[0].get(),
+                                outs[0].get(), kInter)) {
+      std::cout << "(fused kernel not available on this device: no sm_90a code)\n\n";
+      return;
+    }
+    TimingOptions to;
+    to.budget_ms = opt.budget_ms;
+    to.rotations = sets;
+    const Timing separate = TimeCalls(
+        [&](int call) {
+          const int i = call % sets;
+          const cublasStatus_t st =
+              gemm.Linear(mid.get(), kDType, 2 * kInter, xs[i].get(), kHidden, ws[i].get(), nullptr,
+                          kDType, T, 2 * kInter, kHidden, stream);
+          if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+          return kc::SwiGlu(outs[i].get(), mid.get(), kDType, T, kInter, stream);
+        },
+        stream, to);
+    const Timing fused = TimeCalls(
+        [&](int call) {
+          const int i = call % sets;
+          return kc::GemmSwiGlu(outs[i].get(), kInter, xs[i].get(), kHidden, ws[i].get(), kDType, T,
+                                kInter, kHidden, stream);
+        },
+        stream, to);
+    const double flops = 2.0 * static_cast<double>(T) * 2 * kInter * kHidden;
+    for (const Timing* tm : {&separate, &fused}) {
+      const double tflops = flops / (tm->median_us * 1e-6) / 1e12;
+      t.AddRow({tm == &fused ? "fused" : "separate", std::to_string(T), FmtUs(tm->median_us),
+                Range(*tm), Fmt(tflops, 1), Percent(tflops, c.gemm_tflops),
+                tm == &fused ? Fmt(fused.median_us / separate.median_us, 3) + "x" : "",
+                std::to_string(sets)});
     }
   }
   t.Print(std::cout);
@@ -446,6 +526,7 @@ int Run(const Options& opt) {
   if (opt.sections.count("decode")) Decode(opt, c, stream);
   if (opt.sections.count("context")) Context(opt, c, stream);
   if (opt.sections.count("norm")) Norm(opt, c, stream);
+  if (opt.sections.count("mlp")) Mlp(opt, c, stream);
   if (opt.sections.count("rope")) Rope(opt, c, stream);
   if (opt.sections.count("sampling")) Sampling(opt, c, stream);
   std::cout << "Times are medians over samples of CUDA-graph replays (p10..p90 beside them); "

@@ -1,12 +1,15 @@
-// Dense layers (cuBLASLt, and the small-m weight-streaming kernels of gemv.h) against cpu::Linear:
-// fp32 accumulation of the same rounded inputs.
+// Dense layers (cuBLASLt, the small-m weight-streaming kernels of gemv.h, and the Hopper gate/up
+// kernel with SwiGLU in its epilogue) against cpu::Linear: fp32 accumulation of the same rounded
+// inputs.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "gpu_test_util.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_swiglu.h"
 #include "kernels/cuda/gemv.h"
 
 namespace inflight::gpu_test {
@@ -185,6 +188,89 @@ GPU_TEST(GemvRefusesWhatItCannotTake) {
       kernels::cuda::Gemv(buf.get(), bf16, 8, odd, 64, p, nullptr, bf16, 1, 8, 64, false, nullptr);
   GPU_CHECK(err == cudaErrorNotSupported,
             std::string("unaligned Gemv returned ") + cudaGetErrorString(err));
+}
+
+// GemmSwiGlu: rows and k past a whole tile (the tensor copies' zero fill), x and out inside wider
+// rows, more tiles than SMs (CTAs taking several, row groups cut short). Every element outside
+// [m, inter] of the output buffer starts NaN and must stay so.
+void CheckGemmSwiGlu(DType dtype, int m, int inter, int k, int x_pad, int out_pad) {
+  const std::string name = "gemm-swiglu " + Describe(dtype) + " m=" + std::to_string(m) +
+                           " inter=" + std::to_string(inter) + " k=" + std::to_string(k) +
+                           (x_pad > 0 ? " strided-x" : "") + (out_pad > 0 ? " strided-out" : "");
+  const int x_stride = k + x_pad, out_stride = inter + out_pad;
+  const auto x = RoundTo(dtype, RandomVector(static_cast<std::size_t>(m) * x_stride, -1, 1));
+  const float w_scale = 2.0f / std::sqrt(static_cast<float>(k));
+  const auto w =
+      RoundTo(dtype, RandomVector(static_cast<std::size_t>(2 * inter) * k, -w_scale, w_scale));
+  DeviceArray<std::uint16_t> d_x(ToBits(dtype, x)), d_w(ToBits(dtype, w));
+  const std::size_t out_n = static_cast<std::size_t>(m + 1) * out_stride;  // one row past m
+  DeviceArray<std::uint16_t> d_out(std::vector<std::uint16_t>(out_n, NanBits(dtype)));
+  if (!kernels::cuda::GemmSwiGluSupports(dtype, m, inter, k, d_x.get(), x_stride, d_w.get(),
+                                         d_out.get(), out_stride)) {
+    std::printf("  %s: skipped (no sm_90a code for this device)\n", name.c_str());
+    return;
+  }
+  const cudaError_t err = kernels::cuda::GemmSwiGlu(d_out.get(), out_stride, d_x.get(), x_stride,
+                                                    d_w.get(), dtype, m, inter, k, nullptr);
+  GPU_CHECK(err == cudaSuccess, name + ": " + cudaGetErrorString(err));
+  const auto out = FromBits(dtype, d_out.Download());
+  std::vector<float> full(static_cast<std::size_t>(m) * 2 * inter);
+  kernels::cpu::Linear(full.data(), x.data(), x_stride, kernels::cpu::WeightPtr(w.data()),
+                       kernels::cpu::WeightPtr(), m, k, std::int64_t{2} * inter, nullptr);
+  std::vector<float> found, ref;
+  int stray = 0;
+  for (int t = 0; t <= m; ++t)
+    for (int o = 0; o < out_stride; ++o) {
+      const float v = out[static_cast<std::size_t>(t) * out_stride + static_cast<std::size_t>(o)];
+      if (t == m || o >= inter) {
+        stray += std::isnan(v) ? 0 : 1;
+        continue;
+      }
+      const std::size_t at = static_cast<std::size_t>(t) * 2 * inter + static_cast<std::size_t>(o);
+      const float g = full[at];
+      found.push_back(v);
+      ref.push_back(g / (1.0f + std::exp(-g)) * full[at + static_cast<std::size_t>(inter)]);
+    }
+  GPU_CHECK(stray == 0,
+            name + ": " + std::to_string(stray) + " elements written outside [m, inter]");
+  // Sums in another fp32 order as CheckGemv's gated case; then three roundings to dtype (g and u,
+  // as the separate path's gate_up output, and the result), g's amplified by
+  // |g silu'(g) / silu(g)| = |1 + g (1 - sigmoid(g))| <= 1 + |g| (|g| < 3.5 here): 3.5 eps.
+  const float acc_tol = 1e-5f * std::sqrt(static_cast<float>(k)) * 16;
+  ExpectClose(name, found, ref, acc_tol, 3.5f * Epsilon(dtype));
+}
+
+GPU_TEST(GemmSwiGluMatchesCpu) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    CheckGemmSwiGlu(dtype, 1, 128, 64, 0, 0);
+    CheckGemmSwiGlu(dtype, 77, 256, 200, 0, 0);  // k past the last whole 64-column slice
+    CheckGemmSwiGlu(dtype, 128, 128, 512, 0, 0);
+    CheckGemmSwiGlu(dtype, 300, 384, 1024, 24, 8);
+    CheckGemmSwiGlu(dtype, 2100, 1024, 136, 0, 0);  // 136 tiles; 17 row blocks: a group of 1
+  }
+}
+
+GPU_TEST(GemmSwiGluRefusesWhatItCannotTake) {
+  DeviceArray<std::uint16_t> buf(std::vector<std::uint16_t>(1 << 16, 0));
+  const void* p = buf.get();
+  const auto* odd = static_cast<const unsigned char*>(p) + 2;
+  const DType bf16 = DType::kBFloat16;
+  namespace kc = kernels::cuda;
+  if (!kc::GemmSwiGluSupports(bf16, 1, 128, 64, p, 64, p, p, 128)) {
+    std::printf("  GemmSwiGlu: skipped (no sm_90a code for this device)\n");
+    return;
+  }
+  GPU_CHECK(!kc::GemmSwiGluSupports(bf16, 1, 100, 64, p, 64, p, p, 128), "inter=100 taken");
+  GPU_CHECK(!kc::GemmSwiGluSupports(bf16, 1, 128, 60, p, 60, p, p, 128), "k=60 taken");
+  GPU_CHECK(!kc::GemmSwiGluSupports(bf16, 1, 128, 64, p, 68, p, p, 128), "x_stride=68 taken");
+  GPU_CHECK(!kc::GemmSwiGluSupports(bf16, 1, 128, 64, odd, 64, p, p, 128), "unaligned x taken");
+  GPU_CHECK(!kc::GemmSwiGluSupports(bf16, 1, 128, 64, p, 64, p, p, 132), "out_stride=132 taken");
+  GPU_CHECK(!kc::GemmSwiGluSupports(bf16, 1, 128, 64, p, 64, p, odd, 128), "unaligned out taken");
+  GPU_CHECK(!kc::GemmSwiGluSupports(bf16, 0, 128, 64, p, 64, p, p, 128), "m=0 taken");
+  GPU_CHECK(!kc::GemmSwiGluSupports(DType::kFloat32, 1, 128, 64, p, 64, p, p, 128), "fp32 taken");
+  const cudaError_t err = kc::GemmSwiGlu(buf.get(), 128, odd, 64, p, bf16, 1, 128, 64, nullptr);
+  GPU_CHECK(err == cudaErrorNotSupported,
+            std::string("unaligned GemmSwiGlu returned ") + cudaGetErrorString(err));
 }
 
 GPU_TEST(LinearCachesOnePlanPerShape) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include "common/dtype.h"
 
@@ -42,6 +43,18 @@ __device__ __forceinline__ __half FromFloat<__half>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+// Two floats rounded to T and packed, lo in the low half (the element with the lower column).
+template <typename T>
+__device__ __forceinline__ std::uint32_t PackPair(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
 }
 
 __device__ __forceinline__ float WarpSum(float v) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/paged_attention_context_ptx.cuh"
 #include "kernels/cuda/paged_batch.h"
 

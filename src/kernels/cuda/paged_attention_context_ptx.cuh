@@ -77,18 +77,6 @@ __device__ __forceinline__ void MmaM16N8K16(float (&d)[4], const std::uint32_t (
   }
 }
 
-// Two floats rounded to T and packed, lo in the low half (the element with the lower column).
-template <typename T>
-__device__ __forceinline__ std::uint32_t PackPair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&v);
-  } else {
-    const __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&v);
-  }
-}
-
 // 2^x with the hardware approximation (2 ulp); 2^-inf = 0.
 __device__ __forceinline__ float Exp2Approx(float x) {
   float y;

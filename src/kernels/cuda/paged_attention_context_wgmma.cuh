@@ -10,7 +10,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/paged_attention_context_common.cuh"
 #include "kernels/cuda/paged_attention_context_ptx.cuh"
-#include "kernels/cuda/paged_attention_context_wgmma_ptx.cuh"
+#include "kernels/cuda/hopper_ptx.cuh"
 
 namespace inflight::kernels::cuda::detail {
 
