@@ -67,8 +67,8 @@ struct Options {
 Options ParseArgs(int argc, char** argv) {
   Options o;
   tools::FlagSet flags("inflight-bench-gpu-kernels",
-                       "Kernel micro-benchmarks: decode and context attention, norms, RoPE, "
-                       "sampling (Llama-3.1-8B shapes, bf16).");
+                       "Kernel micro-benchmarks: decode and context attention, norms, the MLP's "
+                       "gate/up + SwiGLU, RoPE, sampling (Llama-3.1-8B shapes, bf16).");
   flags.Add("sections", "LIST", "decode, context, norm, mlp, rope, sampling (default: all)",
             [&](const std::string& v) {
               return tools::ParseChoiceSet("--sections", v, kAllSections, &o.sections);

@@ -157,6 +157,33 @@ cudaError_t LaunchProgrammatic(void (*kernel)(Params...), dim3 grid, dim3 block,
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
 }
 
+// The configuration of a launch in clusters of cluster_x blocks along x (sm_90), programmatic as
+// LaunchProgrammatic's where ProgrammaticLaunchEnabled() (at any grid size): attrs[0] is the
+// cluster shape, attrs[1] the programmatic flag. config.attrs points into attrs, hence no copies;
+// launch with cudaLaunchKernelEx(&config, ...).
+struct ClusterLaunch {
+  ClusterLaunch(dim3 grid, dim3 block, std::size_t shared_bytes, cudaStream_t stream,
+                unsigned cluster_x) {
+    attrs[0].id = cudaLaunchAttributeClusterDimension;
+    attrs[0].val.clusterDim.x = cluster_x;
+    attrs[0].val.clusterDim.y = 1;
+    attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream;
+    config.attrs = attrs;
+    config.numAttrs = ProgrammaticLaunchEnabled() ? 2 : 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+
+  cudaLaunchAttribute attrs[2] = {};
+  cudaLaunchConfig_t config = {};
+};
+
 // 16 bytes as one vector access or as 8 fp16/bf16 elements.
 template <typename T>
 union Vec8 {

@@ -316,8 +316,10 @@ bool KernelRunnable() {
 template <typename T>
 int ResidentClusters(const cudaLaunchConfig_t& config) {
   static const int clusters = [&config] {
+    cudaLaunchConfig_t query = config;
+    query.numAttrs = 1;  // the cluster shape alone
     int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, GemmSwiGluKernel<T>, &config) != cudaSuccess || n < 1) {
+    if (cudaOccupancyMaxActiveClusters(&n, GemmSwiGluKernel<T>, &query) != cudaSuccess || n < 1) {
       cudaGetLastError();
       n = CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, kCluster) / kCluster;
     }
@@ -329,24 +331,10 @@ int ResidentClusters(const cudaLaunchConfig_t& config) {
 template <typename T>
 cudaError_t Launch(const CUtensorMap& x_map, const CUtensorMap& w_map, const GemmSwiGluArgs& args,
                    cudaStream_t stream) {
-  cudaLaunchAttribute attrs[2] = {};
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = kCluster;
-  attrs[0].val.clusterDim.y = 1;
-  attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(kCluster);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = stream;
-  config.attrs = attrs;
-  config.numAttrs = 1;
-  const int clusters = std::min(args.m_units * args.n_blocks, ResidentClusters<T>(config));
-  config.gridDim = dim3(static_cast<unsigned>(clusters * kCluster));
-  config.numAttrs = ProgrammaticLaunchEnabled() ? 2 : 1;
-  return cudaLaunchKernelEx(&config, GemmSwiGluKernel<T>, x_map, w_map, args);
+  ClusterLaunch launch(dim3(kCluster), dim3(kThreads), kSmemBytes, stream, kCluster);
+  const int clusters = std::min(args.m_units * args.n_blocks, ResidentClusters<T>(launch.config));
+  launch.config.gridDim = dim3(static_cast<unsigned>(clusters * kCluster));
+  return cudaLaunchKernelEx(&launch.config, GemmSwiGluKernel<T>, x_map, w_map, args);
 }
 
 bool Aligned(const void* p, std::uintptr_t bytes) {

@@ -266,26 +266,14 @@ cudaError_t SampleRows(std::int32_t* out_ids, float* out_log_probs, float* logit
   const auto shared_bytes = static_cast<unsigned>(max_candidates) * sizeof(unsigned long long);
   // Clusters and programmatic launch both arrive with sm_90.
   if (num_rows <= kMaxClusterRows && CurrentDeviceIsSm90OrLater()) {
-    cudaLaunchAttribute attrs[2] = {};
-    attrs[0].id = cudaLaunchAttributeClusterDimension;
-    attrs[0].val.clusterDim.x = kClusterBlocks;
-    attrs[0].val.clusterDim.y = 1;
-    attrs[0].val.clusterDim.z = 1;
-    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(kClusterBlocks, static_cast<unsigned>(num_rows));
-    config.blockDim = dim3(kThreads);
-    config.stream = stream;
-    config.dynamicSmemBytes = shared_bytes;
-    config.attrs = attrs;
-    config.numAttrs = ProgrammaticLaunchEnabled() ? 2 : 1;
+    const ClusterLaunch launch(dim3(kClusterBlocks, static_cast<unsigned>(num_rows)),
+                               dim3(kThreads), shared_bytes, stream, kClusterBlocks);
     const cudaError_t set =
         cudaFuncSetAttribute(SampleRowsClusterKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(shared_bytes));
     if (set != cudaSuccess) return set;
-    return cudaLaunchKernelEx(&config, SampleRowsClusterKernel, out_ids, out_log_probs, logits,
-                              static_cast<int>(vocab), row_stride, params, lists,
+    return cudaLaunchKernelEx(&launch.config, SampleRowsClusterKernel, out_ids, out_log_probs,
+                              logits, static_cast<int>(vocab), row_stride, params, lists,
                               MakeMassScale(vocab), max_candidates);
   }
   const cudaError_t set =
