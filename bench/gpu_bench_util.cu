@@ -252,7 +252,7 @@ Timing TimeCalls(const std::function<cudaError_t(int)>& call, cudaStream_t strea
   }
 
   Events events(2 * static_cast<std::size_t>(t.samples));
-  for (int s = 0; s < t.samples; ++s) {
+  for (std::size_t s = 0; s < static_cast<std::size_t>(t.samples); ++s) {
     BENCH_CUDA(cudaEventRecord(events[2 * s], stream));
     if (t.graph) {
       BENCH_CUDA(cudaGraphLaunch(exec, stream));
@@ -264,7 +264,7 @@ Timing TimeCalls(const std::function<cudaError_t(int)>& call, cudaStream_t strea
   BENCH_CUDA(cudaStreamSynchronize(stream));
   BENCH_CUDA(cudaGetLastError());
   std::vector<double> per_call;
-  for (int s = 0; s < t.samples; ++s) {
+  for (std::size_t s = 0; s < static_cast<std::size_t>(t.samples); ++s) {
     float ms = 0;
     BENCH_CUDA(cudaEventElapsedTime(&ms, events[2 * s], events[2 * s + 1]));
     per_call.push_back(static_cast<double>(ms) * 1e3 / t.calls_per_sample);
@@ -314,6 +314,33 @@ CopyCeiling MeasureCopyCeiling(std::size_t buffer_bytes, cudaStream_t stream) {
   c.kernel_gbps = moved / (c.kernel_timing.median_us * 1e3);
   c.read_gbps = static_cast<double>(c.buffer_bytes) / (c.read_timing.median_us * 1e3);
   return c;
+}
+
+Timing TimeRead(std::size_t bytes, int rotations, double budget_ms, cudaStream_t stream) {
+  const std::size_t n16 = bytes / 16;
+  const DeviceInfo info = QueryDevice();
+  constexpr std::size_t kThreads = 256, kLoadsPerThread = 4;  // ReadKernel's unroll
+  const auto blocks = static_cast<unsigned>(
+      std::clamp<std::size_t>((n16 + kThreads * kLoadsPerThread - 1) / (kThreads * kLoadsPerThread),
+                              1, static_cast<std::size_t>(info.sm_count) * 8));
+  std::vector<DeviceBuffer> sets;
+  for (int i = 0; i < rotations; ++i) {
+    sets.emplace_back(n16 * 16);
+    FillUniform(sets.back().get(), DType::kFloat32, n16 * 4, -1.0f, 1.0f, 40 + i, stream);
+  }
+  DeviceBuffer sink(blocks * sizeof(unsigned));
+  BENCH_CUDA(cudaMemsetAsync(sink.get(), 0, sink.bytes(), stream));
+  TimingOptions opt;
+  opt.budget_ms = budget_ms;
+  opt.rotations = rotations;
+  return TimeCalls(
+      [&](int call) {
+        ReadKernel<<<blocks, kThreads, 0, stream>>>(
+            sink.get<unsigned>(), sets[static_cast<std::size_t>(call % rotations)].get<int4>(),
+            n16);
+        return cudaGetLastError();
+      },
+      stream, opt);
 }
 
 const char* CublasStatusName(cublasStatus_t status) {

@@ -102,6 +102,13 @@ __device__ __forceinline__ std::uint64_t SwizzledSmemDesc(std::uint32_t smem_add
          (static_cast<std::uint64_t>((sbo & 0x3ffff) >> 4) << 32) | (std::uint64_t{1} << 62);
 }
 
+// desc moved on by `units` 16-byte units. The start address (bits 0-13) is below 2^14 for any
+// shared-memory address, so the move never carries out of the low word: a 32-bit add, which
+// keeps the high word a constant the compiler need not recompute.
+__device__ __forceinline__ std::uint64_t SmemDescPlus(std::uint64_t desc, std::uint32_t units) {
+  return (desc & 0xffffffff00000000ull) | (static_cast<std::uint32_t>(desc) + units);
+}
+
 // Orders shared-memory data seen through the generic proxy (cp.async writes included) before this
 // thread's later async-proxy reads (wgmma): run after the barrier that made the writes visible.
 __device__ __forceinline__ void FenceProxyAsyncShared() {

@@ -138,10 +138,16 @@ __device__ __forceinline__ void OnlineSoftmaxScores(float (&s)[kKeyFrags][4], fl
         for (int e = 0; e < 2; ++e)
           if (8 * n + t2 + e > mask_limit[hr]) s[n][2 * hr + e] = -INFINITY;
     }
-    float tile_max = -INFINITY;
+    // A tree, not a chain: log2(kKeyFrags) dependent steps on the softmax's critical path.
+    float pair_max[kKeyFrags];
 #pragma unroll
-    for (int n = 0; n < kKeyFrags; ++n)
-      tile_max = fmaxf(tile_max, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
+    for (int n = 0; n < kKeyFrags; ++n) pair_max[n] = fmaxf(s[n][2 * hr], s[n][2 * hr + 1]);
+#pragma unroll
+    for (int stride = 1; stride < kKeyFrags; stride *= 2)
+#pragma unroll
+      for (int n = 0; n + stride < kKeyFrags; n += 2 * stride)
+        pair_max[n] = fmaxf(pair_max[n], pair_max[n + stride]);
+    float tile_max = pair_max[0];
     // The 4 lanes of a quad hold the same rows.
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));

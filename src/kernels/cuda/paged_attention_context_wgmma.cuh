@@ -8,9 +8,9 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/hopper_ptx.cuh"
 #include "kernels/cuda/paged_attention_context_common.cuh"
 #include "kernels/cuda/paged_attention_context_ptx.cuh"
-#include "kernels/cuda/hopper_ptx.cuh"
 
 namespace inflight::kernels::cuda::detail {
 
@@ -121,22 +121,32 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
       reinterpret_cast<const char*>(static_cast<const T*>(args.k_pool) + load_unit * 8);
   const char* v_base =
       reinterpret_cast<const char*>(static_cast<const T*>(args.v_pool) + load_unit * 8);
+  // A tile's copies go out in batches whose offsets are read first: read one by one between the
+  // copies (whose asm orders memory), each copy waited on its own shared-memory load, and the
+  // loaders fell behind the computing warpgroups (+4-12% with batches of 8, round 13).
+  constexpr int kCopies = Cfg::kKeys / kRowStep;
+  constexpr int kBatch = kCopies < 8 ? kCopies : 8;
+  static_assert(kCopies % kBatch == 0, "whole batches");
   const auto load_tile = [&](const char* base, std::uint32_t dst, int key_tile) {
     const std::int64_t* offsets = sKeyOffset + (key_tile % 3) * Cfg::kKeys + load_row0;
     dst += load_dst;
-    if ((key_tile + 1) * Cfg::kKeys <= kv_end) {
-      // Every key of the tile exists (all tiles but a sequence's last): no checks, no zero fill.
+    // Every key of the tile exists in all tiles but a sequence's last: no checks, no zero fill.
+    const bool whole = (key_tile + 1) * Cfg::kKeys <= kv_end;
 #pragma unroll
-      for (int k = 0; k < Cfg::kKeys / kRowStep; ++k) {
-        CpAsync16(dst + k * kRowStep * 128, base + offsets[k * kRowStep]);
-      }
-    } else {
-      // Pool slots past a sequence's end may hold anything (NaN included): zero them.
+    for (int b = 0; b < kCopies; b += kBatch) {
+      std::int64_t batch[kBatch];
 #pragma unroll
-      for (int k = 0; k < Cfg::kKeys / kRowStep; ++k) {
-        const std::int64_t offset = offsets[k * kRowStep];
-        const bool valid = offset >= 0;
-        CpAsync16(dst + k * kRowStep * 128, base + (valid ? offset : 0), valid ? 16 : 0);
+      for (int k = 0; k < kBatch; ++k) batch[k] = offsets[(b + k) * kRowStep];
+      if (whole) {
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) CpAsync16(dst + (b + k) * kRowStep * 128, base + batch[k]);
+      } else {
+        // Pool slots past a sequence's end may hold anything (NaN included): zero them.
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const bool valid = batch[k] >= 0;
+          CpAsync16(dst + (b + k) * kRowStep * 128, base + (valid ? batch[k] : 0), valid ? 16 : 0);
+        }
       }
     }
   };
@@ -196,8 +206,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   SetMaxRegistersIncrease<Cfg::kMathRegs>();
 
   const int mtid = tid - Cfg::kLoaderThreads, lane = mtid & 31, warp = mtid >> 5;
-  const int num_key_tiles = (tile.kv_end + Cfg::kKeys - 1) / Cfg::kKeys;
-  const int group = warp >> 2;
+  // Broadcast from lane 0, the warpgroup and the trip count are warp-uniform to the compiler too,
+  // so the wgmma descriptors and the loop live in uniform registers: computed in vector registers,
+  // each wgmma waited on ~10 instructions of 64-bit adds and moves (ncu, 1 x 4096).
+  const int num_key_tiles =
+      __shfl_sync(0xffffffffu, (tile.kv_end + Cfg::kKeys - 1) / Cfg::kKeys, 0);
+  const int group = __shfl_sync(0xffffffffu, warp >> 2, 0);
   const int group_row0 = 64 * group;
   const int warp_row0 = group_row0 + 16 * (warp & 3);
   const int pos0 = tile.pos0;
@@ -218,7 +232,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   const std::uint64_t k_desc = SwizzledSmemDesc(sK, 16, 1024);
   const std::uint64_t v_desc = SwizzledSmemDesc(sV, Cfg::kKeys * 128, 1024);
   const auto stage_of = [](int key_tile) {
-    return static_cast<std::uint64_t>(((key_tile & 1) * Cfg::kTileBytes) >> 4);
+    return static_cast<std::uint32_t>(((key_tile & 1) * Cfg::kTileBytes) >> 4);
   };
   // Waits for a buffer the loaders filled; the fence hands their (generic-proxy) copies to the
   // async proxy that wgmma reads through.
@@ -235,8 +249,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
     for (int kc = 0; kc < D / 64; ++kc)
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
-        const std::uint64_t a = q_desc + ((kc * Cfg::kRows * 128 + ks * 32) >> 4);
-        const std::uint64_t b = k_desc + stage_of(j) + ((kc * Cfg::kKeys * 128 + ks * 32) >> 4);
+        const std::uint64_t a = SmemDescPlus(q_desc, (kc * Cfg::kRows * 128 + ks * 32) >> 4);
+        const std::uint64_t b =
+            SmemDescPlus(k_desc, stage_of(j) + ((kc * Cfg::kKeys * 128 + ks * 32) >> 4));
         WgmmaSS<T, Cfg::kKeys>(s, a, b, kc + ks > 0 ? 1 : 0);
       }
     WgmmaCommit();
@@ -245,7 +260,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
 #pragma unroll
     for (int kk = 0; kk < Cfg::kKeys / 16; ++kk) {
       // 16 keys = two 8-row groups of the V tile.
-      WgmmaRS<T, D>(o, p[kk], v_desc + stage_of(j) + ((kk * 2048) >> 4), 1);
+      WgmmaRS<T, D>(o, p[kk], SmemDescPlus(v_desc, stage_of(j) + ((kk * 2048) >> 4)), 1);
     }
     WgmmaCommit();
   };
