@@ -316,13 +316,13 @@ CopyCeiling MeasureCopyCeiling(std::size_t buffer_bytes, cudaStream_t stream) {
   return c;
 }
 
-Timing TimeRead(std::size_t bytes, int rotations, double budget_ms, cudaStream_t stream) {
+Timing TimeRead(std::size_t bytes, int rotations, int sm_count, double budget_ms,
+                cudaStream_t stream) {
   const std::size_t n16 = bytes / 16;
-  const DeviceInfo info = QueryDevice();
   constexpr std::size_t kThreads = 256, kLoadsPerThread = 4;  // ReadKernel's unroll
   const auto blocks = static_cast<unsigned>(
       std::clamp<std::size_t>((n16 + kThreads * kLoadsPerThread - 1) / (kThreads * kLoadsPerThread),
-                              1, static_cast<std::size_t>(info.sm_count) * 8));
+                              1, static_cast<std::size_t>(sm_count) * 8));
   std::vector<DeviceBuffer> sets;
   for (int i = 0; i < rotations; ++i) {
     sets.emplace_back(n16 * 16);

@@ -119,8 +119,9 @@ CopyCeiling MeasureCopyCeiling(std::size_t buffer_bytes, cudaStream_t stream);
 // The read-only stream over `bytes` (rounded down to 16), one kernel a call, rotating through
 // `rotations` buffers of that size so that L2 does not hold them: what any one kernel that only
 // reads those bytes from HBM can reach, launch and ramp included. Small reads get one load per
-// thread in flight at once (as many blocks as that takes, up to eight per SM).
-Timing TimeRead(std::size_t bytes, int rotations, double budget_ms, cudaStream_t stream);
+// thread in flight at once (as many blocks as that takes, up to eight per SM of sm_count).
+Timing TimeRead(std::size_t bytes, int rotations, int sm_count, double budget_ms,
+                cudaStream_t stream);
 
 // One y[m, n] = x[m, k] * w[n, k]^T through the runner's CublasLtGemm: bf16 x and w, y in
 // out_dtype (bf16, or fp32 as the runner's lm_head writes its logits); add: y += (LinearAdd, as

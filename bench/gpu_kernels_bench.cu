@@ -159,7 +159,9 @@ void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
       // included), where memory allows rotating that many separate buffers beside the pools.
       const auto read_bytes = static_cast<std::size_t>(kv_bytes);
       const bool read_fits = static_cast<double>(read_bytes) * sets < 0.25 * FreeBytes();
-      const Timing read = read_fits ? TimeRead(read_bytes, sets, opt.budget_ms, stream) : Timing{};
+      const Timing read = read_fits
+                              ? TimeRead(read_bytes, sets, c.device.sm_count, opt.budget_ms, stream)
+                              : Timing{};
       for (std::int64_t asked : opt.decode_partitions) {
         // 0: the runner's choice of split (kernels/cuda/paged_attention_decode.h).
         const auto partition = asked > 0 ? static_cast<std::int32_t>(asked)

@@ -1,6 +1,7 @@
-// Register-level building blocks of the decode attention kernel: streaming 4/8/16-byte loads, the
-// m16n8k16 tensor-core product in fp16 and bf16, the 8x8 register transpose, and packing fp32 pairs
-// into one 32-bit register of two halves.
+// Register-level building blocks of the decode attention kernel: streaming 4/8/16-byte loads, an L2
+// bulk prefetch, the m16n8k16 tensor-core product in fp16 and bf16, the 8x8 register transpose, and
+// splitting registers into their low and high halves. (Packing fp32 pairs is cuda_common.cuh's
+// PackPair.)
 //
 // Fragment layouts are those of the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating point
 // type", "movmatrix"): lane = 4 * group + quad, where group = lane / 4 picks a row of A and C and a
@@ -68,22 +69,6 @@ __device__ __forceinline__ std::uint32_t Transpose8x8(std::uint32_t fragment) {
   std::uint32_t t;
   asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(t) : "r"(fragment));
   return t;
-}
-
-// Two fp32 values rounded into one register: `lo` in the low half.
-template <typename T>
-__device__ __forceinline__ std::uint32_t PackPair(float lo, float hi);
-
-template <>
-__device__ __forceinline__ std::uint32_t PackPair<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&v);
-}
-
-template <>
-__device__ __forceinline__ std::uint32_t PackPair<__half>(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
 // Low halves of x and y in one register (x's in the low half), and the high halves likewise.
