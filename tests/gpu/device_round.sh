@@ -136,6 +136,18 @@ if want gpu; then
     say "| $name | ${passed:-?} | $(( $(date +%s) - s )) | $r |"
     grep -E "^\[ FAIL \]|mismatch|FAILURE" "$out/$name.log" | head -5
   done
+  # As tests/gpu/CMakeLists.txt: decode attention once with each of its Hopper kernels forced.
+  for bulk in 0 1; do
+    exe="$pkg/libexec/gpu_paged_attention_test"
+    [[ -x "$exe" ]] || continue
+    name="gpu_paged_attention_test INFLIGHT_DECODE_BULK=$bulk"
+    log="$out/gpu_paged_attention_test.bulk$bulk.log"
+    s=$(date +%s)
+    if TMPDIR=$(mktemp -d) INFLIGHT_DECODE_BULK=$bulk with_libs timeout 150 "$exe" >"$log" 2>&1; then r=pass; else r="FAIL (exit $?)"; status=1; fi
+    passed=$(grep -E "tests passed" "$log" | tail -1 | sed -E 's/ tests passed.*//')
+    say "| $name | ${passed:-?} | $(( $(date +%s) - s )) | $r |"
+    grep -E "^\[ FAIL \]|mismatch|FAILURE" "$log" | head -5
+  done
 fi
 
 # ---- 3. parity with Hugging Face

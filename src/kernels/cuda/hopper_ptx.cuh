@@ -217,6 +217,21 @@ __device__ __forceinline__ void MbarrierArriveExpectTx(std::uint32_t bar, std::u
 #endif
 }
 
+// `bytes` (a multiple of 16) from global memory at src (16-byte aligned) into shared memory at dst
+// with one TMA bulk copy, completing its bytes on bar (PTX ISA, "cp.async.bulk").
+__device__ __forceinline__ void BulkCopyToShared(std::uint32_t dst, const void* src,
+                                                 std::uint32_t bytes, std::uint32_t bar) {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#else
+  (void)dst, (void)src, (void)bytes, (void)bar;
+#endif
+}
+
 // One box of a 2D tensor map (a __grid_constant__ kernel parameter) at element coordinates
 // (inner, outer) into shared memory at dst, completing its bytes on bar. Elements outside the
 // tensor arrive as zeros and still count.

@@ -46,9 +46,34 @@ int PrefetchTokens(const PagedBatch& batch, std::int64_t num_kv_heads, std::int6
   return static_cast<int>(std::min<std::int64_t>(tokens, partition_tokens));
 }
 
+// The bulk-copy kernel (paged_attention_decode_bulk.cuh) takes splits of kBulkPartition keys: two
+// 64-key stages copied into shared memory before its wait on the kernel before, a third asked of L2
+// (on an H100 at 1 x 4096 and 2 x 4096, 192 keys beat 128 and 256 by 6-20%). It runs where those
+// splits make at most kBulkBlocksPerSm blocks an SM (three fit beside each other), i.e. small
+// batches at short to medium contexts, where a call's fixed costs weigh most.
+constexpr std::int64_t kBulkPartition = 192;
+constexpr std::int64_t kBulkBlocksPerSm = 3;
+
+// INFLIGHT_DECODE_BULK=0 or 1 overrides the rule, an A/B switch.
+bool UseBulkKernel(const PagedBatch& batch, std::int64_t num_kv_heads) {
+  static const int from_env = [] {
+    const char* v = std::getenv("INFLIGHT_DECODE_BULK");
+    return v != nullptr ? std::atoi(v) : -1;
+  }();
+  if (from_env >= 0) return from_env != 0;
+  const std::int64_t units = std::max<std::int64_t>(1, batch.num_seqs) * num_kv_heads;
+  const std::int64_t sms = CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132);
+  return units * CeilDiv(std::max<std::int64_t>(batch.max_kv_len, 1), kBulkPartition) <=
+         kBulkBlocksPerSm * sms;
+}
+
 }  // namespace
 
 std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads) {
+  if (UseBulkKernel(batch, num_kv_heads)) {
+    return static_cast<std::int32_t>(
+        std::min(kBulkPartition, RoundUp(std::max(batch.max_kv_len, 1), detail::kDecPartition)));
+  }
   // As many splits as fit in one wave of blocks (kBlocksPerSm per SM) beside the (sequence, kv
   // head) pairs: the blocks then all run at once and finish together, and each split is as long as
   // it can be, which keeps the reduce small. One block more than a wave costs a whole second round
@@ -123,7 +148,8 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                           part_ml,
                           PrefetchTokens(batch, shape.num_kv_heads, shape.head_dim, dtype,
                                          partition_tokens, max_splits),
-                          CurrentDeviceIsSm90OrLater()};
+                          CurrentDeviceIsSm90OrLater(),
+                          UseBulkKernel(batch, shape.num_kv_heads)};
   switch (shape.head_dim) {
     case 64:
       return detail::LaunchDecodeAttentionHd64(args, dtype, stream);

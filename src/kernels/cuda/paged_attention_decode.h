@@ -13,7 +13,9 @@
 
 namespace inflight::kernels::cuda {
 
-// Keys per split chosen by PagedAttentionDecode when partition_tokens is 0 (auto).
+// Keys per split chosen by PagedAttentionDecode when partition_tokens is 0 (auto). Small grids on
+// Hopper run a kernel that copies K/V into shared memory, with a split size of its own: pass this
+// function's value (or 0) to keep that choice.
 std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads);
 
 // Device workspace PagedAttentionDecode needs for this batch (0 when it runs unsplit).

@@ -39,6 +39,8 @@ struct DecodeArgs {
   // each launches while its predecessor's last blocks run, and waits for it to finish before it
   // touches memory.
   bool programmatic;
+  // Run DecodeBulkKernel (paged_attention_decode_bulk.cuh) where its sm_90a code runs.
+  bool bulk;
 };
 
 constexpr int kDecWarps = 4;
@@ -129,32 +131,54 @@ __device__ __forceinline__ void PrefetchKeysL2(const std::int32_t* table, int be
   }
 }
 
-// Issues the loads of one step. rows: lane i holds the pool row of the step's key i % 16.
-template <typename T, int D>
-__device__ __forceinline__ void DecodeFetchStep(DecodeStepRegs<D>& r, std::uint32_t rows,
-                                                const T* k_pool, const T* v_pool, int g, int q) {
+// Where DecodeLoadStep reads: the pools in global memory, streamed past L1, or a block's copy of
+// its rows in shared memory.
+struct DecodeGlobalRows {
+  __device__ static uint4 Load16(const void* p) { return LoadStream16(p); }
+  __device__ static uint2 Load8(const void* p) { return LoadStream8(p); }
+  __device__ static std::uint32_t Load4(const void* p) { return LoadStream4(p); }
+};
+struct DecodeSharedRows {
+  __device__ static uint4 Load16(const void* p) { return *static_cast<const uint4*>(p); }
+  __device__ static uint2 Load8(const void* p) { return *static_cast<const uint2*>(p); }
+  __device__ static std::uint32_t Load4(const void* p) {
+    return *static_cast<const std::uint32_t*>(p);
+  }
+};
+
+// Issues the loads of one step: row_of(i) is the row (of k_rows and v_rows) of the step's key i.
+template <typename T, int D, typename Src, typename RowOf>
+__device__ __forceinline__ void DecodeLoadStep(DecodeStepRegs<D>& r, RowOf row_of, const T* k_rows,
+                                               const T* v_rows, int g, int q) {
   using L = DecodeLayout<D>;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const T* k = k_pool + static_cast<std::size_t>(__shfl_sync(0xffffffffu, rows, g + 8 * i)) * D;
+    const T* k = k_rows + static_cast<std::size_t>(row_of(g + 8 * i)) * D;
 #pragma unroll
-    for (int p = 0; p < L::kKPieces; ++p) r.k[i][p] = LoadStream16(k + 32 * p + 8 * q);
-    if constexpr (L::kKTail) r.k_tail[i] = LoadStream8(k + 32 * L::kKPieces + 4 * q);
+    for (int p = 0; p < L::kKPieces; ++p) r.k[i][p] = Src::Load16(k + 32 * p + 8 * q);
+    if constexpr (L::kKTail) r.k_tail[i] = Src::Load8(k + 32 * L::kKPieces + 4 * q);
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int key = 2 * q + (i & 1) + 8 * (i >> 1);
-    const T* v = v_pool + static_cast<std::size_t>(__shfl_sync(0xffffffffu, rows, key)) * D;
+    const T* v = v_rows + static_cast<std::size_t>(row_of(2 * q + (i & 1) + 8 * (i >> 1))) * D;
 #pragma unroll
-    for (int h = 0; h < L::kVPieces; ++h) r.v[i][h] = LoadStream16(v + 64 * h + 8 * g);
+    for (int h = 0; h < L::kVPieces; ++h) r.v[i][h] = Src::Load16(v + 64 * h + 8 * g);
     if constexpr (L::kVTailWords == 1) {
-      r.v_tail[i][0] = LoadStream4(v + 64 * L::kVPieces + 2 * g);
+      r.v_tail[i][0] = Src::Load4(v + 64 * L::kVPieces + 2 * g);
     } else if constexpr (L::kVTailWords == 2) {
-      const uint2 w = LoadStream8(v + 64 * L::kVPieces + 4 * g);
+      const uint2 w = Src::Load8(v + 64 * L::kVPieces + 4 * g);
       r.v_tail[i][0] = w.x;
       r.v_tail[i][1] = w.y;
     }
   }
+}
+
+// One step from the pools. rows: lane i holds the pool row of the step's key i % 16.
+template <typename T, int D>
+__device__ __forceinline__ void DecodeFetchStep(DecodeStepRegs<D>& r, std::uint32_t rows,
+                                                const T* k_pool, const T* v_pool, int g, int q) {
+  DecodeLoadStep<T, D, DecodeGlobalRows>(
+      r, [&](int key) { return __shfl_sync(0xffffffffu, rows, key); }, k_pool, v_pool, g, q);
 }
 
 // One warp's running attention over its steps: O^T fragments and, per query head 2q and 2q + 1 of
@@ -164,7 +188,36 @@ struct DecodeWarpState {
   float o[DecodeLayout<D>::kMTiles][4];
   float m[2];
   float l[2];
+
+  __device__ __forceinline__ void Reset() {
+#pragma unroll
+    for (int t = 0; t < DecodeLayout<D>::kMTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.0f;
+  }
 };
+
+// Q^T fragments of a block's query heads: column g is query head head0 + g (zero past the
+// tile's heads).
+template <typename T, int D>
+__device__ __forceinline__ void DecodeLoadQuery(const DecodeArgs& args, int q_row, int head0,
+                                                int tile_heads, int g, int q,
+                                                uint4 (&qf)[DecodeLayout<D>::kKPieces],
+                                                uint2& qf_tail) {
+  using L = DecodeLayout<D>;
+  qf_tail = make_uint2(0u, 0u);
+#pragma unroll
+  for (int p = 0; p < L::kKPieces; ++p) qf[p] = make_uint4(0u, 0u, 0u, 0u);
+  if (g >= tile_heads) return;
+  const T* qp = static_cast<const T*>(args.q) +
+                static_cast<std::int64_t>(q_row) * args.q_token_stride +
+                static_cast<std::int64_t>(head0 + g) * D;
+#pragma unroll
+  for (int p = 0; p < L::kKPieces; ++p)
+    qf[p] = __ldg(reinterpret_cast<const uint4*>(qp + 32 * p + 8 * q));
+  if constexpr (L::kKTail)
+    qf_tail = __ldg(reinterpret_cast<const uint2*>(qp + 32 * L::kKPieces + 4 * q));
+}
 
 template <typename T, int D>
 __device__ __forceinline__ void DecodeComputeStep(DecodeWarpState<D>& st,
@@ -226,6 +279,69 @@ __device__ __forceinline__ void DecodeComputeStep(DecodeWarpState<D>& st,
   }
 }
 
+// Merges the block's four warp states through shared memory (s_o, s_m, s_l: [kDecWarps][...]) and
+// stores the result: the output rows when the sequence runs unsplit, else this split's unnormalised
+// output, running max and sum for the reduce.
+template <typename T, int D>
+__device__ __forceinline__ void DecodeMergeWarpsAndStore(
+    const DecodeArgs& args, DecodeWarpState<D>& st, float (*s_o)[kDecTileHeads][D],
+    float (*s_m)[kDecTileHeads], float (*s_l)[kDecTileHeads], int s, int split, int head0,
+    int tile_heads, int q_row) {
+  using L = DecodeLayout<D>;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  // Merge the warps: lanes of one q hold parts of the same heads' sums.
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+#pragma unroll
+    for (int offset = 4; offset < 32; offset <<= 1)
+      st.l[j] += __shfl_xor_sync(0xffffffffu, st.l[j], offset);
+  }
+  const std::ptrdiff_t head_pair = 2 * static_cast<std::ptrdiff_t>(q);
+  if (g == 0) {
+    s_m[warp][head_pair] = st.m[0];
+    s_m[warp][head_pair + 1] = st.m[1];
+    s_l[warp][head_pair] = st.l[0];
+    s_l[warp][head_pair + 1] = st.l[1];
+  }
+#pragma unroll
+  for (int t = 0; t < L::kMTiles; ++t) {
+    s_o[warp][2 * q][L::Dim(t, g)] = st.o[t][0];
+    s_o[warp][2 * q + 1][L::Dim(t, g)] = st.o[t][1];
+    s_o[warp][2 * q][L::Dim(t, g + 8)] = st.o[t][2];
+    s_o[warp][2 * q + 1][L::Dim(t, g + 8)] = st.o[t][3];
+  }
+  __syncthreads();
+
+  for (int idx = static_cast<int>(threadIdx.x); idx < tile_heads * D; idx += kDecThreads) {
+    const int h = idx / D, d = idx - h * D;
+    float m_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecWarps; ++w) m_max = fmaxf(m_max, s_m[w][h]);
+    float l_sum = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecWarps; ++w) {
+      const float weight = exp2f(s_m[w][h] - m_max);  // 0 for a warp that had no keys
+      l_sum += s_l[w][h] * weight;
+      acc += s_o[w][h][d] * weight;
+    }
+    const std::int64_t head = head0 + h;
+    if (args.max_splits == 1) {
+      static_cast<T*>(
+          args.out)[(static_cast<std::int64_t>(q_row) * args.num_heads + head) * D + d] =
+          FromFloat<T>(acc / l_sum);
+    } else {
+      const std::int64_t slot =
+          (static_cast<std::int64_t>(s) * args.num_heads + head) * args.max_splits + split;
+      args.part_o[slot * D + d] = acc;
+      if (d == 0) {
+        args.part_ml[slot * 2] = m_max;
+        args.part_ml[slot * 2 + 1] = l_sum;
+      }
+    }
+  }
+}
+
 // Grid: (num_kv_heads * head_tiles, num_seqs, max_splits), block: kDecThreads.
 template <typename T, int D>
 __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeArgs args) {
@@ -273,27 +389,11 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   const T* k_pool = static_cast<const T*>(args.k_pool);
   const T* v_pool = static_cast<const T*>(args.v_pool);
 
-  // Q^T fragments: column g is query head head0 + g (zero past the group's heads).
   uint4 qf[L::kKPieces];
-  uint2 qf_tail = make_uint2(0u, 0u);
-#pragma unroll
-  for (int p = 0; p < L::kKPieces; ++p) qf[p] = make_uint4(0u, 0u, 0u, 0u);
-  if (g < tile_heads) {
-    const T* qp = static_cast<const T*>(args.q) +
-                  static_cast<std::int64_t>(q_row) * args.q_token_stride +
-                  static_cast<std::int64_t>(head0 + g) * D;
-#pragma unroll
-    for (int p = 0; p < L::kKPieces; ++p)
-      qf[p] = __ldg(reinterpret_cast<const uint4*>(qp + 32 * p + 8 * q));
-    if constexpr (L::kKTail)
-      qf_tail = __ldg(reinterpret_cast<const uint2*>(qp + 32 * L::kKPieces + 4 * q));
-  }
-
+  uint2 qf_tail;
+  DecodeLoadQuery<T, D>(args, q_row, head0, tile_heads, g, q, qf, qf_tail);
   DecodeWarpState<D> st;
-#pragma unroll
-  for (int t = 0; t < L::kMTiles; ++t) st.o[t][0] = st.o[t][1] = st.o[t][2] = st.o[t][3] = 0.0f;
-  st.m[0] = st.m[1] = -INFINITY;
-  st.l[0] = st.l[1] = 0.0f;
+  st.Reset();
 
   // Warp w takes steps w, w + kDecWarps, ...; a lane computes the pool row of key lane % 16 of a
   // step one step before its loads go out, so the block-table read is off the critical path. Keys
@@ -329,55 +429,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
     DecodeComputeStep<T, D>(st, rb, qf, qf_tail, args.scale_log2, step_base(j + 1), k_end, g);
   }
 
-  // Merge the warps: lanes of one q hold parts of the same heads' sums.
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-#pragma unroll
-    for (int offset = 4; offset < 32; offset <<= 1)
-      st.l[j] += __shfl_xor_sync(0xffffffffu, st.l[j], offset);
-  }
-  if (g == 0) {
-    s_m[warp][2 * q] = st.m[0];
-    s_m[warp][2 * q + 1] = st.m[1];
-    s_l[warp][2 * q] = st.l[0];
-    s_l[warp][2 * q + 1] = st.l[1];
-  }
-#pragma unroll
-  for (int t = 0; t < L::kMTiles; ++t) {
-    s_o[warp][2 * q][L::Dim(t, g)] = st.o[t][0];
-    s_o[warp][2 * q + 1][L::Dim(t, g)] = st.o[t][1];
-    s_o[warp][2 * q][L::Dim(t, g + 8)] = st.o[t][2];
-    s_o[warp][2 * q + 1][L::Dim(t, g + 8)] = st.o[t][3];
-  }
-  __syncthreads();
-
-  for (int idx = static_cast<int>(threadIdx.x); idx < tile_heads * D; idx += kDecThreads) {
-    const int h = idx / D, d = idx - h * D;
-    float m_max = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kDecWarps; ++w) m_max = fmaxf(m_max, s_m[w][h]);
-    float l_sum = 0.0f, acc = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kDecWarps; ++w) {
-      const float weight = exp2f(s_m[w][h] - m_max);  // 0 for a warp that had no keys
-      l_sum += s_l[w][h] * weight;
-      acc += s_o[w][h][d] * weight;
-    }
-    const std::int64_t head = head0 + h;
-    if (args.max_splits == 1) {
-      static_cast<T*>(
-          args.out)[(static_cast<std::int64_t>(q_row) * args.num_heads + head) * D + d] =
-          FromFloat<T>(acc / l_sum);
-    } else {
-      const std::int64_t slot =
-          (static_cast<std::int64_t>(s) * args.num_heads + head) * args.max_splits + split;
-      args.part_o[slot * D + d] = acc;
-      if (d == 0) {
-        args.part_ml[slot * 2] = m_max;
-        args.part_ml[slot * 2 + 1] = l_sum;
-      }
-    }
-  }
+  DecodeMergeWarpsAndStore<T, D>(args, st, s_o, s_m, s_l, s, split, head0, tile_heads, q_row);
 }
 
 constexpr int kDecReduceUnroll = 8;  // splits a warp loads at once
@@ -393,8 +445,10 @@ __global__ void __launch_bounds__(kDecThreads) DecodeReduceKernel(DecodeArgs arg
   static_assert(D % 4 == 0 && kVecs <= 32, "one float4 of a row per lane");
   __shared__ float s_m[kDecWarps], s_l[kDecWarps];
   __shared__ float4 s_o[kDecWarps][kVecs];
-  GridDependencyWait();
+  // The kernel after may launch at once: it waits for this one before it touches memory, and its
+  // launch (or, for the next decode call, its copies of cached rows) then overlaps this merge.
   GridDependencyLaunchDependents();
+  GridDependencyWait();
   const int h = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int kv_len = args.batch.num_cached[s] + 1;
@@ -412,8 +466,8 @@ __global__ void __launch_bounds__(kDecThreads) DecodeReduceKernel(DecodeArgs arg
     for (int u = 0; u < kDecReduceUnroll; ++u) {
       const int i = first + u;
       const bool live = i < num_splits;
-      mi[u] = live ? ml[2 * i] : -INFINITY;
-      li[u] = live ? ml[2 * i + 1] : 0.0f;
+      mi[u] = live ? ml[2 * static_cast<std::ptrdiff_t>(i)] : -INFINITY;
+      li[u] = live ? ml[2 * static_cast<std::ptrdiff_t>(i) + 1] : 0.0f;
       oi[u] = live && lane < kVecs ? o_rows[static_cast<std::int64_t>(i) * kVecs + lane]
                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
@@ -461,6 +515,12 @@ __global__ void __launch_bounds__(kDecThreads) DecodeReduceKernel(DecodeArgs arg
   }
 }
 
+}  // namespace inflight::kernels::cuda::detail
+
+#include "kernels/cuda/paged_attention_decode_bulk.cuh"
+
+namespace inflight::kernels::cuda::detail {
+
 template <typename T, int D>
 cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
   cudaLaunchAttribute programmatic = {};
@@ -474,7 +534,17 @@ cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
   config.stream = stream;
   config.attrs = args.programmatic ? &programmatic : nullptr;
   config.numAttrs = args.programmatic ? 1 : 0;
-  cudaError_t err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D>, args);
+  cudaError_t err = cudaSuccess;
+  if (args.bulk && DecodeBulkKernelRunnable<T, D>()) {
+    // NOTE: set at every launch: the attribute belongs to the current device's context.
+    config.dynamicSmemBytes = DecodeBulkTiling<T, D>::kSmemBytes;
+    err = cudaFuncSetAttribute(DecodeBulkKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               DecodeBulkTiling<T, D>::kSmemBytes);
+    if (err == cudaSuccess) err = cudaLaunchKernelEx(&config, DecodeBulkKernel<T, D>, args);
+    config.dynamicSmemBytes = 0;
+  } else {
+    err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D>, args);
+  }
   if (err != cudaSuccess || args.max_splits == 1) return err;
   config.gridDim =
       dim3(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch.num_seqs));
