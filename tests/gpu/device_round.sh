@@ -128,26 +128,27 @@ if want gpu; then
   say ""
   say "| binary | tests passed | seconds | result |"
   say "|---|---|---|---|"
-  for exe in "${gpu_tests[@]}"; do
-    name=$(basename "$exe")
+  # One table row: run_test NAME LOG COMMAND... (a test binary, or env VAR=VALUE binary).
+  run_test() {
+    local name=$1 log=$2 s r passed
+    shift 2
     s=$(date +%s)
-    if TMPDIR=$(mktemp -d) with_libs timeout 150 "$exe" >"$out/$name.log" 2>&1; then r=pass; else r="FAIL (exit $?)"; status=1; fi
-    passed=$(grep -E "tests passed" "$out/$name.log" | tail -1 | sed -E 's/ tests passed.*//')
-    say "| $name | ${passed:-?} | $(( $(date +%s) - s )) | $r |"
-    grep -E "^\[ FAIL \]|mismatch|FAILURE" "$out/$name.log" | head -5
-  done
-  # As tests/gpu/CMakeLists.txt: decode attention once with each of its Hopper kernels forced.
-  for bulk in 0 1; do
-    exe="$pkg/libexec/gpu_paged_attention_test"
-    [[ -x "$exe" ]] || continue
-    name="gpu_paged_attention_test INFLIGHT_DECODE_BULK=$bulk"
-    log="$out/gpu_paged_attention_test.bulk$bulk.log"
-    s=$(date +%s)
-    if TMPDIR=$(mktemp -d) INFLIGHT_DECODE_BULK=$bulk with_libs timeout 150 "$exe" >"$log" 2>&1; then r=pass; else r="FAIL (exit $?)"; status=1; fi
+    if TMPDIR=$(mktemp -d) with_libs timeout 150 "$@" >"$log" 2>&1; then r=pass; else r="FAIL (exit $?)"; status=1; fi
     passed=$(grep -E "tests passed" "$log" | tail -1 | sed -E 's/ tests passed.*//')
     say "| $name | ${passed:-?} | $(( $(date +%s) - s )) | $r |"
     grep -E "^\[ FAIL \]|mismatch|FAILURE" "$log" | head -5
+  }
+  for exe in "${gpu_tests[@]}"; do
+    run_test "$(basename "$exe")" "$out/$(basename "$exe").log" "$exe"
   done
+  # As tests/gpu/CMakeLists.txt: decode attention once with each of its Hopper kernels forced.
+  exe="$pkg/libexec/gpu_paged_attention_test"
+  if [[ -x "$exe" ]]; then
+    for bulk in 0 1; do
+      run_test "gpu_paged_attention_test INFLIGHT_DECODE_BULK=$bulk" \
+        "$out/gpu_paged_attention_test.bulk$bulk.log" env INFLIGHT_DECODE_BULK=$bulk "$exe"
+    done
+  fi
 fi
 
 # ---- 3. parity with Hugging Face

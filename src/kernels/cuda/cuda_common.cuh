@@ -112,6 +112,19 @@ inline bool CurrentDeviceIsSm90OrLater() {
   return CurrentDeviceAttribute(cudaDevAttrComputeCapabilityMajor, 0) >= 9;
 }
 
+// Whether `kernel`'s sm_90a code is what the current device runs: a build without 90a-real, or a
+// device other than compute capability 9.0, has none, and the kernels that need it (wgmma, TMA)
+// fall back. No code for the device is an answer, not a failure: the error is cleared.
+template <typename Kernel>
+bool Sm90aCodeRuns(Kernel* kernel) {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.binaryVersion == 90 && attr.ptxVersion >= 90;
+}
+
 // Whether to ask for programmatic launch: on sm_90 and later, unless the environment sets
 // INFLIGHT_DISABLE_PDL=1 (an A/B switch for measuring what PDL buys).
 inline bool ProgrammaticLaunchEnabled() {

@@ -300,12 +300,7 @@ bool EncodeMatrix(CUtensorMap* map, DType dtype, const void* base, std::int64_t 
 template <typename T>
 bool KernelRunnable() {
   static const bool runnable = [] {
-    cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, GemmSwiGluKernel<T>) != cudaSuccess) {
-      cudaGetLastError();  // NOTE: no code for this device is an answer, not a failure
-      return false;
-    }
-    if (attr.binaryVersion != 90 || attr.ptxVersion < 90) return false;
+    if (!Sm90aCodeRuns(GemmSwiGluKernel<T>)) return false;
     return cudaFuncSetAttribute(GemmSwiGluKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 kSmemBytes) == cudaSuccess;
   }();

@@ -19,7 +19,7 @@ cudaError_t LaunchContextAttention(const ContextArgs& args, cudaStream_t stream)
   if constexpr (D % 64 == 0) {
     using Tiling = WgmmaContextTiling<D, D >= 128 ? 128 : 64>;
     // NOTE: decided once per process, for the device of the first call.
-    static const bool wgmma = WgmmaContextKernelRunnable<T, D, Tiling>();
+    static const bool wgmma = Sm90aCodeRuns(WgmmaContextKernel<T, D, Tiling>);
     if (wgmma) return LaunchContextAttentionWgmma<T, D, Tiling>(args, stream);
   }
   return LaunchContextAttentionMmaSync<T, D>(args, stream);

@@ -136,7 +136,8 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
     for (int b = 0; b < kCopies; b += kBatch) {
       std::int64_t batch[kBatch];
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) batch[k] = offsets[(b + k) * kRowStep];
+      for (int k = 0; k < kBatch; ++k)
+        batch[k] = offsets[static_cast<std::ptrdiff_t>(b + k) * kRowStep];
       if (whole) {
 #pragma unroll
         for (int k = 0; k < kBatch; ++k) CpAsync16(dst + (b + k) * kRowStep * 128, base + batch[k]);
@@ -333,18 +334,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
       (static_cast<std::int64_t>(tile.q_begin + tile.q0) * args.num_heads + tile.head) * D;
   StoreOutputRows(o, l, out_tile, static_cast<std::int64_t>(args.num_heads) * D, warp_row0,
                   tile.rows, lane);
-}
-
-// True when the wgmma kernel's sm_90a code is what the device would run (a build without
-// 90a-real, or a device other than compute capability 9.0, runs the mma.sync kernel instead).
-template <typename T, int D, typename Cfg>
-bool WgmmaContextKernelRunnable() {
-  cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, WgmmaContextKernel<T, D, Cfg>) != cudaSuccess) {
-    cudaGetLastError();  // NOTE: clear the error: the caller falls back, it is not a failure
-    return false;
-  }
-  return attr.binaryVersion == 90 && attr.ptxVersion >= 90;
 }
 
 template <typename T, int D, typename Cfg = WgmmaContextTiling<D>>

@@ -139,6 +139,7 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                           batch,
                           static_cast<int>(num_heads),
                           static_cast<int>(shape.num_kv_heads),
+                          static_cast<int>(group),
                           static_cast<int>(CeilDiv(group, detail::kDecTileHeads)),
                           static_cast<int>(shape.tokens_per_block),
                           scale * static_cast<float>(M_LOG2E),

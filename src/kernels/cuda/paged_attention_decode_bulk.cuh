@@ -56,27 +56,21 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   __shared__ __align__(8) std::uint64_t full[kStages];
 
   const PagedBatch& batch = args.batch;
-  const int kv_head = static_cast<int>(blockIdx.x) / args.head_tiles;
-  const int tile = static_cast<int>(blockIdx.x) - kv_head * args.head_tiles;
-  const int s = static_cast<int>(blockIdx.y), split = static_cast<int>(blockIdx.z);
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int g = lane >> 2, q = lane & 3;
-  const int k_begin = split * args.partition_tokens;
-  const std::int32_t* table =
-      batch.block_tables + static_cast<std::int64_t>(s) * batch.max_blocks_per_seq;
+  const DecodeBlock b(args);
   // Up to the wait the block reads only the lengths and tables and copies cached rows: the kernel
   // before may write q and each sequence's newest row (see PagedAttentionDecode), not those.
-  const int kv_len = batch.num_cached[s] + 1;
-  if (k_begin >= kv_len) return;  // a split past this sequence's end (graphs size for the longest)
-  const int k_end = min(kv_len, k_begin + args.partition_tokens);
-  const int chunks = (k_end - k_begin + kChunk - 1) / kChunk;
-  const int newest_chunk = (kv_len - 1 - k_begin) / kChunk;  // copied after the wait
+  const int kv_len = batch.num_cached[b.s] + 1;
+  // A split past this sequence's end does nothing (graphs size for the longest).
+  if (b.k_begin >= kv_len) return;
+  const int k_end = min(kv_len, b.k_begin + args.partition_tokens);
+  const int chunks = (k_end - b.k_begin + kChunk - 1) / kChunk;
+  const int newest_chunk = (kv_len - 1 - b.k_begin) / kChunk;  // copied after the wait
   const auto smem_base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
   const auto bar0 = static_cast<std::uint32_t>(__cvta_generic_to_shared(full));
   const auto copy_chunk = [&](int c) {
-    const int c0 = k_begin + c * kChunk;
+    const int c0 = b.k_begin + c * kChunk;
     DecodeCopyChunk<T, D>(
-        args, table, kv_head, c0, min(k_end, c0 + kChunk),
+        args, b.table, b.kv_head, c0, min(k_end, c0 + kChunk),
         smem_base + static_cast<std::uint32_t>((c % kStages) * Tiling::kStageBytes),
         bar0 + static_cast<std::uint32_t>((c % kStages) * 8));
   };
@@ -88,10 +82,10 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
       if (c != newest_chunk) copy_chunk(c);
     }
   }
-  const int ring_end = k_begin + kStages * kChunk;
+  const int ring_end = b.k_begin + kStages * kChunk;
   if (args.prefetch_tokens > kStages * kChunk && ring_end < kv_len) {
-    PrefetchKeysL2<T, D>(table, ring_end, min(kv_len, k_begin + args.prefetch_tokens),
-                         args.tokens_per_block, args.num_kv_heads, kv_head,
+    PrefetchKeysL2<T, D>(b.table, ring_end, min(kv_len, b.k_begin + args.prefetch_tokens),
+                         args.tokens_per_block, args.num_kv_heads, b.kv_head,
                          static_cast<const T*>(args.k_pool), static_cast<const T*>(args.v_pool));
   }
   __syncthreads();  // the barriers are initialised before any thread waits on them
@@ -99,13 +93,10 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   GridDependencyLaunchDependents();
   if (threadIdx.x == 0 && newest_chunk < first_chunks) copy_chunk(newest_chunk);
 
-  const int group = args.num_heads / args.num_kv_heads;
-  const int head0 = kv_head * group + tile * kDecTileHeads;
-  const int tile_heads = min(kDecTileHeads, group - tile * kDecTileHeads);
-  const int q_row = batch.query_start[s];
+  const int q_row = batch.query_start[b.s];
   uint4 qf[DecodeLayout<D>::kKPieces];
   uint2 qf_tail;
-  DecodeLoadQuery<T, D>(args, q_row, head0, tile_heads, g, q, qf, qf_tail);
+  DecodeLoadQuery<T, D>(args, b, q_row, qf, qf_tail);
   DecodeWarpState<D> st;
   st.Reset();
 
@@ -114,16 +105,16 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   for (int c = 0; c < chunks; ++c) {
     const int stage = c % kStages;
     MbarrierWait(bar0 + static_cast<std::uint32_t>(stage * 8), (c / kStages) & 1);
-    const int c0 = k_begin + c * kChunk;
+    const int c0 = b.k_begin + c * kChunk;
     const int last_row = min(k_end, c0 + kChunk) - 1 - c0;
-    const int step_row = warp * kDecStepKeys;
+    const int step_row = b.warp * kDecStepKeys;
     if (step_row <= last_row) {
       const T* k_rows = reinterpret_cast<const T*>(smem + stage * Tiling::kStageBytes);
       DecodeStepRegs<D> r;
       DecodeLoadStep<T, D, DecodeSharedRows>(
-          r, [&](int key) { return min(step_row + key, last_row); }, k_rows, k_rows + kChunk * D, g,
-          q);
-      DecodeComputeStep<T, D>(st, r, qf, qf_tail, args.scale_log2, c0 + step_row, k_end, g);
+          r, [&](int key) { return min(step_row + key, last_row); }, k_rows, k_rows + kChunk * D,
+          b.g, b.q);
+      DecodeComputeStep<T, D>(st, r, qf, qf_tail, args.scale_log2, c0 + step_row, k_end, b.g);
     }
     __syncthreads();  // every warp is done with the stage: it may be refilled
     if (threadIdx.x == 0 && c + kStages < chunks) copy_chunk(c + kStages);
@@ -133,22 +124,7 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   constexpr std::size_t kOBytes = sizeof(float) * kDecWarps * kDecTileHeads * D;
   auto* s_m = reinterpret_cast<float(*)[kDecTileHeads]>(smem + kOBytes);
   auto* s_l = s_m + kDecWarps;
-  DecodeMergeWarpsAndStore<T, D>(args, st, s_o, s_m, s_l, s, split, head0, tile_heads, q_row);
-}
-
-// True when DecodeBulkKernel's sm_90a code is what the device runs (a build without 90a-real, or
-// a device other than compute capability 9.0, runs DecodeAttentionKernel instead).
-template <typename T, int D>
-bool DecodeBulkKernelRunnable() {
-  static const bool runnable = [] {
-    cudaFuncAttributes attr{};
-    if (cudaFuncGetAttributes(&attr, DecodeBulkKernel<T, D>) != cudaSuccess) {
-      cudaGetLastError();  // NOTE: clear the error: the caller falls back, it is not a failure
-      return false;
-    }
-    return attr.binaryVersion == 90 && attr.ptxVersion >= 90;
-  }();
-  return runnable;
+  DecodeMergeWarpsAndStore<T, D>(args, b, st, s_o, s_m, s_l, q_row);
 }
 
 }  // namespace inflight::kernels::cuda::detail

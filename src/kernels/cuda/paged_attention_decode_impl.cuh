@@ -25,6 +25,7 @@ struct DecodeArgs {
   PagedBatch batch;
   int num_heads;
   int num_kv_heads;
+  int group;       // num_heads / num_kv_heads: query heads per kv head
   int head_tiles;  // ceil(group / kDecTileHeads): blocks per kv head
   int tokens_per_block;
   float scale_log2;
@@ -48,6 +49,29 @@ constexpr int kDecThreads = 32 * kDecWarps;
 constexpr int kDecStepKeys = 16;   // keys per warp step: the M side of one mma
 constexpr int kDecTileHeads = 8;   // query heads per block: the N side of one mma
 constexpr int kDecPartition = 64;  // partition_tokens must be a multiple of this
+
+// What a block of either decode kernel attends: query heads [head0, head0 + tile_heads) of kv head
+// kv_head, of sequence s, over the keys of split `split` (from k_begin); and where this thread sits
+// in it (warp, and its mma coordinates g = lane / 4, q = lane % 4).
+struct DecodeBlock {
+  int kv_head, head0, tile_heads, s, split, k_begin, warp, lane, g, q;
+  const std::int32_t* table;  // the sequence's row of block_tables
+
+  __device__ explicit DecodeBlock(const DecodeArgs& args) {
+    kv_head = static_cast<int>(blockIdx.x) / args.head_tiles;
+    const int tile = static_cast<int>(blockIdx.x) - kv_head * args.head_tiles;
+    head0 = kv_head * args.group + tile * kDecTileHeads;
+    tile_heads = min(kDecTileHeads, args.group - tile * kDecTileHeads);
+    s = static_cast<int>(blockIdx.y);
+    split = static_cast<int>(blockIdx.z);
+    k_begin = split * args.partition_tokens;
+    warp = static_cast<int>(threadIdx.x) >> 5;
+    lane = static_cast<int>(threadIdx.x) & 31;
+    g = lane >> 2;
+    q = lane & 3;
+    table = args.batch.block_tables + static_cast<std::int64_t>(s) * args.batch.max_blocks_per_seq;
+  }
+};
 
 // Where the head-dim elements of K and V rows sit in the mma fragments. The order of the reduction
 // index of an mma is free as long as both operands use the same one, and the order of O's rows is
@@ -200,23 +224,22 @@ struct DecodeWarpState {
 // Q^T fragments of a block's query heads: column g is query head head0 + g (zero past the
 // tile's heads).
 template <typename T, int D>
-__device__ __forceinline__ void DecodeLoadQuery(const DecodeArgs& args, int q_row, int head0,
-                                                int tile_heads, int g, int q,
-                                                uint4 (&qf)[DecodeLayout<D>::kKPieces],
+__device__ __forceinline__ void DecodeLoadQuery(const DecodeArgs& args, const DecodeBlock& b,
+                                                int q_row, uint4 (&qf)[DecodeLayout<D>::kKPieces],
                                                 uint2& qf_tail) {
   using L = DecodeLayout<D>;
   qf_tail = make_uint2(0u, 0u);
 #pragma unroll
   for (int p = 0; p < L::kKPieces; ++p) qf[p] = make_uint4(0u, 0u, 0u, 0u);
-  if (g >= tile_heads) return;
+  if (b.g >= b.tile_heads) return;
   const T* qp = static_cast<const T*>(args.q) +
                 static_cast<std::int64_t>(q_row) * args.q_token_stride +
-                static_cast<std::int64_t>(head0 + g) * D;
+                static_cast<std::int64_t>(b.head0 + b.g) * D;
 #pragma unroll
   for (int p = 0; p < L::kKPieces; ++p)
-    qf[p] = __ldg(reinterpret_cast<const uint4*>(qp + 32 * p + 8 * q));
+    qf[p] = __ldg(reinterpret_cast<const uint4*>(qp + 32 * p + 8 * b.q));
   if constexpr (L::kKTail)
-    qf_tail = __ldg(reinterpret_cast<const uint2*>(qp + 32 * L::kKPieces + 4 * q));
+    qf_tail = __ldg(reinterpret_cast<const uint2*>(qp + 32 * L::kKPieces + 4 * b.q));
 }
 
 template <typename T, int D>
@@ -283,13 +306,15 @@ __device__ __forceinline__ void DecodeComputeStep(DecodeWarpState<D>& st,
 // stores the result: the output rows when the sequence runs unsplit, else this split's unnormalised
 // output, running max and sum for the reduce.
 template <typename T, int D>
-__device__ __forceinline__ void DecodeMergeWarpsAndStore(
-    const DecodeArgs& args, DecodeWarpState<D>& st, float (*s_o)[kDecTileHeads][D],
-    float (*s_m)[kDecTileHeads], float (*s_l)[kDecTileHeads], int s, int split, int head0,
-    int tile_heads, int q_row) {
+__device__ __forceinline__ void DecodeMergeWarpsAndStore(const DecodeArgs& args,
+                                                         const DecodeBlock& b,
+                                                         DecodeWarpState<D>& st,
+                                                         float (*s_o)[kDecTileHeads][D],
+                                                         float (*s_m)[kDecTileHeads],
+                                                         float (*s_l)[kDecTileHeads], int q_row) {
   using L = DecodeLayout<D>;
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int g = lane >> 2, q = lane & 3;
+  const int s = b.s, split = b.split, head0 = b.head0, tile_heads = b.tile_heads;
+  const int warp = b.warp, g = b.g, q = b.q;
   // Merge the warps: lanes of one q hold parts of the same heads' sums.
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
@@ -351,47 +376,38 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   __shared__ float s_l[kDecWarps][kDecTileHeads];
 
   const PagedBatch& batch = args.batch;
-  const int kv_head = static_cast<int>(blockIdx.x) / args.head_tiles;
-  const int tile = static_cast<int>(blockIdx.x) - kv_head * args.head_tiles;
-  const int s = static_cast<int>(blockIdx.y), split = static_cast<int>(blockIdx.z);
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int g = lane >> 2, q = lane & 3;
-  const int k_begin = split * args.partition_tokens;
-  const std::int32_t* table =
-      batch.block_tables + static_cast<std::int64_t>(s) * batch.max_blocks_per_seq;
-  const auto step_base = [&](int j) { return k_begin + (warp + j * kDecWarps) * kDecStepKeys; };
+  const DecodeBlock b(args);
+  const auto step_base = [&](int j) { return b.k_begin + (b.warp + j * kDecWarps) * kDecStepKeys; };
   // The pool rows of this warp's first two steps go out together with the sequence's length, for
   // the keys below max_kv_len (table entries that exist); keys past the sequence's end swap their
   // row for one in range below, once the length is known.
-  const int speculative_end = min(batch.max_kv_len, k_begin + args.partition_tokens);
+  const int speculative_end = min(batch.max_kv_len, b.k_begin + args.partition_tokens);
   const auto speculative_rows = [&](int j) {
-    return DecodePoolRow(table, min(step_base(j) + (lane & 15), speculative_end - 1),
-                         args.tokens_per_block, args.num_kv_heads, kv_head);
+    return DecodePoolRow(b.table, min(step_base(j) + (b.lane & 15), speculative_end - 1),
+                         args.tokens_per_block, args.num_kv_heads, b.kv_head);
   };
   // Up to the wait, the block reads only what no kernel of the step writes (the block table, the
   // lengths: see PagedAttentionDecode) and asks L2 for cache rows (L2 stays coherent with the
   // kernel before, which writes each sequence's newest row), so this overlaps that kernel's tail.
   std::uint32_t rows0 = speculative_rows(0), rows1 = speculative_rows(1);
-  const int kv_len = batch.num_cached[s] + 1;
-  if (args.prefetch_tokens > 0 && k_begin < kv_len) {
-    PrefetchKeysL2<T, D>(table, k_begin, min(kv_len, k_begin + args.prefetch_tokens),
-                         args.tokens_per_block, args.num_kv_heads, kv_head,
+  const int kv_len = batch.num_cached[b.s] + 1;
+  if (args.prefetch_tokens > 0 && b.k_begin < kv_len) {
+    PrefetchKeysL2<T, D>(b.table, b.k_begin, min(kv_len, b.k_begin + args.prefetch_tokens),
+                         args.tokens_per_block, args.num_kv_heads, b.kv_head,
                          static_cast<const T*>(args.k_pool), static_cast<const T*>(args.v_pool));
   }
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  if (k_begin >= kv_len) return;  // a split past this sequence's end (graphs size for the longest)
-  const int k_end = min(kv_len, k_begin + args.partition_tokens);
-  const int group = args.num_heads / args.num_kv_heads;
-  const int head0 = kv_head * group + tile * kDecTileHeads;
-  const int tile_heads = min(kDecTileHeads, group - tile * kDecTileHeads);
-  const int q_row = batch.query_start[s];
+  // A split past this sequence's end does nothing (graphs size for the longest).
+  if (b.k_begin >= kv_len) return;
+  const int k_end = min(kv_len, b.k_begin + args.partition_tokens);
+  const int q_row = batch.query_start[b.s];
   const T* k_pool = static_cast<const T*>(args.k_pool);
   const T* v_pool = static_cast<const T*>(args.v_pool);
 
   uint4 qf[L::kKPieces];
   uint2 qf_tail;
-  DecodeLoadQuery<T, D>(args, q_row, head0, tile_heads, g, q, qf, qf_tail);
+  DecodeLoadQuery<T, D>(args, b, q_row, qf, qf_tail);
   DecodeWarpState<D> st;
   st.Reset();
 
@@ -399,13 +415,13 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   // step one step before its loads go out, so the block-table read is off the critical path. Keys
   // past the split's end read a row in range (finite) and are masked: the split's last key's, or
   // for the first two steps the step's first key's (lane 0).
-  const int num_steps = (k_end - k_begin + kDecStepKeys - 1) / kDecStepKeys;
-  const int my_steps = warp < num_steps ? (num_steps - warp + kDecWarps - 1) / kDecWarps : 0;
+  const int num_steps = (k_end - b.k_begin + kDecStepKeys - 1) / kDecStepKeys;
+  const int my_steps = b.warp < num_steps ? (num_steps - b.warp + kDecWarps - 1) / kDecWarps : 0;
   const auto rows_of = [&](int j) {
-    return DecodePoolRow(table, min(step_base(j) + (lane & 15), k_end - 1), args.tokens_per_block,
-                         args.num_kv_heads, kv_head);
+    return DecodePoolRow(b.table, min(step_base(j) + (b.lane & 15), k_end - 1),
+                         args.tokens_per_block, args.num_kv_heads, b.kv_head);
   };
-  const auto in_range = [&](int j) { return step_base(j) + (lane & 15) < k_end; };
+  const auto in_range = [&](int j) { return step_base(j) + (b.lane & 15) < k_end; };
   // NOTE: the shuffles stay outside the selects, so that every lane runs them.
   const std::uint32_t first_key_row0 = __shfl_sync(0xffffffffu, rows0, 0);
   const std::uint32_t first_key_row1 = __shfl_sync(0xffffffffu, rows1, 0);
@@ -413,23 +429,23 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   rows1 = in_range(1) ? rows1 : first_key_row1;
   DecodeStepRegs<D> ra, rb;
   std::uint32_t rows = rows1;
-  if (my_steps > 0) DecodeFetchStep<T, D>(ra, rows0, k_pool, v_pool, g, q);
+  if (my_steps > 0) DecodeFetchStep<T, D>(ra, rows0, k_pool, v_pool, b.g, b.q);
   // Two register sets in turn (no copies between them): while one step computes, the next loads.
   for (int j = 0; j < my_steps; j += 2) {
     if (j + 1 < my_steps) {
-      DecodeFetchStep<T, D>(rb, rows, k_pool, v_pool, g, q);
+      DecodeFetchStep<T, D>(rb, rows, k_pool, v_pool, b.g, b.q);
       if (j + 2 < my_steps) rows = rows_of(j + 2);
     }
-    DecodeComputeStep<T, D>(st, ra, qf, qf_tail, args.scale_log2, step_base(j), k_end, g);
+    DecodeComputeStep<T, D>(st, ra, qf, qf_tail, args.scale_log2, step_base(j), k_end, b.g);
     if (j + 1 >= my_steps) break;
     if (j + 2 < my_steps) {
-      DecodeFetchStep<T, D>(ra, rows, k_pool, v_pool, g, q);
+      DecodeFetchStep<T, D>(ra, rows, k_pool, v_pool, b.g, b.q);
       if (j + 3 < my_steps) rows = rows_of(j + 3);
     }
-    DecodeComputeStep<T, D>(st, rb, qf, qf_tail, args.scale_log2, step_base(j + 1), k_end, g);
+    DecodeComputeStep<T, D>(st, rb, qf, qf_tail, args.scale_log2, step_base(j + 1), k_end, b.g);
   }
 
-  DecodeMergeWarpsAndStore<T, D>(args, st, s_o, s_m, s_l, s, split, head0, tile_heads, q_row);
+  DecodeMergeWarpsAndStore<T, D>(args, b, st, s_o, s_m, s_l, q_row);
 }
 
 constexpr int kDecReduceUnroll = 8;  // splits a warp loads at once
@@ -535,7 +551,9 @@ cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
   config.attrs = args.programmatic ? &programmatic : nullptr;
   config.numAttrs = args.programmatic ? 1 : 0;
   cudaError_t err = cudaSuccess;
-  if (args.bulk && DecodeBulkKernelRunnable<T, D>()) {
+  // NOTE: decided once per process, for the device of the first call (as context attention's).
+  static const bool bulk_runs = Sm90aCodeRuns(DecodeBulkKernel<T, D>);
+  if (args.bulk && bulk_runs) {
     // NOTE: set at every launch: the attribute belongs to the current device's context.
     config.dynamicSmemBytes = DecodeBulkTiling<T, D>::kSmemBytes;
     err = cudaFuncSetAttribute(DecodeBulkKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
