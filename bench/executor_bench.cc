@@ -3,7 +3,8 @@
 //
 //   decode      batch-1 decode: the median step time next to its floor, (weight bytes + KV bytes
 //               read per step) / bandwidth, with the bandwidth given (--bandwidth_gbps) or measured
-//               (--measure_bandwidth: memcpy);
+//               in the same run: the card's device-to-device copy when the model runs on a GPU
+//               (as inflight-bench-gpu-ceilings measures it), else host memcpy;
 //   throughput  offline throughput per input/output shape: --num_requests requests enqueued at once
 //               (in-flight batching, chunked context), output tokens/s, TTFT and TPOT, next to
 //               TensorRT-LLM's published Llama-3.1-8B FP16 H100 figures (perf-anchors.md); each
@@ -24,6 +25,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -38,6 +40,9 @@
 #include "model/random_checkpoint.h"
 #include "model/random_engine.h"
 #include "table.h"
+#ifdef INFLIGHT_BENCH_HAVE_GPU
+#include "gpu_bench_util.h"
+#endif
 
 namespace fs = std::filesystem;
 
@@ -64,7 +69,6 @@ struct Options {
   std::int64_t decode_steps = 64;
   std::int64_t decode_context = 128;
   double bandwidth_gbps = 0;
-  bool measure_bandwidth = false;
   std::int64_t max_batch_size = 256;
   std::int64_t max_num_tokens = 8192;
   bool keep_engine = false;
@@ -170,7 +174,8 @@ std::int64_t WeightBytesPerStep(const std::string& engine_dir, const model::Engi
   return total;
 }
 
-// K and V of every layer for `context` positions; the CPU runner keeps the cache in fp32.
+// K and V of every layer for `context` positions, bytes_per_value each (the CPU runner keeps the
+// cache in fp32, the CUDA runner in the engine's dtype).
 std::int64_t KvBytes(const model::EngineConfig& cfg, double context, std::int64_t bytes_per_value) {
   return static_cast<std::int64_t>(
       2.0 * static_cast<double>(cfg.num_layers * cfg.num_kv_heads * cfg.head_dim) * context *
@@ -373,20 +378,54 @@ Status RunLatency(Executor& ex, const Options& opt) {
   return Status::Ok();
 }
 
-Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir,
-                 const model::EngineConfig& cfg) {
-  double bandwidth = opt.bandwidth_gbps;
-  std::string bandwidth_source = "--bandwidth_gbps";
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (opt.measure_bandwidth || bandwidth <= 0) {
-    bandwidth = MeasureMemcpyGBps(std::size_t{512} << 20, threads, 5);
-    bandwidth_source = "memcpy, 512 MiB, " + std::to_string(threads) + " threads, read+write";
+// The bandwidth the decode floor divides by, and where it came from.
+struct FloorBandwidth {
+  double gbps = 0;
+  std::string source;
+};
+
+// The card's device-to-device copy rate (the better of cudaMemcpy and a copy kernel over 1 GiB, as
+// inflight-bench-gpu-ceilings reports it), or nothing when this build or machine has no GPU.
+// Measured before the executor takes most of the card's memory for its KV cache.
+std::optional<FloorBandwidth> MeasureDeviceCopy() {
+#ifdef INFLIGHT_BENCH_HAVE_GPU
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    return std::nullopt;
   }
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreate(&stream) != cudaSuccess) return std::nullopt;
+  const gpu::CopyCeiling copy = gpu::MeasureCopyCeiling(std::size_t{1} << 30, stream);
+  cudaStreamDestroy(stream);
+  return FloorBandwidth{copy.copy_gbps(), "device-to-device copy, 1 GiB, read+written (" +
+                                              gpu::QueryDevice().name + ")"};
+#else
+  return std::nullopt;
+#endif
+}
+
+// --bandwidth_gbps, else the device copy rate when the model runs on a GPU, else host memcpy.
+FloorBandwidth DecodeFloorBandwidth(const Options& opt, const Executor& ex,
+                                    const std::optional<FloorBandwidth>& device_copy) {
+  if (opt.bandwidth_gbps > 0) return {opt.bandwidth_gbps, "--bandwidth_gbps"};
+  if (ex.deviceName() != "cpu" && device_copy) return *device_copy;
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return {MeasureMemcpyGBps(std::size_t{512} << 20, threads, 5),
+          "memcpy, 512 MiB, " + std::to_string(threads) + " threads, read+write"};
+}
+
+Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir,
+                 const model::EngineConfig& cfg, const std::optional<FloorBandwidth>& device_copy) {
+  const FloorBandwidth floor_bandwidth = DecodeFloorBandwidth(opt, ex, device_copy);
+  const double bandwidth = floor_bandwidth.gbps;
   ASSIGN_OR_RETURN(DecodeResult decode, MeasureDecode(ex, opt));
   const std::int64_t weight_bytes = WeightBytesPerStep(engine_dir, cfg);
   const double mean_context =
       static_cast<double>(opt.decode_context) + static_cast<double>(opt.decode_steps) / 2.0;
-  const std::int64_t kv_bytes = KvBytes(cfg, mean_context, 4);
+  const std::int64_t kv_bytes =
+      KvBytes(cfg, mean_context,
+              ex.deviceName() == "cpu" ? 4 : static_cast<std::int64_t>(DTypeSize(cfg.dtype)));
   const double floor_ms = static_cast<double>(weight_bytes + kv_bytes) / (bandwidth * 1e9) * 1e3;
   std::cout << "## Batch-1 decode (prompt " << opt.decode_context << ", " << opt.decode_steps
             << " new tokens)\n\n";
@@ -398,7 +437,7 @@ Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir
              Fmt(decode.step_ms_median / floor_ms, 2) + "x",
              Fmt(decode.token_ms_median > 0 ? 1e3 / decode.token_ms_median : 0, 1)});
   dt.Print(std::cout);
-  std::cout << "\nBandwidth: " << bandwidth_source << ". Median over " << decode.steps
+  std::cout << "\nBandwidth: " << floor_bandwidth.source << ". Median over " << decode.steps
             << " generation-only iterations (executor iteration stats).\n\n"
             << std::flush;
   return Status::Ok();
@@ -494,6 +533,10 @@ Status Run(const Options& opt) {
   config.kv_cache_config.enable_block_reuse = opt.kv_cache_reuse;
   config.kv_cache_config.free_gpu_memory_fraction = static_cast<float>(opt.kv_fraction);
   config.iter_stats_max_iterations = 100000;
+  // The decode floor's copy rate, while the card's memory is still free.
+  const bool decode = std::find(sections.begin(), sections.end(), "decode") != sections.end();
+  const std::optional<FloorBandwidth> device_copy =
+      decode && opt.bandwidth_gbps <= 0 ? MeasureDeviceCopy() : std::nullopt;
   const double load_start = NowSeconds();
   ASSIGN_OR_RETURN(std::unique_ptr<Executor> ex, Executor::Create(engine_dir, config));
   const double load_seconds = NowSeconds() - load_start;
@@ -502,15 +545,15 @@ Status Run(const Options& opt) {
             << cfg.architecture_name << ", " << DTypeName(cfg.dtype) << ", hidden "
             << cfg.hidden_size << ", " << cfg.num_layers << " layers, " << cfg.num_attention_heads
             << "/" << cfg.num_kv_heads << " heads, head dim " << cfg.head_dim << ", intermediate "
-            << cfg.intermediate_size << ", vocab " << cfg.vocab_size << "; max_batch_size "
-            << ex->maxBatchSize() << ", max_num_tokens " << cfg.build.max_num_tokens
-            << ", chunked context on, KV cache reuse " << (opt.kv_cache_reuse ? "on" : "off")
-            << ", KV fraction " << Fmt(opt.kv_fraction, 2) << "; loaded in " << Fmt(load_seconds, 1)
-            << " s\n\n"
+            << cfg.intermediate_size << ", vocab " << cfg.vocab_size << "; on " << ex->deviceName()
+            << "; max_batch_size " << ex->maxBatchSize() << ", max_num_tokens "
+            << cfg.build.max_num_tokens << ", chunked context on, KV cache reuse "
+            << (opt.kv_cache_reuse ? "on" : "off") << ", KV fraction " << Fmt(opt.kv_fraction, 2)
+            << "; loaded in " << Fmt(load_seconds, 1) << " s\n\n"
             << std::flush;
 
   for (const std::string& section : sections) {
-    if (section == "decode") RETURN_IF_ERROR(RunDecode(*ex, opt, engine_dir, cfg));
+    if (section == "decode") RETURN_IF_ERROR(RunDecode(*ex, opt, engine_dir, cfg, device_copy));
     if (section == "throughput") RETURN_IF_ERROR(RunThroughput(*ex, opt, shapes));
     if (section == "latency") RETURN_IF_ERROR(RunLatency(*ex, opt));
     if (section == "prefill") RETURN_IF_ERROR(RunPrefill(*ex, opt, cfg));
@@ -559,14 +602,11 @@ int main(int argc, char** argv) {
             [&](const std::string& v) {
               return tools::ParseInt("--decode_context", v, 1, 1 << 20, &opt.decode_context);
             });
-  flags.Add("bandwidth_gbps", "GB/s", "bandwidth for the floor (default: measured)",
+  flags.Add("bandwidth_gbps", "GB/s",
+            "bandwidth for the decode floor (default: measured, device copy on a GPU)",
             [&](const std::string& v) {
               return tools::ParseDouble("--bandwidth_gbps", v, 1e-3, 1e6, &opt.bandwidth_gbps);
             });
-  flags.AddSwitch("measure_bandwidth",
-                  "measure the floor's bandwidth with memcpy (the default without "
-                  "--bandwidth_gbps)",
-                  &opt.measure_bandwidth);
   flags.Add("max_batch_size", "N", "engine built here: max_batch_size (default 256)",
             [&](const std::string& v) {
               return tools::ParseInt("--max_batch_size", v, 1, 1 << 16, &opt.max_batch_size);

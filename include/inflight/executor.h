@@ -188,6 +188,8 @@ class Executor {
   KvCacheStats getKvCacheStats() const;
   SizeType vocabSize() const;
   SizeType maxBatchSize() const;  // effective, after defaults
+  // Where the model runs: "cpu", or "cuda:<device ordinal>" (ExecutorConfig::device resolved).
+  std::string deviceName() const;
   bool canEnqueueRequests() const;
 
   // Finishes nothing more: pending requests get a kCancelled error response; awaitResponses

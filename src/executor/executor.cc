@@ -46,6 +46,9 @@ SizeType Executor::vocabSize() const {
 SizeType Executor::maxBatchSize() const {
   return impl_->max_batch_size();
 }
+std::string Executor::deviceName() const {
+  return impl_->device_name();
+}
 bool Executor::canEnqueueRequests() const {
   return impl_->accepting();
 }

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -41,6 +42,7 @@ class Executor::Impl {
   KvCacheStats kv_cache_stats() const;
   SizeType vocab_size() const { return static_cast<SizeType>(runner_->config().vocab_size); }
   SizeType max_batch_size() const { return limits_.max_batch_size; }
+  std::string device_name() const { return runner_->device_name(); }
   bool accepting() const;
   void Shutdown();
 

@@ -118,6 +118,14 @@ TEST(Executor, GreedyMatchesFromScratchRecompute) {
   ExpectAllBlocksFree(*ex);
 }
 
+TEST(Executor, DeviceNameSaysWhereTheModelRuns) {
+  ExecutorConfig cfg;
+  cfg.device = DeviceKind::kCpu;
+  auto ex = Make(cfg);
+  ASSERT_TRUE(ex);
+  EXPECT_EQ(ex->deviceName(), "cpu");
+}
+
 TEST(Executor, BatchedStreamedChunkedPausedAllAgree) {
   std::vector<Request> reqs;
   for (std::uint32_t i = 0; i < 12; ++i)
