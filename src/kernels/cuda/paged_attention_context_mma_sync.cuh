@@ -156,7 +156,9 @@ __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArg
     for (int i = tid; i < Cfg::kRows * kChunks; i += Cfg::kThreads) {
       const int r = i / kChunks, c = i - r * kChunks;
       const bool valid = r < rows;
-      const T* src = q + (valid ? static_cast<std::int64_t>(r) * args.q_token_stride + c * 8 : 0);
+      const T* src = q + (valid ? static_cast<std::int64_t>(r) * args.q_token_stride +
+                                      static_cast<std::int64_t>(c * 8)
+                                : 0);
       CpAsync16(SharedAddress(sQ + r * kPitch + c * 8), src, valid ? 16 : 0);
     }
   }
@@ -182,7 +184,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArg
       const int r = i / kChunks, c = i - r * kChunks;
       const std::int64_t offset = offsets[r];
       const bool valid = offset >= 0;
-      const std::int64_t src = valid ? offset + c * 8 : 0;
+      const std::int64_t src = valid ? offset + static_cast<std::int64_t>(c * 8) : 0;
       CpAsync16(SharedAddress(k_dst + r * kPitch + c * 8), k_pool + src, valid ? 16 : 0);
       CpAsync16(SharedAddress(v_dst + r * kPitch + c * 8), v_pool + src, valid ? 16 : 0);
     }

@@ -91,8 +91,9 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
     for (int k = 0; k < Cfg::kRows / kRowStep; ++k) {
       const int r = load_row0 + k * kRowStep;
       const bool valid = r < tile.rows;
-      const T* src =
-          q + (valid ? static_cast<std::int64_t>(r) * args.q_token_stride + load_unit * 8 : 0);
+      const T* src = q + (valid ? static_cast<std::int64_t>(r) * args.q_token_stride +
+                                      static_cast<std::int64_t>(load_unit * 8)
+                                : 0);
       CpAsync16(sQ + SwizzledUnitOffset(r, load_unit, Cfg::kRows), src, valid ? 16 : 0);
     }
     CpAsyncMbarrierArrive(bar(Cfg::kQFull));
