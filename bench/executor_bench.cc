@@ -406,10 +406,10 @@ std::optional<FloorBandwidth> MeasureDeviceCopy() {
 }
 
 // --bandwidth_gbps, else the device copy rate when the model runs on a GPU, else host memcpy.
-FloorBandwidth DecodeFloorBandwidth(const Options& opt, const Executor& ex,
+FloorBandwidth DecodeFloorBandwidth(const Options& opt, bool on_gpu,
                                     const std::optional<FloorBandwidth>& device_copy) {
   if (opt.bandwidth_gbps > 0) return {opt.bandwidth_gbps, "--bandwidth_gbps"};
-  if (ex.deviceName() != "cpu" && device_copy) return *device_copy;
+  if (on_gpu && device_copy) return *device_copy;
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return {MeasureMemcpyGBps(std::size_t{512} << 20, threads, 5),
           "memcpy, 512 MiB, " + std::to_string(threads) + " threads, read+write"};
@@ -417,15 +417,15 @@ FloorBandwidth DecodeFloorBandwidth(const Options& opt, const Executor& ex,
 
 Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir,
                  const model::EngineConfig& cfg, const std::optional<FloorBandwidth>& device_copy) {
-  const FloorBandwidth floor_bandwidth = DecodeFloorBandwidth(opt, ex, device_copy);
+  const bool on_gpu = ex.deviceName() != "cpu";
+  const FloorBandwidth floor_bandwidth = DecodeFloorBandwidth(opt, on_gpu, device_copy);
   const double bandwidth = floor_bandwidth.gbps;
   ASSIGN_OR_RETURN(DecodeResult decode, MeasureDecode(ex, opt));
   const std::int64_t weight_bytes = WeightBytesPerStep(engine_dir, cfg);
   const double mean_context =
       static_cast<double>(opt.decode_context) + static_cast<double>(opt.decode_steps) / 2.0;
   const std::int64_t kv_bytes =
-      KvBytes(cfg, mean_context,
-              ex.deviceName() == "cpu" ? 4 : static_cast<std::int64_t>(DTypeSize(cfg.dtype)));
+      KvBytes(cfg, mean_context, on_gpu ? static_cast<std::int64_t>(DTypeSize(cfg.dtype)) : 4);
   const double floor_ms = static_cast<double>(weight_bytes + kv_bytes) / (bandwidth * 1e9) * 1e3;
   std::cout << "## Batch-1 decode (prompt " << opt.decode_context << ", " << opt.decode_steps
             << " new tokens)\n\n";
