@@ -448,12 +448,15 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   DecodeMergeWarpsAndStore<T, D>(args, b, st, s_o, s_m, s_l, q_row);
 }
 
-constexpr int kDecReduceUnroll = 8;  // splits a warp loads at once
+// Splits a warp loads at once: the block reads up to 64 splits in one round trip. With 8 (32 in
+// one trip), 1 x 8192 on an H100 (43 splits) took 17.7 us; with 16, 16.1 us
+// (bench/results/2026-11-22-h100-round-16-decode-chain.md).
+constexpr int kDecReduceUnroll = 16;
 
 // Grid: (num_heads, num_seqs), block: kDecThreads. Merges the splits of one (sequence, head):
 // M = max m_i, out = sum_i o_i 2^(m_i - M) / sum_i l_i 2^(m_i - M). Warp w merges splits
-// [8w, 8w + 8), [8w + 32, ...) online, a float4 of o_i per lane, kDecReduceUnroll splits' loads in
-// flight at once; the warps' states merge in shared memory. Splits past the sequence's end were
+// [16w, 16w + 16), [16w + 64, ...) online, a float4 of o_i per lane, kDecReduceUnroll splits' loads
+// in flight at once; the warps' states merge in shared memory. Splits past the sequence's end were
 // never written and are not read.
 template <typename T, int D>
 __global__ void __launch_bounds__(kDecThreads) DecodeReduceKernel(DecodeArgs args) {
