@@ -67,10 +67,9 @@ bool UseBulkKernel(const PagedBatch& batch, std::int64_t num_kv_heads) {
          kBulkBlocksPerSm * sms;
 }
 
-}  // namespace
-
-std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads) {
-  if (UseBulkKernel(batch, num_kv_heads)) {
+// DecodePartitionTokens for a batch whose kernel is already chosen (UseBulkKernel).
+std::int32_t PartitionTokensFor(const PagedBatch& batch, std::int64_t num_kv_heads, bool bulk) {
+  if (bulk) {
     return static_cast<std::int32_t>(
         std::min(kBulkPartition, RoundUp(std::max(batch.max_kv_len, 1), detail::kDecPartition)));
   }
@@ -90,6 +89,12 @@ std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_
   const std::int64_t per = std::clamp(RoundUp(CeilDiv(len, splits), detail::kDecPartition),
                                       kMinPartition, kMaxPartition);
   return static_cast<std::int32_t>(std::min(per, RoundUp(len, detail::kDecPartition)));
+}
+
+}  // namespace
+
+std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads) {
+  return PartitionTokensFor(batch, num_kv_heads, UseBulkKernel(batch, num_kv_heads));
 }
 
 std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int64_t num_heads,
@@ -118,7 +123,8 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
     return cudaErrorInvalidValue;
   }
   if (batch.num_seqs == 0) return cudaSuccess;
-  if (partition_tokens == 0) partition_tokens = DecodePartitionTokens(batch, shape.num_kv_heads);
+  const bool bulk = UseBulkKernel(batch, shape.num_kv_heads);
+  if (partition_tokens == 0) partition_tokens = PartitionTokensFor(batch, shape.num_kv_heads, bulk);
   const int max_splits = MaxSplits(batch, partition_tokens);
   if (max_splits > 65535) return cudaErrorInvalidValue;
   const std::size_t need =
@@ -150,7 +156,7 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                           PrefetchTokens(batch, shape.num_kv_heads, shape.head_dim, dtype,
                                          partition_tokens, max_splits),
                           CurrentDeviceIsSm90OrLater(),
-                          UseBulkKernel(batch, shape.num_kv_heads)};
+                          bulk};
   switch (shape.head_dim) {
     case 64:
       return detail::LaunchDecodeAttentionHd64(args, dtype, stream);
