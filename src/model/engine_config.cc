@@ -303,6 +303,19 @@ Status EngineConfig::Validate() const {
   if (!(rope_theta > 0)) {
     return InvalidArgument("rope_theta must be > 0, got " + std::to_string(rope_theta));
   }
+  if (!attention_windows.empty()) {
+    if (static_cast<std::int64_t>(attention_windows.size()) != num_layers) {
+      return InvalidArgument("attention_windows lists " + std::to_string(attention_windows.size()) +
+                             " layers, the engine has num_layers " + std::to_string(num_layers));
+    }
+    for (std::size_t i = 0; i < attention_windows.size(); ++i) {
+      if (attention_windows[i] < 0) {
+        return InvalidArgument("attention_windows[" + std::to_string(i) + "] is " +
+                               std::to_string(attention_windows[i]) +
+                               ", must be >= 0 (0: full attention)");
+      }
+    }
+  }
   if (tp_size < 1) return InvalidArgument("tp_size " + std::to_string(tp_size) + " must be >= 1");
   if (pp_size != 1) {
     return Unsupported("pp_size " + std::to_string(pp_size) +
@@ -381,6 +394,8 @@ std::string EngineConfigToJson(const EngineConfig& c) {
   j["mlp_bias"] = c.mlp_bias;
   j["norm_bias"] = c.norm_bias;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["qk_norm"] = c.qk_norm;
+  j["attention_windows"] = c.attention_windows;
   j["bos_token_id"] = c.bos_token_id ? ojson(*c.bos_token_id) : ojson(nullptr);
   j["eos_token_id"] = c.eos_token_id ? ojson(*c.eos_token_id) : ojson(nullptr);
   j["build"] = {{"max_batch_size", c.build.max_batch_size},
@@ -465,6 +480,18 @@ Result<EngineConfig> EngineConfigFromJson(const std::string& json_text, const st
   RETURN_IF_ERROR(f.Bool("mlp_bias", &c.mlp_bias));
   RETURN_IF_ERROR(f.Bool("norm_bias", &c.norm_bias));
   RETURN_IF_ERROR(f.Bool("tie_word_embeddings", &c.tie_word_embeddings));
+  RETURN_IF_ERROR(f.Bool("qk_norm", &c.qk_norm, /*required=*/false));
+  if (const json* w = f.Get("attention_windows")) {
+    if (!w->is_array()) {
+      return f.Error("attention_windows", "is " + w->dump() + ", expected a list of integers");
+    }
+    for (const json& e : *w) {
+      if (!e.is_number_integer()) {
+        return f.Error("attention_windows", "holds " + e.dump() + ", expected integers");
+      }
+      c.attention_windows.push_back(e.get<std::int64_t>());
+    }
+  }
   RETURN_IF_ERROR(f.TokenId("bos_token_id", &c.bos_token_id));
   RETURN_IF_ERROR(f.TokenId("eos_token_id", &c.eos_token_id));
   const json* build = f.Get("build");

@@ -1,9 +1,11 @@
-// The engine's config.json (docs/engine_format.md) as a struct, and how a Hugging Face config.json maps to it.
+// The engine's config.json (docs/engine_format.md) as a struct, and how a Hugging Face config.json
+// maps to it.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/dtype.h"
 #include "inflight/status.h"
@@ -53,6 +55,12 @@ struct EngineConfig {
   bool mlp_bias = false;
   bool norm_bias = false;
   bool tie_word_embeddings = false;
+  // Qwen3: each query and key head is RMS-normalised over head_dim (weights layers.{i}.q_norm and
+  // layers.{i}.k_norm, [head_dim], eps norm_eps) before the rotary embedding.
+  bool qk_norm = false;
+  // Per layer, the number of most recent keys a query attends to (itself included): key j is
+  // visible to query i when i - window < j <= i. 0: full causal attention. Empty: every layer full.
+  std::vector<std::int64_t> attention_windows;
   std::optional<std::int32_t> bos_token_id;
   std::optional<std::int32_t> eos_token_id;
   BuildLimits build;
@@ -67,6 +75,11 @@ struct EngineConfig {
     return num_kv_heads >= tp ? num_kv_heads / tp : 1;
   }
 
+  // The window of `layer` (0: full attention).
+  std::int64_t AttentionWindow(std::int64_t layer) const {
+    return attention_windows.empty() ? 0 : attention_windows[static_cast<std::size_t>(layer)];
+  }
+
   Status Validate() const;  // dims positive, heads divide, tp divides heads, limits consistent
 };
 
@@ -75,8 +88,9 @@ Status SaveEngineConfig(const EngineConfig& config, const std::string& engine_di
 std::string EngineConfigToJson(const EngineConfig& config);
 Result<EngineConfig> EngineConfigFromJson(const std::string& json_text, const std::string& origin);
 
-// Maps a Hugging Face config.json (one of the four supported architectures) to an EngineConfig; an unknown
-// architecture is an error naming it and the supported ones. Build limits and parallelism are left default.
+// Maps a Hugging Face config.json (one of the four supported architectures) to an EngineConfig; an
+// unknown architecture is an error naming it and the supported ones. Build limits and parallelism
+// are left default.
 Result<EngineConfig> EngineConfigFromHuggingFace(const std::string& hf_config_json_text,
                                                  const std::string& origin);
 
