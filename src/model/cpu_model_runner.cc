@@ -24,13 +24,19 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
                            " holds no KV block of tokens_per_block " + std::to_string(tpb) +
                            " tokens; it must be >= " + std::to_string(tpb));
   }
-  const std::string path = (std::filesystem::path(engine_dir) / "rank0.safetensors").string();
+  r->collectives_ = options.collectives != nullptr ? options.collectives
+                                                   : std::make_shared<SingleProcessCollectives>();
+  const Collectives& group = *r->collectives_;
+  ASSIGN_OR_RETURN(r->shard_, MakeModelShard(c, group.tp_rank(), group.tp_size(), group.pp_rank(),
+                                             group.pp_size()));
+  const std::string path = (std::filesystem::path(engine_dir) / r->shard_.file_name()).string();
   ASSIGN_OR_RETURN(r->weights_file_, SafetensorsFile::Open(path));
-  ASSIGN_OR_RETURN(TransformerWeights weights, BindTransformerWeights(c, *r->weights_file_));
+  ASSIGN_OR_RETURN(TransformerWeights weights,
+                   BindTransformerWeights(c, r->shard_, *r->weights_file_));
   r->weight_bytes_ = weights.num_bytes;
 
-  r->pool_floats_ = r->num_blocks_ * c.num_kv_heads * tpb * c.head_dim;
-  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+  r->pool_floats_ = r->num_blocks_ * r->shard_.num_kv_heads * tpb * c.head_dim;
+  for (std::int64_t i = 0; i < r->shard_.num_layers(); ++i) {
     LayerKvPools p;
     p.k =
         static_cast<float*>(std::calloc(static_cast<std::size_t>(r->pool_floats_), sizeof(float)));
@@ -38,13 +44,14 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
         static_cast<float*>(std::calloc(static_cast<std::size_t>(r->pool_floats_), sizeof(float)));
     r->kv_.push_back(p);  // pushed before the check so the destructor frees a partial allocation
     if (p.k == nullptr || p.v == nullptr) {
-      return Unavailable("cannot allocate the KV cache: " + std::to_string(c.num_layers) +
+      return Unavailable("cannot allocate the KV cache: " + std::to_string(r->shard_.num_layers()) +
                          " layers x 2 pools x " + std::to_string(r->pool_floats_ * 4) +
                          " bytes (max_kv_tokens " + std::to_string(options.max_kv_tokens) + ")");
     }
   }
   r->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.num_threads);
-  r->transformer_ = std::make_unique<Transformer>(c, std::move(weights), tpb, r->pool_.get());
+  r->transformer_ = std::make_unique<Transformer>(c, r->shard_, std::move(weights), tpb,
+                                                  r->pool_.get(), *r->collectives_);
   LOG_INFO("cpu model runner: {} ({} layers, hidden {}), {} KV blocks of {} tokens, {} threads",
            c.architecture_name, c.num_layers, c.hidden_size, r->num_blocks_, tpb,
            r->pool_->num_threads());
@@ -107,7 +114,7 @@ Result<StepOutput> CpuModelRunner::Step(const StepInput& input) {
   batch.logit_rows = logit_rows.data();
   batch.num_logit_rows = static_cast<std::int32_t>(logit_rows.size());
   out.logits.resize(logit_rows.size() * static_cast<std::size_t>(config_.vocab_size));
-  transformer_->Forward(batch, kv_, out.logits.data());
+  RETURN_IF_ERROR(transformer_->Forward(batch, kv_, out.logits.data()));
   return out;
 }
 

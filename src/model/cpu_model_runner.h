@@ -1,5 +1,8 @@
-// ModelRunner on the CPU: weights mapped from rank0.safetensors in their stored dtype, fp32 math,
-// fp32 paged KV pools. Step() validates the whole step before touching the cache.
+// ModelRunner on the CPU: weights mapped from the shard's rank file (rank0.safetensors for one
+// process) in their stored dtype, fp32 math, fp32 paged KV pools. Step() validates the whole step
+// before touching the cache. The same shape as the CUDA runner: weights (transformer_weights.h),
+// the forward pass with its collectives (transformer.h), and this class, which owns the KV pools
+// and turns a StepInput into the forward pass's page-table format.
 #pragma once
 
 #include <memory>
@@ -8,7 +11,9 @@
 #include <vector>
 
 #include "kernels/cpu/thread_pool.h"
+#include "model/collectives.h"
 #include "model/model_runner.h"
+#include "model/model_shard.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
 
@@ -31,13 +36,15 @@ class CpuModelRunner final : public ModelRunner {
   CpuModelRunner() = default;
 
   EngineConfig config_;
+  ModelShard shard_;
+  std::shared_ptr<Collectives> collectives_;  // outlives transformer_, which calls it
   std::unique_ptr<SafetensorsFile> weights_file_;
   std::int64_t weight_bytes_ = 0;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<Transformer> transformer_;
   std::int64_t num_blocks_ = 0;
   std::int64_t pool_floats_ = 0;  // per pool (one of K or V of one layer)
-  std::vector<LayerKvPools> kv_;  // calloc'd: untouched pages cost no memory until used
+  std::vector<LayerKvPools> kv_;  // the shard's layers; calloc'd: untouched pages cost nothing
   mutable std::mutex step_mutex_;
 };
 

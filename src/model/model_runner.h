@@ -28,6 +28,7 @@
 
 #include "inflight/status.h"
 #include "inflight/types.h"
+#include "model/collectives.h"
 #include "model/engine_config.h"
 
 namespace inflight::model {
@@ -116,9 +117,13 @@ struct RunnerOptions {
   // KV pool size: at most max_kv_tokens tokens (rounded down to whole blocks).
   std::int64_t max_kv_tokens = 0;
   int num_threads = 0;  // CPU: 0 = hardware concurrency
+  // This process's tensor- and pipeline-parallel group (collectives.h); its sizes must equal the
+  // engine's tp_size and pp_size. Null: one process runs the whole engine (tp 1, pp 1).
+  std::shared_ptr<Collectives> collectives;
 };
 
-// Loads <engine_dir>/config.json and rank0.safetensors into a CPU runner (fp32 math).
+// Loads <engine_dir>/config.json and the weights of the group's rank (rank0.safetensors for one
+// process) into a CPU runner (fp32 math).
 Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& engine_dir,
                                                           const RunnerOptions& options);
 

@@ -23,12 +23,15 @@ void Grow(std::vector<float>& v, std::int64_t n) {
 }
 }  // namespace
 
-Transformer::Transformer(const EngineConfig& config, TransformerWeights weights,
-                         std::int64_t tokens_per_block, k::ThreadPool* pool)
+Transformer::Transformer(const EngineConfig& config, const ModelShard& shard,
+                         TransformerWeights weights, std::int64_t tokens_per_block,
+                         k::ThreadPool* pool, Collectives& collectives)
     : config_(config),
+      shard_(shard),
       weights_(std::move(weights)),
-      kv_shape_{config.num_kv_heads, tokens_per_block, config.head_dim},
-      pool_(pool) {
+      kv_shape_{shard.num_kv_heads, tokens_per_block, config.head_dim},
+      pool_(pool),
+      collectives_(collectives) {
   inv_freq_ = RopeInvFrequencies(config_);
 }
 
@@ -43,24 +46,28 @@ void Transformer::Norm(float* out, const float* x, float* residual, WeightPtr we
 
 // Data flow of one step (T rows, hidden H). The residual stream is updated by the fused norms:
 //
-//   residual = embed(tokens) [+ pos_embed(positions)]
+//   residual = embed(tokens) [+ pos_embed(positions)]          (later stages: the previous stage's
+//                                                               hidden and residual)
 //   per layer:  normed = attn_norm(hidden + residual)       (layer 0: attn_norm(residual))
 //               qkv = normed · Wqkvᵀ + b;  rope(q, k);  write k, v to the pools
-//               hidden = attention(q, cached k/v) · Woutᵀ + b
+//               hidden = Σ_ranks attention(q, cached k/v) · Woutᵀ + b
 //               normed = mlp_norm(hidden + residual)
-//               hidden = down(act(normed · W1ᵀ + b)) + b    act: swiglu on gate_up, or gelu_new on
-//               fc
-//   logits rows: final_norm(hidden + residual) · lm_headᵀ
-void Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKvPools>& kv,
-                          float* logits) {
+//               hidden = Σ_ranks down(act(normed · W1ᵀ + b)) + b    act: swiglu on gate_up, or
+//               gelu_new on fc
+//   logits rows: final_norm(hidden + residual) · lm_headᵀ     (the last stage; other stages hand
+//                                                               hidden and residual on)
+// The heads, the MLP columns and the KV pools are the shard's (a tensor-parallel rank's part);
+// the sums over ranks are RowParallelLinear's all-reduce, nothing with one rank.
+Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKvPools>& kv,
+                            float* logits) {
   const std::int64_t T = batch.paged.num_tokens();
   const std::int64_t H = config_.hidden_size, hd = config_.head_dim;
-  const std::int64_t nq = config_.num_attention_heads, nkv = config_.num_kv_heads;
-  const std::int64_t q_dim = nq * hd, qkv_dim = config_.QkvRows(1);
-  const std::int64_t inter = config_.intermediate_size;
+  const std::int64_t nq = shard_.num_q_heads, nkv = shard_.num_kv_heads;
+  const std::int64_t q_dim = shard_.q_dim(hd), qkv_dim = shard_.qkv_rows(hd);
+  const std::int64_t inter = shard_.intermediate_size;
   const bool swiglu = config_.activation == Activation::kSwiGlu;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  if (T == 0) return;
+  if (T == 0) return Status::Ok();
 
   Grow(residual_, T * H);
   Grow(normed_, T * H);
@@ -70,12 +77,19 @@ void Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKvPo
   Grow(mlp_, T * (swiglu ? 2 * inter : inter));
   Grow(mlp_act_, T * inter);
 
-  k::EmbeddingGather(residual_.data(), batch.token_ids, T, weights_.embed, H, weights_.pos_embed,
-                     batch.positions);
+  if (shard_.first_stage()) {
+    k::EmbeddingGather(residual_.data(), batch.token_ids, T, weights_.embed, H, weights_.pos_embed,
+                       batch.positions);
+  } else {
+    RETURN_IF_ERROR(
+        collectives_.ReceiveFromPreviousStage(hidden_.data(), T * H, DType::kFloat32, nullptr));
+    RETURN_IF_ERROR(
+        collectives_.ReceiveFromPreviousStage(residual_.data(), T * H, DType::kFloat32, nullptr));
+  }
 
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const LayerWeights& l = weights_.layers[i];
-    if (i == 0) {
+    if (shard_.first_layer + static_cast<std::int64_t>(i) == 0) {
       Norm(normed_.data(), residual_.data(), nullptr, l.attn_norm, l.attn_norm_bias, T);
     } else {
       Norm(normed_.data(), hidden_.data(), residual_.data(), l.attn_norm, l.attn_norm_bias, T);
@@ -91,7 +105,7 @@ void Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKvPo
     k::KvCacheWrite(kv[i].k, kv[i].v, kk, v, qkv_dim, batch.paged, kv_shape_);
     k::PagedAttention(attn_.data(), q, qkv_dim, kv[i].k, kv[i].v, batch.paged, kv_shape_, nq, scale,
                       pool_);
-    k::Linear(hidden_.data(), attn_.data(), q_dim, l.attn_out, l.attn_out_bias, T, q_dim, H, pool_);
+    RETURN_IF_ERROR(RowParallelLinear(attn_.data(), q_dim, l.attn_out, l.attn_out_bias, T));
 
     Norm(normed_.data(), hidden_.data(), residual_.data(), l.mlp_norm, l.mlp_norm_bias, T);
     if (swiglu) {
@@ -101,12 +115,16 @@ void Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKvPo
       k::Linear(mlp_.data(), normed_.data(), H, l.fc, l.fc_bias, T, H, inter, pool_);
       k::GeluNew(mlp_act_.data(), mlp_.data(), T * inter);
     }
-    k::Linear(hidden_.data(), mlp_act_.data(), inter, l.down, l.down_bias, T, inter, H, pool_);
+    RETURN_IF_ERROR(RowParallelLinear(mlp_act_.data(), inter, l.down, l.down_bias, T));
+  }
+  if (!shard_.last_stage()) {
+    RETURN_IF_ERROR(collectives_.SendToNextStage(hidden_.data(), T * H, DType::kFloat32, nullptr));
+    return collectives_.SendToNextStage(residual_.data(), T * H, DType::kFloat32, nullptr);
   }
 
   // Only the rows whose logits are wanted go through the final norm and lm_head.
   const std::int64_t R = batch.num_logit_rows;
-  if (R == 0) return;
+  if (R == 0) return Status::Ok();
   Grow(logit_in_, 2 * R * H);
   float* x = logit_in_.data();
   float* res = x + R * H;
@@ -117,13 +135,37 @@ void Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKvPo
                 static_cast<std::size_t>(H) * sizeof(float));
   }
   Norm(x, x, res, weights_.final_norm, weights_.final_norm_bias, R);
-  k::Linear(logits, x, H, weights_.lm_head, WeightPtr(), R, H, config_.vocab_size, pool_);
+  return LmHead(logits, x, R);
+}
+
+Status Transformer::RowParallelLinear(const float* x, std::int64_t k, WeightPtr w, WeightPtr bias,
+                                      std::int64_t num_tokens) {
+  const std::int64_t H = config_.hidden_size;
+  k::Linear(hidden_.data(), x, k, w, bias, num_tokens, k, H, pool_);
+  return collectives_.AllReduceSum(hidden_.data(), num_tokens * H, DType::kFloat32, nullptr);
+}
+
+Status Transformer::LmHead(float* logits, const float* x, std::int64_t rows) {
+  const std::int64_t H = config_.hidden_size, V = config_.vocab_size;
+  const std::int64_t v0 = shard_.vocab_begin, n = shard_.vocab_end - shard_.vocab_begin;
+  if (n == V) {
+    k::Linear(logits, x, H, weights_.lm_head, WeightPtr(), rows, H, V, pool_);
+  } else {
+    // The kernel writes whole rows: this rank's columns go through a buffer of their own.
+    Grow(vocab_slice_, rows * n);
+    k::Linear(vocab_slice_.data(), x, H, weights_.lm_head, WeightPtr(), rows, H, n, pool_);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::memcpy(logits + r * V + v0, vocab_slice_.data() + r * n,
+                  static_cast<std::size_t>(n) * sizeof(float));
+    }
+  }
+  return collectives_.AllGatherColumns(logits, rows, V, v0, v0 + n, nullptr);
 }
 
 std::int64_t Transformer::workspace_bytes() const {
   std::size_t n = 0;
   for (const auto* v :
-       {&residual_, &normed_, &hidden_, &qkv_, &attn_, &mlp_, &mlp_act_, &logit_in_})
+       {&residual_, &normed_, &hidden_, &qkv_, &attn_, &mlp_, &mlp_act_, &logit_in_, &vocab_slice_})
     n += v->capacity();
   return static_cast<std::int64_t>(n * sizeof(float) + inv_freq_.size() * sizeof(float));
 }

@@ -1,19 +1,25 @@
 // The decoder-only transformer forward pass on CPU over the paged KV cache: one sequence of ops for
 // the Llama family (RMSNorm, RoPE, GQA, SwiGLU) and GPT-2 (learned positions, LayerNorm, gelu_new),
-// chosen by EngineConfig flags.
+// chosen by EngineConfig flags, over one shard of the engine (model_shard.h): its layers, its heads
+// and MLP columns, with the shard's collectives (collectives.h) where a split engine joins up.
+// model/cuda_transformer.h is the same pass on the device.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "inflight/status.h"
 #include "kernels/cpu/paged_kv.h"
 #include "kernels/cpu/thread_pool.h"
+#include "model/collectives.h"
 #include "model/engine_config.h"
+#include "model/model_shard.h"
 #include "model/transformer_weights.h"
 
 namespace inflight::model {
 
-// One layer's K and V pools, each [num_blocks, num_kv_heads, tokens_per_block, head_dim] fp32.
+// One layer's K and V pools, each [num_blocks, num_kv_heads, tokens_per_block, head_dim] fp32
+// (the shard's kv heads).
 struct LayerKvPools {
   float* k = nullptr;
   float* v = nullptr;
@@ -29,15 +35,18 @@ struct ForwardBatch {
 
 class Transformer {
  public:
-  // `weights` point into storage that must outlive the Transformer; `pool` may be nullptr.
-  Transformer(const EngineConfig& config, TransformerWeights weights, std::int64_t tokens_per_block,
-              kernels::cpu::ThreadPool* pool);
+  // `weights` (the shard's) point into storage that must outlive the Transformer, and so must
+  // `collectives`; `pool` may be nullptr.
+  Transformer(const EngineConfig& config, const ModelShard& shard, TransformerWeights weights,
+              std::int64_t tokens_per_block, kernels::cpu::ThreadPool* pool,
+              Collectives& collectives);
 
-  // Computes the batch's rows, writes their K/V into `kv` (one entry per layer) and fills
-  // logits [num_logit_rows, vocab]. Preconditions (the runner validates them): token ids in
-  // [0, vocab), positions < max_position_embeddings for learned positions, block tables covering
-  // every position with block ids inside the pools.
-  void Forward(const ForwardBatch& batch, const std::vector<LayerKvPools>& kv, float* logits);
+  // Computes the batch's rows through the shard's layers, writes their K/V into `kv` (one entry
+  // per layer of the shard) and, on the last stage, fills logits [num_logit_rows, vocab].
+  // Preconditions (the runner validates them): token ids in [0, vocab), positions <
+  // max_position_embeddings for learned positions, block tables covering every position with
+  // block ids inside the pools. Errors: the collectives'.
+  Status Forward(const ForwardBatch& batch, const std::vector<LayerKvPools>& kv, float* logits);
 
   // Bytes of the activation buffers currently held.
   std::int64_t workspace_bytes() const;
@@ -45,15 +54,25 @@ class Transformer {
  private:
   void Norm(float* out, const float* x, float* residual, WeightPtr weight, WeightPtr bias,
             std::int64_t num_tokens) const;
+  // hidden_ = x · wᵀ (+ bias) of a row-parallel layer (attention's output projection, the MLP's
+  // down projection), summed over the tensor-parallel ranks: each rank's product is a partial sum
+  // over its heads or MLP columns (the bias is rank 0's, zeros elsewhere: docs/engine_format.md).
+  Status RowParallelLinear(const float* x, std::int64_t k, WeightPtr w, WeightPtr bias,
+                           std::int64_t num_tokens);
+  // logits [rows, vocab] = x · lm_headᵀ: this rank's vocabulary columns, gathered from the others.
+  Status LmHead(float* logits, const float* x, std::int64_t rows);
 
   EngineConfig config_;
+  ModelShard shard_;
   TransformerWeights weights_;
   kernels::cpu::PagedKvShape kv_shape_;
   kernels::cpu::ThreadPool* pool_;
+  Collectives& collectives_;
   std::vector<float> inv_freq_;  // [head_dim / 2], rope only
 
   // Activations, grown to the largest step seen.
-  std::vector<float> residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_in_;
+  std::vector<float> residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_in_,
+      vocab_slice_;
 };
 
 }  // namespace inflight::model

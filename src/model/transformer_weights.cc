@@ -30,6 +30,17 @@ class Binder {
     num_bytes_ += static_cast<std::int64_t>(t->nbytes);
     return Status::Ok();
   }
+  // Rows [row_begin, row_end) of the required 2-D tensor `name` of `shape`.
+  Status BindRows(const std::string& name, const std::vector<std::int64_t>& shape,
+                  std::int64_t row_begin, std::int64_t row_end, WeightPtr* out) {
+    WeightPtr whole;
+    const std::int64_t bytes_before = num_bytes_;
+    RETURN_IF_ERROR(Bind(name, shape, true, &whole));
+    const std::int64_t row_bytes = shape[1] * static_cast<std::int64_t>(DTypeSize(whole.dtype));
+    *out = WeightPtr(static_cast<const char*>(whole.data) + row_begin * row_bytes, whole.dtype);
+    num_bytes_ = bytes_before + (row_end - row_begin) * row_bytes;
+    return Status::Ok();
+  }
   std::int64_t num_bytes() const { return num_bytes_; }
 
  private:
@@ -39,21 +50,20 @@ class Binder {
 
 }  // namespace
 
-Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c,
+Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c, const ModelShard& shard,
                                                   const SafetensorsFile& file) {
-  if (c.tp_size != 1) {
-    return Unsupported("the CPU runner loads tp_size 1 engines only; this engine has tp_size " +
-                       std::to_string(c.tp_size));
-  }
   Binder b(file);
   TransformerWeights w;
-  const std::int64_t h = c.hidden_size, v = c.vocab_size, inter = c.intermediate_size;
-  const std::int64_t q_dim = c.num_attention_heads * c.head_dim, qkv_rows = c.QkvRows(1);
-  RETURN_IF_ERROR(b.Bind("embed.weight", {v, h}, true, &w.embed));
-  if (c.position_embedding == PositionEmbedding::kLearned) {
+  const std::int64_t h = c.hidden_size, v = c.vocab_size, inter = shard.intermediate_size;
+  const std::int64_t q_dim = shard.q_dim(c.head_dim), qkv_rows = shard.qkv_rows(c.head_dim);
+  // NOTE: a tied lm_head is embed's rows, so the last stage binds embed too.
+  if (shard.first_stage() || (shard.last_stage() && c.tie_word_embeddings)) {
+    RETURN_IF_ERROR(b.Bind("embed.weight", {v, h}, true, &w.embed));
+  }
+  if (shard.first_stage() && c.position_embedding == PositionEmbedding::kLearned) {
     RETURN_IF_ERROR(b.Bind("pos_embed.weight", {c.max_position_embeddings, h}, true, &w.pos_embed));
   }
-  for (std::int64_t i = 0; i < c.num_layers; ++i) {
+  for (std::int64_t i = shard.first_layer; i < shard.last_layer; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     LayerWeights l;
     RETURN_IF_ERROR(b.Bind(p + "attn_norm.weight", {h}, true, &l.attn_norm));
@@ -77,12 +87,17 @@ Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c,
     if (c.mlp_bias) RETURN_IF_ERROR(b.Bind(p + "down.bias", {h}, true, &l.down_bias));
     w.layers.push_back(l);
   }
-  RETURN_IF_ERROR(b.Bind("final_norm.weight", {h}, true, &w.final_norm));
-  if (c.norm_bias) RETURN_IF_ERROR(b.Bind("final_norm.bias", {h}, true, &w.final_norm_bias));
-  if (c.tie_word_embeddings) {
-    w.lm_head = w.embed;
-  } else {
-    RETURN_IF_ERROR(b.Bind("lm_head.weight", {v, h}, true, &w.lm_head));
+  if (shard.last_stage()) {
+    RETURN_IF_ERROR(b.Bind("final_norm.weight", {h}, true, &w.final_norm));
+    if (c.norm_bias) RETURN_IF_ERROR(b.Bind("final_norm.bias", {h}, true, &w.final_norm_bias));
+    if (c.tie_word_embeddings) {
+      const std::int64_t row_bytes = h * static_cast<std::int64_t>(DTypeSize(w.embed.dtype));
+      w.lm_head = WeightPtr(static_cast<const char*>(w.embed.data) + shard.vocab_begin * row_bytes,
+                            w.embed.dtype);
+    } else {
+      RETURN_IF_ERROR(
+          b.BindRows("lm_head.weight", {v, h}, shard.vocab_begin, shard.vocab_end, &w.lm_head));
+    }
   }
   w.num_bytes = b.num_bytes();
   return w;

@@ -6,13 +6,15 @@
 #include "inflight/status.h"
 #include "kernels/cpu/weight_ptr.h"
 #include "model/engine_config.h"
+#include "model/model_shard.h"
 #include "model/safetensors.h"
 
 namespace inflight::model {
 
 using kernels::cpu::WeightPtr;
 
-// Names and shapes as in docs/engine_format.md; an absent optional weight has null data.
+// Names and shapes as in docs/engine_format.md, of one rank (nq, nkv and inter are the shard's);
+// an absent optional weight has null data.
 struct LayerWeights {
   WeightPtr attn_norm, attn_norm_bias;
   WeightPtr qkv, qkv_bias;            // [(nq + 2 nkv) hd, hidden], [(nq + 2 nkv) hd]
@@ -24,17 +26,21 @@ struct LayerWeights {
 };
 
 struct TransformerWeights {
-  WeightPtr embed;      // [vocab, hidden]
-  WeightPtr pos_embed;  // [max_position_embeddings, hidden], learned positions only
-  WeightPtr final_norm, final_norm_bias;
-  WeightPtr lm_head;  // [vocab, hidden]; embed when tie_word_embeddings
-  std::vector<LayerWeights> layers;
-  std::int64_t num_bytes = 0;  // of the distinct tensors bound
+  WeightPtr embed;      // [vocab, hidden]; the first stage, or the last with tied embeddings
+  WeightPtr pos_embed;  // [max_position_embeddings, hidden], learned positions, first stage only
+  WeightPtr final_norm, final_norm_bias;  // the last stage only
+  // [vocab_end - vocab_begin, hidden]: the shard's rows of lm_head, or of embed when
+  // tie_word_embeddings; the last stage only.
+  WeightPtr lm_head;
+  std::vector<LayerWeights> layers;  // the shard's layers, first_layer first
+  std::int64_t num_bytes = 0;        // of the distinct tensors bound
 };
 
-// Binds every tensor the config calls for (tp_size 1 layout) from `file`, which must outlive the
-// result. Errors name the file, the tensor, and the expected vs. found shape or dtype.
+// Binds every tensor of `shard` that the config calls for from `file` (the shard's rank file),
+// which must outlive the result. Errors name the file, the tensor, and the expected vs. found
+// shape or dtype.
 Result<TransformerWeights> BindTransformerWeights(const EngineConfig& config,
+                                                  const ModelShard& shard,
                                                   const SafetensorsFile& file);
 
 }  // namespace inflight::model

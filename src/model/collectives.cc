@@ -1,0 +1,26 @@
+#include "model/collectives.h"
+
+#include <string>
+
+namespace inflight::model {
+namespace {
+
+Status NoOtherStage(const char* what, std::int64_t count) {
+  return Internal(std::string(what) + " of " + std::to_string(count) +
+                  " elements in a single-process run (pp_size 1): there is no other "
+                  "pipeline stage");
+}
+
+}  // namespace
+
+Status SingleProcessCollectives::SendToNextStage(const void* /*buffer*/, std::int64_t count,
+                                                 DType /*dtype*/, void* /*stream*/) {
+  return NoOtherStage("a send to the next stage", count);
+}
+
+Status SingleProcessCollectives::ReceiveFromPreviousStage(void* /*buffer*/, std::int64_t count,
+                                                          DType /*dtype*/, void* /*stream*/) {
+  return NoOtherStage("a receive from the previous stage", count);
+}
+
+}  // namespace inflight::model

@@ -1,0 +1,255 @@
+#include "model/cuda_transformer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/activations.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm_swiglu.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/paged_attention_context.h"
+#include "kernels/cuda/paged_attention_decode.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope_kv_write.h"
+#include "model/cuda_status.h"
+
+namespace inflight::model {
+
+namespace kc = kernels::cuda;
+
+kc::PagedBatch LeadingDecodes(const kc::PagedBatch& batch, std::int32_t num_seqs,
+                              std::int32_t max_kv_len) {
+  kc::PagedBatch view = batch;
+  view.num_seqs = num_seqs;
+  view.num_tokens = num_seqs;
+  view.max_query_len = num_seqs > 0 ? 1 : 0;
+  view.max_kv_len = max_kv_len;
+  return view;
+}
+
+kc::PagedBatch AfterDecodes(const kc::PagedBatch& batch, std::int32_t skip) {
+  kc::PagedBatch view = batch;
+  view.num_seqs -= skip;
+  view.num_tokens -= skip;
+  view.query_start += skip;
+  view.num_cached += skip;
+  view.block_tables += static_cast<std::ptrdiff_t>(skip) * batch.max_blocks_per_seq;
+  return view;
+}
+
+CudaTransformer::CudaTransformer(const EngineConfig& config, const ModelShard& shard, DType dtype,
+                                 const CudaWeights& weights, const CudaKvCache& kv,
+                                 kc::CublasLtGemm& gemm, cudaStream_t stream,
+                                 Collectives& collectives, bool fused_swiglu)
+    : config_(config),
+      shard_(shard),
+      dtype_(dtype),
+      weights_(weights),
+      kv_(kv),
+      gemm_(gemm),
+      stream_(stream),
+      collectives_(collectives),
+      fused_swiglu_(fused_swiglu) {}
+
+CudaTransformer::~CudaTransformer() {
+  for (cudaEvent_t ev : {attn_fork_, attn_join_}) {
+    if (ev != nullptr) cudaEventDestroy(ev);
+  }
+}
+
+Status CudaTransformer::AllocateActivations(std::int64_t max_tokens) {
+  const EngineConfig& c = config_;
+  const std::int64_t T = max_tokens, H = c.hidden_size,
+                     e = static_cast<std::int64_t>(DTypeSize(dtype_));
+  const std::int64_t inter = shard_.intermediate_size;
+  const bool swiglu = c.activation == Activation::kSwiGlu;
+  const std::int64_t R = std::min<std::int64_t>(kLogitChunk, std::max(c.build.max_batch_size, 1));
+  logit_chunk_ = R;
+  struct {
+    DeviceBuffer* buf;
+    std::int64_t bytes;
+  } plan[] = {
+      {&residual_, T * H * e},
+      {&normed_, T * H * e},
+      {&qkv_, T * shard_.qkv_rows(c.head_dim) * e},
+      {&attn_, T * shard_.q_dim(c.head_dim) * e},
+      {&mlp_, T * (swiglu ? 2 * inter : inter) * e},
+      {&mlp_act_, T * inter * e},
+      {&logit_x_, R * H * e},
+      {&logits_, R * c.vocab_size * 4},
+  };
+  activation_bytes_ = 0;
+  for (auto& p : plan) {
+    RETURN_IF_ERROR(p.buf->Allocate(p.bytes));
+    activation_bytes_ += p.bytes;
+  }
+  return Status::Ok();
+}
+
+Status CudaTransformer::CreateAttentionSplitEvents() {
+  for (cudaEvent_t* ev : {&attn_fork_, &attn_join_}) {
+    CUDA_RETURN(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+  }
+  return Status::Ok();
+}
+
+Status CudaTransformer::Norm(void* out, const void* x, const void* w, const void* b,
+                             std::int64_t rows) {
+  if (config_.norm == NormKind::kRmsNorm) {
+    return CudaStatus(kc::RmsNorm(out, x, nullptr, w, dtype_, rows, config_.hidden_size,
+                                  config_.norm_eps, stream_),
+                      "RmsNorm");
+  }
+  return CudaStatus(kc::LayerNorm(out, x, nullptr, w, b, dtype_, rows, config_.hidden_size,
+                                  config_.norm_eps, stream_),
+                    "LayerNorm");
+}
+
+Status CudaTransformer::Linear(void* y, const void* x, const void* w, const void* bias,
+                               std::int64_t m, std::int64_t n, std::int64_t k) {
+  return CublasStatus(gemm_.Linear(y, dtype_, n, x, k, w, bias, dtype_, m, n, k, stream_),
+                      "Linear");
+}
+
+Status CudaTransformer::LinearAdd(void* y, const void* x, const void* w, const void* bias,
+                                  std::int64_t m, std::int64_t n, std::int64_t k) {
+  return CublasStatus(gemm_.LinearAdd(y, dtype_, n, x, k, w, bias, dtype_, m, n, k, stream_),
+                      "LinearAdd");
+}
+
+Status CudaTransformer::RowParallelAdd(const void* x, const void* w, const void* bias,
+                                       std::int64_t m, std::int64_t k) {
+  const std::int64_t H = config_.hidden_size;
+  if (shard_.tp_rank == 0) {
+    RETURN_IF_ERROR(LinearAdd(residual_.get(), x, w, bias, m, H, k));
+  } else {
+    RETURN_IF_ERROR(Linear(residual_.get(), x, w, bias, m, H, k));
+  }
+  return collectives_.AllReduceSum(residual_.get(), m * H, dtype_, stream_);
+}
+
+Status CudaTransformer::LmHead(std::int64_t rows) {
+  const std::int64_t H = config_.hidden_size, V = config_.vocab_size;
+  const std::int64_t v0 = shard_.vocab_begin, v1 = shard_.vocab_end;
+  RETURN_IF_ERROR(
+      CublasStatus(gemm_.Linear(logits_.get<float>() + v0, DType::kFloat32, V, logit_x_.get(), H,
+                                weights_.lm_head, nullptr, dtype_, rows, v1 - v0, H, stream_),
+                   "lm_head"));
+  return collectives_.AllGatherColumns(logits_.get<float>(), rows, V, v0, v1, stream_);
+}
+
+Status CudaTransformer::Enqueue(const Launch& launch) {
+  const EngineConfig& c = config_;
+  const kc::PagedBatch& batch = launch.batch;
+  const std::int32_t T = batch.num_tokens;
+  const std::int64_t nq = shard_.num_q_heads, nkv = shard_.num_kv_heads;
+  const kc::PagedKvShape shape{nkv, c.build.tokens_per_block, c.head_dim};
+
+  const std::int64_t H = c.hidden_size, hd = c.head_dim;
+  const std::int64_t q_dim = nq * hd, qkv_dim = shard_.qkv_rows(hd),
+                     inter = shard_.intermediate_size;
+  const bool swiglu = c.activation == Activation::kSwiGlu;
+  const std::int64_t e = static_cast<std::int64_t>(DTypeSize(dtype_));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const kc::PagedBatch decodes =
+      LeadingDecodes(batch, launch.num_decode_seqs, launch.decode_max_kv_len);
+  const kc::PagedBatch contexts = AfterDecodes(batch, launch.num_decode_seqs);
+
+  if (shard_.first_stage()) {
+    CUDA_RETURN(kc::EmbeddingGather(residual_.get(), launch.token_ids, T, weights_.embed, H,
+                                    weights_.pos_embed, launch.positions, dtype_, stream_));
+  } else {
+    RETURN_IF_ERROR(collectives_.ReceiveFromPreviousStage(residual_.get(), T * H, dtype_, stream_));
+  }
+  for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
+    const DeviceLayer& l = weights_.layers[i];
+    RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
+    RETURN_IF_ERROR(Linear(qkv_.get(), normed_.get(), l.qkv, l.qkv_bias, T, qkv_dim, H));
+    char* q = qkv_.get<char>();
+    char* k = q + q_dim * e;
+    char* v = k + nkv * hd * e;
+    char* k_pool = kv_.buffer.get<char>() + static_cast<std::int64_t>(2 * i) * kv_.pool_elems * e;
+    char* v_pool = k_pool + kv_.pool_elems * e;
+    CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape,
+                                weights_.inv_freq.get<float>(), dtype_, stream_));
+    const auto decode_attention = [&](cudaStream_t s) {
+      return kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, decodes, shape, nq,
+                                      scale, dtype_, launch.partition, launch.decode_ws,
+                                      launch.decode_ws_bytes, s);
+    };
+    const auto context_attention = [&](cudaStream_t s) {
+      return kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, contexts, shape, nq,
+                                       scale, dtype_, s);
+    };
+    if (cudaStream_t side = launch.context_stream) {
+      CUDA_RETURN(cudaEventRecord(attn_fork_, stream_));
+      CUDA_RETURN(cudaStreamWaitEvent(side, attn_fork_, 0));
+      CUDA_RETURN(context_attention(side));
+      CUDA_RETURN(cudaEventRecord(attn_join_, side));
+      CUDA_RETURN(decode_attention(stream_));
+      CUDA_RETURN(cudaStreamWaitEvent(stream_, attn_join_, 0));
+    } else {
+      if (decodes.num_seqs > 0) CUDA_RETURN(decode_attention(stream_));
+      if (contexts.num_seqs > 0) CUDA_RETURN(context_attention(stream_));
+    }
+    RETURN_IF_ERROR(RowParallelAdd(attn_.get(), l.attn_out, l.attn_out_bias, T, q_dim));
+    RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
+    if (swiglu && kc::GemvSupports(dtype_, T, H, H, normed_.get(), l.mlp_in)) {
+      // A few rows: the gate/up pass writes the activation directly (no [T, 2 * inter] round trip).
+      CUDA_RETURN(kc::GemvSwiGlu(mlp_act_.get(), inter, normed_.get(), H, l.mlp_in, l.mlp_in_bias,
+                                 dtype_, T, inter, H, stream_));
+    } else if (swiglu && fused_swiglu_ && l.mlp_in_bias == nullptr && T >= kFusedSwiGluMinRows &&
+               kc::GemmSwiGluSupports(dtype_, T, inter, H, normed_.get(), H, l.mlp_in,
+                                      mlp_act_.get(), inter)) {
+      CUDA_RETURN(kc::GemmSwiGlu(mlp_act_.get(), inter, normed_.get(), H, l.mlp_in, dtype_, T,
+                                 inter, H, stream_));
+    } else if (swiglu) {
+      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, 2 * inter, H));
+      CUDA_RETURN(kc::SwiGlu(mlp_act_.get(), mlp_.get(), dtype_, T, inter, stream_));
+    } else {
+      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, inter, H));
+      CUDA_RETURN(kc::GeluNew(mlp_act_.get(), mlp_.get(), dtype_, T * inter, stream_));
+    }
+    RETURN_IF_ERROR(RowParallelAdd(mlp_act_.get(), l.down, l.down_bias, T, inter));
+  }
+  if (!shard_.last_stage()) {
+    return collectives_.SendToNextStage(residual_.get(), T * H, dtype_, stream_);
+  }
+
+  // Only the wanted rows go through the final norm and lm_head, logit_chunk_ rows at a time: the
+  // row gather is the embedding kernel with the activations as its table. Rows [0, R_out) go to the
+  // host; rows [R_out, R) are sampled where they are and only their token ids and log-probs come
+  // back.
+  const std::int64_t R = launch.num_rows, R_out = launch.num_out_rows;
+  for (std::int64_t r0 = 0; r0 < R; r0 += logit_chunk_) {
+    const std::int64_t n = std::min(logit_chunk_, R - r0);
+    if (launch.logit_rows_are_token_rows) {
+      // No gather (a decode step's usual case).
+      RETURN_IF_ERROR(Norm(logit_x_.get(), residual_.get<char>() + r0 * H * e, weights_.final_norm,
+                           weights_.final_norm_bias, n));
+    } else {
+      CUDA_RETURN(kc::EmbeddingGather(logit_x_.get(), launch.logit_rows + r0, n, residual_.get(), H,
+                                      nullptr, nullptr, dtype_, stream_));
+      RETURN_IF_ERROR(
+          Norm(logit_x_.get(), logit_x_.get(), weights_.final_norm, weights_.final_norm_bias, n));
+    }
+    RETURN_IF_ERROR(LmHead(n));
+    const std::int64_t n_out = std::clamp<std::int64_t>(R_out - r0, 0, n);
+    if (n_out > 0) {
+      CUDA_RETURN(cudaMemcpyAsync(launch.host_logits + r0 * c.vocab_size, logits_.get(),
+                                  static_cast<std::size_t>(n_out * c.vocab_size) * sizeof(float),
+                                  cudaMemcpyDeviceToHost, stream_));
+    }
+    if (n_out < n) {
+      const std::int64_t j = r0 + n_out - R_out;  // first sampled row of this chunk
+      CUDA_RETURN(kc::SampleRows(launch.sampled_ids + j, launch.sampled_log_probs + j,
+                                 logits_.get<float>() + n_out * c.vocab_size, n - n_out,
+                                 c.vocab_size, c.vocab_size, launch.sampling_params + j,
+                                 launch.sampling_lists, stream_));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace inflight::model

@@ -1,0 +1,102 @@
+#include "model/cuda_weights.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "model/cuda_status.h"
+#include "model/rope_frequencies.h"
+#include "model/safetensors.h"
+#include "model/transformer_weights.h"
+
+namespace inflight::model {
+
+Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config,
+                       const ModelShard& shard, DType dtype, CudaWeights& weights) {
+  const std::string path = (std::filesystem::path(engine_dir) / shard.file_name()).string();
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+  ASSIGN_OR_RETURN(TransformerWeights w, BindTransformerWeights(config, shard, *file));
+  const EngineConfig& c = config;
+  const std::int64_t H = c.hidden_size, q_dim = shard.q_dim(c.head_dim);
+  const std::int64_t qkv_rows = shard.qkv_rows(c.head_dim), inter = shard.intermediate_size;
+  const bool swiglu = c.activation == Activation::kSwiGlu;
+  const std::int64_t mlp_rows = swiglu ? 2 * inter : inter;
+
+  // Every tensor (host pointer, element count), laid out back to back in one device buffer.
+  struct Item {
+    WeightPtr src;
+    std::int64_t n;
+    const void** dst;
+  };
+  std::vector<Item> items;
+  const auto add = [&](WeightPtr p, std::int64_t n, const void** dst) {
+    if (p) items.push_back({p, n, dst});
+  };
+  add(w.embed, c.vocab_size * H, &weights.embed);
+  add(w.pos_embed, c.max_position_embeddings * H, &weights.pos_embed);
+  add(w.final_norm, H, &weights.final_norm);
+  add(w.final_norm_bias, H, &weights.final_norm_bias);
+  weights.layers.resize(w.layers.size());
+  for (std::size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    DeviceLayer& d = weights.layers[i];
+    add(l.attn_norm, H, &d.attn_norm);
+    add(l.attn_norm_bias, H, &d.attn_norm_bias);
+    add(l.qkv, qkv_rows * H, &d.qkv);
+    add(l.qkv_bias, qkv_rows, &d.qkv_bias);
+    add(l.attn_out, H * q_dim, &d.attn_out);
+    add(l.attn_out_bias, H, &d.attn_out_bias);
+    add(l.mlp_norm, H, &d.mlp_norm);
+    add(l.mlp_norm_bias, H, &d.mlp_norm_bias);
+    add(swiglu ? l.gate_up : l.fc, mlp_rows * H, &d.mlp_in);
+    add(swiglu ? l.gate_up_bias : l.fc_bias, mlp_rows, &d.mlp_in_bias);
+    add(l.down, H * inter, &d.down);
+    add(l.down_bias, H, &d.down_bias);
+  }
+  // Tied: lm_head is embed's rows [vocab_begin, vocab_end), read in place.
+  const bool tied = c.tie_word_embeddings && w.embed;
+  if (!tied) add(w.lm_head, (shard.vocab_end - shard.vocab_begin) * H, &weights.lm_head);
+
+  const std::int64_t elem = static_cast<std::int64_t>(DTypeSize(dtype));
+  std::int64_t total = 0;
+  std::vector<std::int64_t> offsets;
+  for (const Item& it : items) {
+    offsets.push_back(total);
+    total += (it.n * elem + 255) / 256 * 256;  // 256-byte aligned for cuBLASLt
+  }
+  std::size_t free_b = 0, total_b = 0;
+  CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
+  if (total > static_cast<std::int64_t>(free_b)) {
+    return Unavailable("not enough device memory for the weights of " + engine_dir + ": need " +
+                       MiB(total) + ", " + MiB(static_cast<std::int64_t>(free_b)) + " free of " +
+                       MiB(static_cast<std::int64_t>(total_b)));
+  }
+  RETURN_IF_ERROR(weights.buffer.Allocate(total));
+  std::vector<float> staging_f;
+  std::vector<std::uint16_t> staging;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    char* dst = weights.buffer.get<char>() + offsets[i];
+    staging_f.resize(static_cast<std::size_t>(it.n));
+    it.src.LoadRange(0, it.n, staging_f.data());
+    staging.resize(static_cast<std::size_t>(it.n));
+    ConvertFromFloat(dtype, staging_f.data(), staging.data(), staging.size());
+    CUDA_RETURN(cudaMemcpy(dst, staging.data(), staging.size() * 2, cudaMemcpyHostToDevice));
+    *it.dst = dst;
+  }
+  if (tied)
+    weights.lm_head = static_cast<const char*>(weights.embed) + shard.vocab_begin * H * elem;
+
+  if (const std::vector<float> inv = RopeInvFrequencies(c); !inv.empty()) {
+    RETURN_IF_ERROR(
+        weights.inv_freq.Allocate(static_cast<std::int64_t>(inv.size() * sizeof(float))));
+    CUDA_RETURN(cudaMemcpy(weights.inv_freq.get(), inv.data(), inv.size() * sizeof(float),
+                           cudaMemcpyHostToDevice));
+  }
+  return Status::Ok();
+}
+
+}  // namespace inflight::model

@@ -1,0 +1,41 @@
+// The CUDA runner's weight set: one shard's tensors (model_shard.h) from its rank file, converted
+// to the activation dtype and laid out in one device allocation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "inflight/status.h"
+#include "model/cuda_buffer.h"
+#include "model/engine_config.h"
+#include "model/model_shard.h"
+
+namespace inflight::model {
+
+// Device pointers of one layer's tensors (transformer_weights.h's LayerWeights); null: absent.
+// mlp_in is gate_up (swiglu) or fc (gelu_new).
+struct DeviceLayer {
+  const void *attn_norm = nullptr, *attn_norm_bias = nullptr, *qkv = nullptr, *qkv_bias = nullptr,
+             *attn_out = nullptr, *attn_out_bias = nullptr, *mlp_norm = nullptr,
+             *mlp_norm_bias = nullptr, *mlp_in = nullptr, *mlp_in_bias = nullptr, *down = nullptr,
+             *down_bias = nullptr;
+};
+
+struct CudaWeights {
+  DeviceBuffer buffer;  // every tensor below, back to back
+  const void* embed = nullptr;
+  const void* pos_embed = nullptr;
+  const void* final_norm = nullptr;
+  const void* final_norm_bias = nullptr;
+  const void* lm_head = nullptr;    // the shard's vocabulary rows; into embed when tied
+  std::vector<DeviceLayer> layers;  // the shard's layers, first_layer first
+  DeviceBuffer inv_freq;            // [head_dim / 2] fp32, rope only
+};
+
+// Loads <engine_dir>/<shard.file_name()> onto the current device in `dtype` (fp16 or bf16).
+// Errors: the file's (missing tensors, shapes), or not enough device memory (need, free, total).
+Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config,
+                       const ModelShard& shard, DType dtype, CudaWeights& weights);
+
+}  // namespace inflight::model
