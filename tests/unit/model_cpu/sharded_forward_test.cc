@@ -1,0 +1,296 @@
+// Sharded forward passes against the whole engine's, on CPU: the builder's tensor-parallel rank
+// files through CpuModelRunner (tp 2; tp 4 with fewer kv heads than ranks), and pipeline stages
+// through Transformer (pp 2, tp 2 x pp 2), every rank a thread of one ThreadGroup. The logits of
+// a prompt step and the decode steps after it must match tp 1's within fp32 reduction-order
+// rounding, and be the same on every rank.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "model/model_shard.h"
+#include "model/transformer.h"
+#include "unit/model_cpu/test_engine.h"
+#include "unit/model_cpu/thread_group_collectives.h"
+
+namespace inflight::model {
+namespace {
+
+using testing::NormalisedError;
+using testing::TestEngine;
+using testing::ThreadGroup;
+
+constexpr std::int32_t kTokensPerBlock = 4;
+constexpr std::int64_t kNumBlocks = 8;
+constexpr std::int64_t kVocab = 301;  // not a multiple of the ranks: uneven vocabulary slices
+
+RandomCheckpointOptions Options(const std::string& arch) {
+  RandomCheckpointOptions o;
+  o.arch = arch;
+  o.hidden_size = 64;
+  o.num_layers = 3;  // two stages get 1 and 2 layers
+  o.num_heads = 4;
+  o.num_kv_heads = arch == "gpt2" ? 4 : 2;
+  o.intermediate_size = arch == "gpt2" ? 256 : 96;
+  o.vocab_size = kVocab;
+  o.max_position_embeddings = 64;
+  o.init_std = 0.2;  // large enough that attention and MLP move the logits visibly
+  o.seed = 11;
+  return o;
+}
+
+// A prompt that spans three KV blocks, then two decode steps, of one sequence; every position's
+// logits.
+std::vector<StepInput> Steps() {
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<TokenIdType> token(0, kVocab - 1);
+  const std::vector<std::int32_t> table{6, 1, 4};  // not monotonic
+  std::vector<StepInput> steps;
+  std::int32_t cached = 0;
+  for (const std::size_t n : {std::size_t{9}, std::size_t{1}, std::size_t{1}}) {
+    SequenceStep s;
+    for (std::size_t i = 0; i < n; ++i) s.tokens.push_back(token(rng));
+    s.num_cached = cached;
+    s.block_table = table;
+    s.logits = SequenceStep::Logits::kAll;
+    cached += static_cast<std::int32_t>(n);
+    steps.push_back({{s}});
+  }
+  return steps;
+}
+
+using StepLogits = std::vector<std::vector<float>>;
+
+StepLogits RunWithRunner(ModelRunner& runner) {
+  StepLogits logits;
+  for (const StepInput& in : Steps()) {
+    auto out = runner.Step(in);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    logits.push_back(out.ok() ? out->logits : std::vector<float>{});
+  }
+  return logits;
+}
+
+StepLogits Reference(const std::string& arch) {
+  std::string error;
+  auto engine = TestEngine::Make(Options(arch), DType::kFloat32, kTokensPerBlock, &error);
+  EXPECT_NE(engine, nullptr) << error;
+  if (engine == nullptr) return {};
+  auto runner = engine->Runner(kNumBlocks * kTokensPerBlock);
+  return runner != nullptr ? RunWithRunner(*runner) : StepLogits{};
+}
+
+// Runs `rank(tp_rank, pp_rank)` on a thread per rank; returns each rank's logits (by tp rank,
+// last stage).
+std::vector<StepLogits> RunRanks(std::int32_t tp, std::int32_t pp,
+                                 const std::function<StepLogits(Collectives&)>& rank) {
+  ThreadGroup group(tp, pp);
+  std::vector<StepLogits> last_stage(static_cast<std::size_t>(tp));
+  std::vector<std::thread> threads;
+  for (std::int32_t p = 0; p < pp; ++p) {
+    for (std::int32_t t = 0; t < tp; ++t) {
+      threads.emplace_back([&, t, p] {
+        ThreadGroup::Member member(group, t, p);
+        StepLogits logits = rank(member);
+        if (p == pp - 1) last_stage[static_cast<std::size_t>(t)] = std::move(logits);
+      });
+    }
+  }
+  for (std::thread& th : threads) th.join();
+  return last_stage;
+}
+
+void ExpectMatches(const std::vector<StepLogits>& ranks, const StepLogits& reference,
+                   const std::string& what) {
+  ASSERT_FALSE(reference.empty());
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    ASSERT_EQ(ranks[r].size(), reference.size()) << what << " rank " << r;
+    for (std::size_t step = 0; step < reference.size(); ++step) {
+      const std::vector<float>& got = ranks[r][step];
+      const std::vector<float>& want = reference[step];
+      ASSERT_EQ(got.size(), want.size()) << what << " rank " << r << " step " << step;
+      EXPECT_LT(NormalisedError(got.data(), want.data(), want.size()), 2e-5)
+          << what << " rank " << r << " step " << step;
+      // Every rank sums the partials in the same order and gathers the same columns.
+      EXPECT_EQ(std::memcmp(got.data(), ranks[0][step].data(), got.size() * sizeof(float)), 0)
+          << what << " rank " << r << " step " << step << " differs from rank 0";
+    }
+  }
+}
+
+class ShardedForwardTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ShardedForwardTest, TensorParallelRunnersMatchOneRank) {
+  const StepLogits reference = Reference(GetParam());
+  // gpt2 has 4 kv heads: tp 4 gives each rank one; llama's 2 kv heads are replicated at tp 4.
+  for (const std::int32_t tp : {2, 4}) {
+    std::string error;
+    auto engine =
+        TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error, tp);
+    ASSERT_NE(engine, nullptr) << error;
+    const std::vector<StepLogits> ranks = RunRanks(tp, 1, [&](Collectives& member) {
+      RunnerOptions o;
+      o.max_kv_tokens = kNumBlocks * kTokensPerBlock;
+      o.num_threads = 1;
+      // The runner shares ownership; the member outlives it (the thread's frame).
+      o.collectives = std::shared_ptr<Collectives>(&member, [](Collectives*) {});
+      auto runner = CreateCpuModelRunner(engine->engine_dir(), o);
+      EXPECT_TRUE(runner.ok()) << runner.status().ToString();
+      // NOTE: a rank that failed to load still has to answer its peers' collectives, or they
+      // wait forever; with no runner it cannot, so the test stops here.
+      if (!runner.ok()) std::abort();
+      return RunWithRunner(**runner);
+    });
+    ExpectMatches(ranks, reference, GetParam() + " tp " + std::to_string(tp));
+  }
+}
+
+// A ForwardBatch of one sequence's step, every row's logits wanted.
+struct OneSequenceBatch {
+  explicit OneSequenceBatch(const SequenceStep& s) {
+    const auto n = static_cast<std::int32_t>(s.tokens.size());
+    query_start = {0, n};
+    num_cached = {s.num_cached};
+    tables = s.block_table;
+    token_ids = s.tokens;
+    for (std::int32_t t = 0; t < n; ++t) {
+      positions.push_back(s.num_cached + t);
+      rows.push_back(t);
+    }
+    batch.paged.num_seqs = 1;
+    batch.paged.query_start = query_start.data();
+    batch.paged.num_cached = num_cached.data();
+    batch.paged.block_tables = tables.data();
+    batch.paged.max_blocks_per_seq = static_cast<std::int32_t>(tables.size());
+    batch.token_ids = token_ids.data();
+    batch.positions = positions.data();
+    batch.logit_rows = rows.data();
+    batch.num_logit_rows = n;
+  }
+  std::vector<std::int32_t> query_start, num_cached, tables, token_ids, positions, rows;
+  ForwardBatch batch;
+};
+
+// One rank of a pipeline: the builder writes no per-stage files, but layer names are the engine's,
+// so a stage binds its layers from its tensor-parallel rank's file.
+StepLogits RunStage(const std::string& engine_dir, Collectives& member) {
+  auto config = LoadEngineConfig(engine_dir);
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  if (!config.ok()) std::abort();
+  EngineConfig c = *config;
+  c.pp_size = member.pp_size();
+  auto shard =
+      MakeModelShard(c, member.tp_rank(), member.tp_size(), member.pp_rank(), member.pp_size());
+  EXPECT_TRUE(shard.ok()) << shard.status().ToString();
+  if (!shard.ok()) std::abort();
+  const std::string file_name = "rank" + std::to_string(member.tp_rank()) + ".safetensors";
+  auto file = SafetensorsFile::Open((std::filesystem::path(engine_dir) / file_name).string());
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (!file.ok()) std::abort();
+  auto weights = BindTransformerWeights(c, *shard, **file);
+  EXPECT_TRUE(weights.ok()) << weights.status().ToString();
+  if (!weights.ok()) std::abort();
+  EXPECT_EQ(weights->layers.size(), static_cast<std::size_t>(shard->num_layers()));
+
+  const std::size_t pool =
+      static_cast<std::size_t>(kNumBlocks * shard->num_kv_heads * kTokensPerBlock * c.head_dim);
+  std::vector<std::vector<float>> storage(2 * static_cast<std::size_t>(shard->num_layers()),
+                                          std::vector<float>(pool, 0.0f));
+  std::vector<LayerKvPools> kv;
+  for (std::size_t i = 0; i < storage.size(); i += 2) {
+    kv.push_back({storage[i].data(), storage[i + 1].data()});
+  }
+  Transformer transformer(c, *shard, std::move(*weights), kTokensPerBlock, nullptr, member);
+  StepLogits logits;
+  for (const StepInput& in : Steps()) {
+    const OneSequenceBatch b(in.sequences[0]);
+    std::vector<float> out(static_cast<std::size_t>(b.batch.num_logit_rows * c.vocab_size));
+    const Status st = transformer.Forward(b.batch, kv, out.data());
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    logits.push_back(std::move(out));
+  }
+  return logits;
+}
+
+TEST_P(ShardedForwardTest, PipelineStagesMatchOneStage) {
+  const StepLogits reference = Reference(GetParam());
+  for (const std::int32_t tp : {1, 2}) {
+    std::string error;
+    auto engine =
+        TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error, tp);
+    ASSERT_NE(engine, nullptr) << error;
+    const std::vector<StepLogits> ranks = RunRanks(
+        tp, 2, [&](Collectives& member) { return RunStage(engine->engine_dir(), member); });
+    ExpectMatches(ranks, reference, GetParam() + " tp " + std::to_string(tp) + " x pp 2");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ShardedForwardTest, ::testing::Values("llama", "gpt2"),
+                         [](const auto& info) { return info.param; });
+
+TEST(ModelShardTest, LayerRangesVocabularySlicesAndErrors) {
+  EngineConfig c;
+  c.num_layers = 5;
+  c.num_attention_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.intermediate_size = 96;
+  c.vocab_size = 1001;
+  c.tp_size = 4;
+  c.pp_size = 2;
+  auto first = MakeModelShard(c, 3, 4, 0, 2);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->first_layer, 0);
+  EXPECT_EQ(first->last_layer, 2);
+  EXPECT_TRUE(first->first_stage());
+  EXPECT_FALSE(first->last_stage());
+  EXPECT_EQ(first->num_q_heads, 2);
+  EXPECT_EQ(first->num_kv_heads, 1);  // 2 kv heads over 4 ranks: replicated
+  EXPECT_EQ(first->intermediate_size, 24);
+  EXPECT_EQ(first->vocab_begin, 750);  // 3 * 1001 / 4
+  EXPECT_EQ(first->vocab_end, 1001);
+  EXPECT_EQ(first->file_name(), "rank3.safetensors");
+  auto last = MakeModelShard(c, 1, 4, 1, 2);
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ(last->first_layer, 2);
+  EXPECT_EQ(last->last_layer, 5);
+  EXPECT_EQ(last->file_name(), "rank5.safetensors");
+
+  auto wrong_size = MakeModelShard(c, 0, 1, 0, 1);
+  ASSERT_FALSE(wrong_size.ok());
+  EXPECT_NE(wrong_size.status().message().find("tp_size 4, pp_size 2"), std::string::npos)
+      << wrong_size.status().message();
+  EXPECT_NE(wrong_size.status().message().find("tp_size 1, pp_size 1"), std::string::npos)
+      << wrong_size.status().message();
+  auto bad_rank = MakeModelShard(c, 4, 4, 0, 2);
+  ASSERT_FALSE(bad_rank.ok());
+  EXPECT_NE(bad_rank.status().message().find("tp_rank 4 is not in [0, 4)"), std::string::npos)
+      << bad_rank.status().message();
+  c.num_layers = 1;
+  auto too_many_stages = MakeModelShard(c, 0, 4, 0, 2);
+  ASSERT_FALSE(too_many_stages.ok());
+  EXPECT_NE(too_many_stages.status().message().find("pp_size 2 is more than num_layers 1"),
+            std::string::npos)
+      << too_many_stages.status().message();
+}
+
+TEST(ShardedRunnerTest, OneProcessRefusesATensorParallelEngine) {
+  std::string error;
+  auto engine = TestEngine::Make(Options("llama"), DType::kFloat32, kTokensPerBlock, &error, 2);
+  ASSERT_NE(engine, nullptr) << error;
+  RunnerOptions o;
+  o.max_kv_tokens = kNumBlocks * kTokensPerBlock;
+  auto runner = CreateCpuModelRunner(engine->engine_dir(), o);
+  ASSERT_FALSE(runner.ok());
+  EXPECT_EQ(runner.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(runner.status().message().find("built for tp_size 2, pp_size 1"), std::string::npos)
+      << runner.status().message();
+  EXPECT_NE(runner.status().message().find("process group has tp_size 1"), std::string::npos)
+      << runner.status().message();
+}
+
+}  // namespace
+}  // namespace inflight::model
