@@ -79,5 +79,36 @@ class ServerCliTest(unittest.TestCase):
             self.assertIn("Signal (2) received", text)
 
 
+class TritonCommandLineTest(unittest.TestCase):
+    """tritonserver's command-line habits: prefixes, aliases, and the options seeds pass."""
+
+    def test_seed_004_prefixed_command_line_serves(self):
+        # mpirun ... tritonserver --http-port=18000 --metrics-port=18002 --grpc-port=18001
+        #     --model-repo=${MODEL_FOLDER}  (free ports instead of 18000/18002)
+        class PrefixedServer(InflightServer):
+            def command(self):
+                return [self.binary, "--http-p", "0", "--metrics-port=0", "--grpc-port=18001",
+                        f"--model-repo={self.model_repository}",
+                        f"--backend-dir={self.backend_directory}", "--http-a=127.0.0.1",
+                        "--model-control-mode=explicit", "--load-model=echo"]
+
+        with PrefixedServer() as server:
+            self.assertEqual(request("GET", server.http_port, "/v2/models/echo/ready")[0], 200)
+            self.assertIn("--grpc-port=18001 is not used: gRPC is not served", server.log())
+
+    def test_ambiguous_and_misspelt_options_name_the_candidates(self):
+        result = run_server("--model=/x")
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("option --model is ambiguous; possibilities: --model-repository, --model-store",
+                      result.stderr)
+        result = run_server("--model_repo=/x")
+        self.assertIn("did you mean --model-repository?", result.stderr)
+
+    def test_unsupported_requests_are_refused_by_name(self):
+        result = run_server("--model-store=/x", "--trace-config=rate=100")
+        self.assertNotEqual(result.returncode, 0)
+        self.assertIn("--trace-config=rate=100 is not supported", result.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
