@@ -48,6 +48,7 @@ std::string FillAll(std::string text) {
       {"bls_instance_count", "1"},
       {"logits_datatype", "TYPE_FP32"},
       {"encoder_input_features_data_type", "TYPE_FP16"},
+      {"prompt_embedding_table_data_type", "TYPE_FP16"},
       {"batching_strategy", "inflight_fused_batching"},
       {"engine_dir", "engines/gpt2"},
   };

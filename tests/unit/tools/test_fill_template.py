@@ -6,6 +6,8 @@ Refresh the corpus copies after a template change: python3 test_fill_template.py
 """
 import importlib.util
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +22,47 @@ CORPUS = os.path.join(REPO, "tests", "fuzz", "corpus")
 spec = importlib.util.spec_from_file_location("fill_template", SCRIPT)
 fill_template = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fill_template)
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+import seed_sequences  # noqa: E402  (the seed documents' commands, shared with the e2e replay)
+
+MODELS = ("ensemble", "preprocessing", "postprocessing", "tensorrt_llm", "tensorrt_llm_bls")
+# The keys of NVIDIA's templates, v0.11 to today's: today's five templates
+# (NVIDIA/TensorRT-LLM triton_backend/all_models/inflight_batcher_llm), the keys its
+# docs/model_config.md lists, the fill commands of its READMEs v0.11-v0.14 (seeds 000 and 004) and
+# of its CI (ci/L0_backend_trtllm/test.sh: prompt_embedding_table_data_type in tensorrt_llm and
+# tensorrt_llm_bls, visual_model_path in preprocessing), plus tokenizer_type and max_num_sequences
+# of the v0.7-era templates.
+NVIDIA_KEYS = {
+    "ensemble": ["triton_max_batch_size", "logits_datatype"],
+    "preprocessing": ["tokenizer_dir", "triton_max_batch_size", "preprocessing_instance_count",
+                      "add_special_tokens", "max_queue_delay_microseconds", "max_queue_size",
+                      "multimodal_model_path", "engine_dir", "max_num_images", "hf_model_path",
+                      "visual_model_path", "tokenizer_type"],
+    "postprocessing": ["tokenizer_dir", "triton_max_batch_size", "postprocessing_instance_count",
+                       "skip_special_tokens", "max_queue_size", "tokenizer_type"],
+    "tensorrt_llm": [
+        "triton_backend", "triton_max_batch_size", "decoupled_mode", "max_queue_delay_microseconds",
+        "max_queue_size", "encoder_input_features_data_type", "logits_datatype",
+        "prompt_embedding_table_data_type", "max_beam_width", "batching_strategy", "engine_dir",
+        "encoder_engine_dir", "max_tokens_in_paged_kv_cache", "max_attention_window_size",
+        "sink_token_length", "batch_scheduler_policy", "kv_cache_free_gpu_mem_fraction",
+        "cross_kv_cache_fraction", "kv_cache_host_memory_bytes", "kv_cache_onboard_blocks",
+        "enable_trt_overlap", "exclude_input_in_output", "cancellation_check_period_ms",
+        "stats_check_period_ms", "iter_stats_max_iterations", "request_stats_max_iterations",
+        "enable_kv_cache_reuse", "normalize_log_probs", "enable_chunked_context", "gpu_device_ids",
+        "participant_ids", "num_nodes", "lora_cache_optimal_adapter_size",
+        "lora_cache_max_adapter_size", "lora_cache_gpu_memory_fraction",
+        "lora_cache_host_memory_bytes", "lora_prefetch_dir", "decoding_mode",
+        "lookahead_window_size", "lookahead_ngram_size", "lookahead_verification_set_size",
+        "medusa_choices", "eagle_choices", "gpu_weights_percent", "enable_context_fmha_fp32_acc",
+        "multi_block_mode", "cuda_graph_mode", "cuda_graph_cache_size",
+        "speculative_decoding_fast_logits", "tokenizer_dir", "guided_decoding_backend",
+        "xgrammar_tokenizer_info_path", "max_num_sequences"],
+    "tensorrt_llm_bls": ["triton_max_batch_size", "decoupled_mode", "bls_instance_count",
+                         "accumulate_tokens", "tensorrt_llm_model_name",
+                         "tensorrt_llm_draft_model_name", "logits_datatype",
+                         "multimodal_encoders_name", "prompt_embedding_table_data_type"],
+}
 
 # The substitutions of NVIDIA's README (with triton_backend:inflight), and small fills of the
 # other models. Each (model, substitutions) gives tests/fuzz/corpus/<model>.filled.pbtxt.
@@ -166,6 +209,137 @@ class TemplateFillTest(unittest.TestCase):
                 with open(path) as f:
                     self.assertEqual(f.read(), filled_template(model),
                                      f"{path} is stale: run test_fill_template.py --write-corpus")
+
+
+class DefaultsTest(unittest.TestCase):
+    TEXT = 'backend: "${triton_backend}"\nx: { data_type: ${logits_datatype} }\nn: ${n}\n'
+
+    def test_defaults_are_written_marked_and_noted(self):
+        notes = []
+        text = fill_template.fill(self.TEXT, "n:1", "f", notes)
+        self.assertEqual(
+            text, 'backend: "inflight"  # triton_backend not given: fill_template.py default\n'
+                  "x: { data_type: TYPE_FP32 }  # logits_datatype not given: fill_template.py "
+                  "default\nn: 1\n")
+        self.assertEqual(notes, ["logits_datatype not given: wrote its default TYPE_FP32",
+                                 "triton_backend not given: wrote its default inflight"])
+
+    def test_given_keys_are_not_defaulted(self):
+        notes = []
+        text = fill_template.fill(self.TEXT, "n:1,logits_datatype:TYPE_FP16,triton_backend:inflight",
+                                  "f", notes)
+        self.assertEqual(text, 'backend: "inflight"\nx: { data_type: TYPE_FP16 }\nn: 1\n')
+        self.assertEqual(notes, [])
+
+    def test_a_later_fill_replaces_a_default(self):
+        first = fill_template.fill(self.TEXT, "n:1", "f")
+        second = fill_template.fill(first, "logits_datatype:TYPE_FP16", "f")
+        self.assertIn("x: { data_type: TYPE_FP16 }\n", second)
+        self.assertNotIn("logits_datatype not given", second)
+        self.assertIn("# triton_backend not given", second)  # untouched
+
+    def test_bad_data_type_is_refused_naming_what_is_accepted(self):
+        with self.assertRaises(fill_template.FillError) as ctx:
+            fill_template.fill(self.TEXT, "logits_datatype:TYPE_BF16", "f")
+        self.assertIn("logits_datatype:TYPE_BF16 is not accepted", str(ctx.exception))
+        self.assertIn("TYPE_FP32, TYPE_FP16", str(ctx.exception))
+        path = os.path.join(tempfile.mkdtemp(), "config.pbtxt")
+        with open(path, "w") as f:
+            f.write(self.TEXT)
+        result = run_script("-i", path, "logits_datatype:fp16")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn(f"fill_template.py: error: {path}: logits_datatype:fp16", result.stderr)
+        shutil.rmtree(os.path.dirname(path))
+
+    def test_keys_left_where_a_value_is_needed_are_listed(self):
+        notes = []
+        # Quoted (a parameter, unset is fine), in a comment, or given a default: not listed.
+        fill_template.fill("a: ${triton_max_batch_size}\nb: ${triton_max_batch_size}\n"
+                           "s: \"${unset}\"  # ${comment}\nm: ${max_queue_size}\n", "unset:",
+                           "f", notes)
+        self.assertEqual(notes, ["${triton_max_batch_size} (lines 1, 2) is still unfilled: Triton "
+                                 "cannot load the file until it is; give "
+                                 "triton_max_batch_size:<integer>"])
+
+    def test_nvidia_keys_left_out_are_refused_with_the_reason(self):
+        with self.assertRaises(AssertionError) as ctx:
+            fill_template.fill("a: ${a}\n", "multimodal_model_path:/x", "p/config.pbtxt")
+        self.assertEqual(str(ctx.exception),
+                         "key 'multimodal_model_path' does not exist in the file p/config.pbtxt. "
+                         "(NVIDIA's multimodal preprocessing key; Inflight serves text models.)")
+
+    def test_nvidias_backend_name_gets_a_note(self):
+        notes = []
+        fill_template.fill(self.TEXT, "triton_backend:tensorrtllm,n:1", "f", notes)
+        self.assertIn("Inflight's is triton_backend:inflight", notes[0])
+
+
+def copy_templates(folder):
+    for model in MODELS:
+        shutil.copytree(os.path.join(TEMPLATES, model), os.path.join(folder, model))
+
+
+class NvidiaKeysTest(unittest.TestCase):
+    def test_every_nvidia_key_is_in_our_template_or_refused_with_a_reason(self):
+        for model, keys in NVIDIA_KEYS.items():
+            with open(template_path(model)) as f:
+                text = f.read()
+            for key in keys:
+                with self.subTest(model=model, key=key):
+                    if "${" + key + "}" not in text:
+                        self.assertIn(key, fill_template.ABSENT_KEYS)
+
+    def test_seed_fill_commands_run_unchanged_and_leave_nothing_unfilled(self):
+        for sequence in seed_sequences.SEQUENCES:
+            commands = seed_sequences.fill_commands(sequence.setup)
+            if not commands:
+                continue  # seed 002 edits its configs by hand
+            with self.subTest(seed=sequence.name), tempfile.TemporaryDirectory() as repo:
+                copy_templates(repo)
+                variables = dict(re.findall(r"^([A-Z_]+)=(\S*)", sequence.setup, re.MULTILINE))
+                variables.update(MODEL_FOLDER=repo, FILL_TEMPLATE_SCRIPT=SCRIPT)
+                self.assertEqual(len(commands), 5)
+                for line in commands:
+                    line = line.replace("triton_backend:tensorrtllm", "triton_backend:inflight")
+                    line = re.sub(r"\$\{(\w+)\}", lambda m: variables[m.group(1)], line)
+                    result = subprocess.run(line.split(), capture_output=True, text=True)
+                    self.assertEqual(result.returncode, 0, f"{line}\n{result.stderr}")
+                    self.assertNotIn("still unfilled", result.stderr, line)
+                for model in MODELS:
+                    with open(os.path.join(repo, model, "config.pbtxt")) as f:
+                        left = [u for u in fill_template.find_placeholders(f.read()) if not u[2]]
+                    self.assertEqual(left, [], model)
+
+    def test_docs_table_lists_every_key_with_the_templates_that_have_it(self):
+        with open(os.path.join(REPO, "docs", "template_keys.md")) as f:
+            docs = f.read()
+        def rows(section):
+            found = {}
+            text = docs.split("\n## " + section + "\n")[1].split("\n## ")[0]
+            for line in text.splitlines():
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if len(cells) >= 2 and cells[0].startswith("`"):
+                    for key in re.findall(r"`(\w+)`", cells[0]):
+                        found[key] = cells[1]
+            return found
+
+        every = rows("Every key")
+        left_out = rows("NVIDIA keys Inflight's templates leave out")
+        ours = {}
+        for model, short in zip(MODELS, ("ens", "pre", "post", "llm", "bls")):
+            with open(template_path(model)) as f:
+                for key in re.findall(r"\$\{(\w+)\}", f.read()):
+                    ours.setdefault(key, set()).add(short)
+        for key, templates in ours.items():
+            with self.subTest(key=key):
+                self.assertIn(key, every)
+                self.assertEqual(set(re.findall(r"\b(ens|pre|post|llm|bls)\b", every[key])),
+                                 templates)
+        for model, keys in NVIDIA_KEYS.items():
+            for key in keys:
+                self.assertTrue(key in every or key in left_out, key)
+        for key in fill_template.ABSENT_KEYS:
+            self.assertIn(key, left_out)
 
 
 def write_corpus():
