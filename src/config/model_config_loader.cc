@@ -4,12 +4,15 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "config/placeholders.h"
 
 namespace inflight::config {
 namespace {
@@ -111,10 +114,17 @@ Result<inference::ModelConfig> LoadModelConfigFile(const std::string& path) {
   std::ostringstream contents;
   contents << file.rdbuf();
   if (file.bad()) return Internal("failed to read model config file " + path);
-  auto config = ParseModelConfigText(contents.str());
+  const std::string text = contents.str();
+  auto config = ParseModelConfigText(text);
   if (!config.ok()) {
+    // Most often a template placeholder fill_template.py was not given: name it and its key.
+    const std::vector<PlaceholderUse> uses = FindPlaceholders(text);
+    if (std::any_of(uses.begin(), uses.end(), [](const auto& u) { return !u.in_string; })) {
+      return UnfilledPlaceholdersError(path, uses, config.status().message());
+    }
     return Status(config.status().code(), path + ": " + config.status().message());
   }
+  RETURN_IF_ERROR(CheckNoPlaceholderFields(*config, path));
   return config;
 }
 

@@ -13,7 +13,9 @@ namespace inflight::config {
 // Parses protobuf text format. Errors name the line and column (1-based) of the first problem.
 Result<inference::ModelConfig> ParseModelConfigText(std::string_view pbtxt);
 
-// Reads and parses a config.pbtxt; errors name the path.
+// Reads and parses a config.pbtxt; errors name the path. A template placeholder left unfilled
+// where a value is needed (anywhere but a parameter's string_value) is an error naming it and the
+// fill_template.py key that sets it (placeholders.h).
 Result<inference::ModelConfig> LoadModelConfigFile(const std::string& path);
 
 // Parses the JSON a Triton core produces: proto field names (json_name also accepted), int64 as
