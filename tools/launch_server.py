@@ -15,9 +15,10 @@ where rank 0 loads every model and ranks > 0 load only the LLM models (--tensorr
 explicit model-control mode; with --world_size 1 --no-mpi the server runs directly. --multi-model sets
 TRTLLM_ORCHESTRATOR=1 and TRTLLM_ORCHESTRATOR_SPAWN_PROCESSES (0 with --disable-spawn-processes).
 
-The server defaults to our inflight-server: <repo>/build/src/server/inflight-server, else
-inflight-server on PATH, else NVIDIA's /opt/tritonserver/bin/tritonserver. A real tritonserver works
-too (--tritonserver PATH). For inflight-server, --backend-directory defaults to the build's backends/.
+The server defaults to our inflight-server: the one beside this script (an install prefix's bin/),
+else <repo>/build/bin/inflight-server, else inflight-server on PATH, else NVIDIA's
+/opt/tritonserver/bin/tritonserver. A real tritonserver works too (--tritonserver PATH). For
+inflight-server, --backend-directory defaults to the backends/ folder of its prefix or build tree.
 
 Like NVIDIA's script it refuses to start while a server already runs (a tritonserver or inflight-server
 process, or one of the three ports taken) unless --force, which kills those processes first. As NVIDIA's
@@ -88,12 +89,15 @@ def parse_arguments(argv=None):
 
 
 def find_server(explicit=None):
-    """The server binary: the one given, else our build's inflight-server, else one on PATH."""
+    """The server binary: the one given, else the inflight-server installed beside this script
+    (<prefix>/bin), else our build's, else one on PATH."""
     if explicit:
         return explicit
-    built = os.path.join(REPO, "build", "src", "server", "inflight-server")
-    if os.access(built, os.X_OK):
-        return built
+    here = os.path.dirname(os.path.realpath(__file__))
+    for built in (os.path.join(here, "inflight-server"),
+                  os.path.join(REPO, "build", "bin", "inflight-server")):
+        if os.access(built, os.X_OK):
+            return built
     for name in ("inflight-server", "tritonserver"):
         found = shutil.which(name)
         if found:
@@ -102,13 +106,17 @@ def find_server(explicit=None):
 
 
 def default_backend_directory(server):
-    """<build>/backends for a build-tree inflight-server (<build>/src/server/inflight-server); None
-    for any other server, which keeps its own default (Triton: /opt/tritonserver/backends)."""
+    """<root>/backends for an inflight-server at <root>/bin/inflight-server (an install prefix or a
+    build tree) or at <build>/src/server/inflight-server; None for any other server, which keeps its
+    own default (Triton: /opt/tritonserver/backends)."""
     if os.path.basename(server) != "inflight-server":
         return None
-    build = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(server))))
-    backends = os.path.join(build, "backends")
-    return backends if os.path.isdir(backends) else None
+    folder = os.path.dirname(os.path.abspath(server))
+    for root in (os.path.dirname(folder), os.path.dirname(os.path.dirname(folder))):
+        backends = os.path.join(root, "backends")
+        if os.path.isdir(os.path.join(backends, "inflight")):
+            return backends
+    return None
 
 
 def rank_command(args, server, rank, backend_directory):

@@ -66,6 +66,26 @@ class CommandLineTest(unittest.TestCase):
             self.assertEqual(cmd[:3], [server, "--model-repository=/repo",
                                        "--backend-directory=" + os.path.join(build, "backends")])
 
+    def test_installed_script_serves_with_the_inflight_server_beside_it(self):
+        # <prefix>/bin/launch_server.py, <prefix>/bin/inflight-server, <prefix>/backends/inflight/
+        with tempfile.TemporaryDirectory() as prefix:
+            os.makedirs(os.path.join(prefix, "bin"))
+            os.makedirs(os.path.join(prefix, "backends", "inflight"))
+            installed = os.path.join(prefix, "bin", "launch_server.py")
+            with open(SCRIPT) as src, open(installed, "w") as dst:
+                dst.write(src.read())
+            server = os.path.join(prefix, "bin", "inflight-server")
+            with open(server, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(server, 0o755)
+            result = subprocess.run([sys.executable, installed, "--no-mpi", "--print-command"],
+                                    capture_output=True, text=True, timeout=30)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            repo = os.path.join(prefix, "all_models", "inflight_batcher_llm")
+            self.assertTrue(result.stdout.startswith(
+                f"{server} --model-repository={repo} "
+                f"--backend-directory={os.path.join(prefix, 'backends')} "), result.stdout)
+
     def test_multi_model_environment(self):
         args = launch_server.parse_arguments(["--multi-model"])
         self.assertEqual(launch_server.build_environment(args),
