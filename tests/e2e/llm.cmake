@@ -1,6 +1,8 @@
 # End-to-end tests of the LLM repository: tools/prepare_demo.sh makes a random-weight GPT-2 engine and fills
 # all_models/inflight_batcher_llm with fill_template.py (once for default settings, once with a 10-block KV
 # cache under max_utilization), then test_llm_ensemble.py and test_llm_repository.py talk to inflight-server.
+# test_seed_replay.py replays the seed documents' deployments on that engine; test_install_prefix.py installs
+# the build into a temporary prefix and serves from it.
 if(NOT TARGET inflight-server OR NOT TARGET triton_inflight OR NOT TARGET triton_inflight_tokenizer
    OR NOT TARGET make_checkpoint OR NOT TARGET inflight-build)
   message(STATUS "e2e: the LLM tests need inflight-server, both backends and the model tools")
@@ -32,3 +34,16 @@ foreach(_test test_llm_ensemble test_llm_repository)
   set_tests_properties(e2e_${_test} PROPERTIES
     LABELS e2e TIMEOUT 600 ENVIRONMENT "${_llm_env}" FIXTURES_REQUIRED llm_repos)
 endforeach()
+
+add_test(NAME e2e_test_seed_replay
+  COMMAND ${Python3_EXECUTABLE} -m unittest -v test_seed_replay
+  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(e2e_test_seed_replay PROPERTIES
+  LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED llm_repos
+  ENVIRONMENT "${_llm_env};INFLIGHT_LLM_CHECKPOINT=${_llm_work}/default/gpt2-random")
+add_test(NAME e2e_test_install_prefix
+  COMMAND ${Python3_EXECUTABLE} -m unittest -v test_install_prefix
+  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(e2e_test_install_prefix PROPERTIES
+  LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED llm_repos
+  ENVIRONMENT "CMAKE_COMMAND=${CMAKE_COMMAND};INFLIGHT_BUILD_DIR=${PROJECT_BINARY_DIR};INFLIGHT_LLM_CHECKPOINT=${_llm_work}/default/gpt2-random;PYTHONDONTWRITEBYTECODE=1")
