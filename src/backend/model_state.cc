@@ -26,6 +26,7 @@ Result<std::unique_ptr<ModelState>> ModelState::Create(TRITONBACKEND_Model* mode
   if (!cfg.ok()) return cfg.status();
 
   ASSIGN_OR_RETURN(state->params_, config::LlmParams::FromModelConfig(*cfg));
+  RETURN_IF_ERROR(state->params_.CheckServed());
   for (const auto& output : cfg->output()) {
     if (output.name() == "context_logits" || output.name() == "generation_logits") {
       if (output.data_type() == inference::TYPE_FP16) state->logits_dtype_ = TRITONSERVER_TYPE_FP16;

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "executor/sampling/word_list.h"
 
@@ -114,6 +115,53 @@ Result<std::vector<VecTokens>> WordList(const RowReader& r, const char* name, bo
   return sampling::ParseWordList(data.first(n), data.subspan(n), name);
 }
 
+// Inputs of NVIDIA's tensorrt_llm model that ask for features this engine does not serve, each with
+// the feature. A request that carries one (with any element) is refused by name rather than run
+// without it. Not listed, because NVIDIA's backend also reads them only for features that are off
+// here and they change nothing for a decoder-only model: decoder_input_ids / decoder_input_lengths
+// (the ensemble always sends one pad id per row), prompt_vocab_size and draft_acceptance_threshold
+// (meaningless without a prompt table or draft tokens), beam_search_diversity_rate (beam width 1).
+constexpr std::pair<const char*, const char*> kUnservedInputs[] = {
+    {"encoder_input_features", "encoder-decoder and multimodal models are not served"},
+    {"encoder_output_lengths", "encoder-decoder and multimodal models are not served"},
+    {"cross_attention_mask", "encoder-decoder models are not served"},
+    {"skip_cross_attn_blocks", "encoder-decoder models are not served"},
+    {"draft_input_ids", "speculative decoding with draft tokens is not implemented"},
+    {"draft_logits", "speculative decoding with draft tokens is not implemented"},
+    {"prompt_embedding_table", "prompt tuning (prompt embedding tables) is not implemented"},
+    {"prompt_table_extra_ids", "prompt tuning (prompt embedding tables) is not implemented"},
+    {"lora_task_id", "LoRA adapters are not served"},
+    {"lora_weights", "LoRA adapters are not served"},
+    {"lora_config", "LoRA adapters are not served"},
+    {"context_phase_params",
+     "disaggregated serving (context/generation phases) is not implemented"},
+    {"retention_token_range_starts", "KV cache retention priorities are not implemented"},
+    {"retention_token_range_ends", "KV cache retention priorities are not implemented"},
+    {"retention_token_range_priorities", "KV cache retention priorities are not implemented"},
+    {"retention_token_range_durations_ms", "KV cache retention priorities are not implemented"},
+    {"retention_decode_priority", "KV cache retention priorities are not implemented"},
+    {"retention_decode_duration_ms", "KV cache retention priorities are not implemented"},
+    {"guided_decoding_guide_type", "guided decoding is not implemented"},
+    {"guided_decoding_guide", "guided decoding is not implemented"},
+    {"lookahead_window_size", "lookahead decoding is not implemented"},
+    {"lookahead_ngram_size", "lookahead decoding is not implemented"},
+    {"lookahead_verification_set_size", "lookahead decoding is not implemented"},
+    {"runtime_top_p_min", "top-p decay is not implemented"},
+    {"runtime_top_p_decay", "top-p decay is not implemented"},
+    {"runtime_top_p_reset_ids", "top-p decay is not implemented"},
+};
+
+Status RefuseUnservedInputs(const RowReader& r) {
+  for (const auto& [name, why] : kUnservedInputs) {
+    const HostTensor* t = r.Find(name);
+    if (t != nullptr && t->NumElements() > 0) {
+      return Unsupported("input '" + std::string(name) + "' is not supported: " + why +
+                         " (send the request without it)");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ConvertedRequest> ConvertRequest(const TensorMap& inputs, const ModelSettings& settings) {
@@ -135,6 +183,7 @@ Result<ConvertedRequest> ConvertRequest(const TensorMap& inputs, const ModelSett
   if (r.Find("request_output_len") == nullptr) {
     return InvalidArgument("input 'request_output_len' is required");
   }
+  RETURN_IF_ERROR(RefuseUnservedInputs(r));
 
   ConvertedRequest out;
   ASSIGN_OR_RETURN(auto streaming, r.Scalar<bool>("streaming", TRITONSERVER_TYPE_BOOL, 0));

@@ -268,6 +268,58 @@ const std::vector<ParamSpec>& Table() {
   return table;
 }
 
+// Parameters that ask for a feature this engine does not have: refused by name when set (to a value
+// that asks for it), never accepted and ignored. Options of TensorRT-LLM's own runtime that change
+// no result here (multi_block_mode, cuda_graph_mode, enable_context_fmha_fp32_acc, the LoRA cache
+// sizes, kv_cache_onboard_blocks, enable_trt_overlap) stay accepted: docs/template_keys.md says
+// why.
+Status RefuseUnservedFeatures(const LlmParams& p) {
+  const auto refuse = [](std::string_view key, std::string_view value, std::string_view why) {
+    return Unsupported(fmt::format("{} \"{}\" is not supported: {}", key, value, why));
+  };
+  if (!p.encoder_model_path.empty()) {
+    return refuse("encoder_model_path", p.encoder_model_path,
+                  "encoder-decoder models are not served; leave encoder_engine_dir unfilled");
+  }
+  if (p.cross_kv_cache_fraction) {
+    return refuse("cross_kv_cache_fraction", fmt::format("{}", *p.cross_kv_cache_fraction),
+                  "cross attention (encoder-decoder models) is not served");
+  }
+  if (!p.lora_prefetch_dir.empty()) {
+    return refuse("lora_prefetch_dir", p.lora_prefetch_dir, "LoRA adapters are not served");
+  }
+  switch (p.decoding_mode) {
+    case DecodingMode::kAuto:
+    case DecodingMode::kTopK:
+    case DecodingMode::kTopP:
+    case DecodingMode::kTopKTopP:
+      break;
+    default:
+      return refuse("decoding_mode", DecodingModeName(p.decoding_mode),
+                    "accepted: auto, top_k, top_p, top_k_top_p (beam search and speculative "
+                    "decoding are not implemented)");
+  }
+  if (p.medusa_choices) {
+    return refuse("medusa_choices", "...", "Medusa speculative decoding is not implemented");
+  }
+  if (p.eagle_choices) {
+    return refuse("eagle_choices", "...", "EAGLE speculative decoding is not implemented");
+  }
+  if (p.speculative_decoding_fast_logits) {
+    return refuse("speculative_decoding_fast_logits", "true",
+                  "speculative decoding is not implemented");
+  }
+  if (p.gpu_weights_percent != 1.0) {
+    return refuse("gpu_weights_percent", fmt::format("{}", p.gpu_weights_percent),
+                  "weight streaming is not implemented; accepted: 1.0");
+  }
+  if (!p.guided_decoding_backend.empty()) {
+    return refuse("guided_decoding_backend", p.guided_decoding_backend,
+                  "guided decoding is not implemented; leave it unfilled");
+  }
+  return Status::Ok();
+}
+
 // Rules that join several keys; run after every key has its value.
 Status CheckCombinations(const LlmParams& p) {
   if (p.gpt_model_path.empty() && p.encoder_model_path.empty()) {
@@ -327,6 +379,10 @@ Result<LlmParams> LlmParams::FromModelConfig(const inference::ModelConfig& confi
   }
   RETURN_IF_ERROR(CheckCombinations(p));
   return p;
+}
+
+Status LlmParams::CheckServed() const {
+  return RefuseUnservedFeatures(*this);
 }
 
 std::vector<std::string> LlmParams::ParameterNames() {

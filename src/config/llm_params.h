@@ -105,6 +105,11 @@ struct LlmParams {
   // several keys. Unknown parameter keys are ignored (logged at debug level).
   static Result<LlmParams> FromModelConfig(const inference::ModelConfig& config);
 
+  // Refuses, by name, a parameter set to a value that asks for a feature this engine does not have
+  // (encoder-decoder models, LoRA, speculative or guided decoding, weight streaming...). The model
+  // loader calls it after FromModelConfig, which only parses.
+  Status CheckServed() const;
+
   // The parameter keys the table knows, in table order (for docs and tests).
   static std::vector<std::string> ParameterNames();
 };

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <utility>
+#include <vector>
 
 namespace inflight::config {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 inference::ModelConfig Config(const std::map<std::string, std::string>& params) {
   inference::ModelConfig config;
@@ -232,6 +235,42 @@ TEST(LlmParamsTest, EnumNames) {
   EXPECT_EQ(SchedulerPolicyName(SchedulerPolicy::kMaxUtilization), "max_utilization");
   EXPECT_EQ(DecodingModeName(DecodingMode::kTopKTopP), "top_k_top_p");
   EXPECT_EQ(DeviceName(Device::kCuda), "cuda");
+}
+
+// Parsing accepts every value NVIDIA's backend accepts; CheckServed then refuses by name the ones
+// that ask for a feature this engine does not have, and passes the ones that only tune
+// TensorRT-LLM.
+TEST(LlmParamsTest, CheckServedRefusesFeaturesByName) {
+  const std::pair<std::pair<const char*, const char*>, const char*> cases[] = {
+      {{"encoder_model_path", "engines/enc"},
+       "encoder_model_path \"engines/enc\" is not supported"},
+      {{"cross_kv_cache_fraction", "0.5"}, "cross_kv_cache_fraction \"0.5\" is not supported"},
+      {{"lora_prefetch_dir", "/loras"}, "lora_prefetch_dir \"/loras\" is not supported"},
+      {{"decoding_mode", "beam_search"}, "decoding_mode \"beam_search\" is not supported"},
+      {{"decoding_mode", "medusa"}, "decoding_mode \"medusa\" is not supported"},
+      {{"medusa_choices", "{0,0,0},{0,1}"}, "medusa_choices \"...\" is not supported"},
+      {{"eagle_choices", "{0}"}, "eagle_choices \"...\" is not supported"},
+      {{"speculative_decoding_fast_logits", "true"}, "speculative_decoding_fast_logits"},
+      {{"gpu_weights_percent", "0.5"}, "gpu_weights_percent \"0.5\" is not supported"},
+      {{"guided_decoding_backend", "xgrammar"}, "guided_decoding_backend \"xgrammar\""},
+  };
+  for (const auto& [kv, message] : cases) {
+    auto p = LlmParams::FromModelConfig(Config(MinimalWith(kv.first, kv.second)));
+    ASSERT_TRUE(p.ok()) << kv.first << ": " << p.status().ToString();
+    const Status st = p->CheckServed();
+    EXPECT_EQ(st.code(), StatusCode::kUnsupported) << kv.first;
+    EXPECT_THAT(st.message(), HasSubstr(message)) << kv.first;
+  }
+  for (const auto& [key, value] : std::vector<std::pair<const char*, const char*>>{
+           {"decoding_mode", "top_k_top_p"},
+           {"gpu_weights_percent", "1.0"},
+           {"multi_block_mode", "false"},
+           {"cuda_graph_mode", "true"},
+           {"lora_cache_gpu_memory_fraction", "0.1"}}) {
+    auto p = LlmParams::FromModelConfig(Config(MinimalWith(key, value)));
+    ASSERT_TRUE(p.ok()) << key << ": " << p.status().ToString();
+    EXPECT_TRUE(p->CheckServed().ok()) << key << ": " << p->CheckServed().ToString();
+  }
 }
 
 }  // namespace

@@ -92,6 +92,28 @@ TEST(RequestConverter, NvidiaErrorTexts) {
   EXPECT_FALSE(ConvertRequest(bad_words, kBatched).ok()) << "offset 3 is past the 2 flat ids";
 }
 
+TEST(RequestConverter, RefusesInputsOfUnservedFeaturesByName) {
+  TensorMap m = BasicInputs({5, 6, 7}, 9);
+  m["lora_task_id"] = T1<std::uint64_t>("lora_task_id", TRITONSERVER_TYPE_UINT64, {1, 1}, {3});
+  auto r = ConvertRequest(m, kBatched);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "input 'lora_task_id' is not supported: LoRA adapters are not served (send the "
+            "request without it)");
+  // Empty tensors ask for nothing, and the decoder ids the ensemble always sends are accepted.
+  m = BasicInputs({5, 6, 7}, 9);
+  m["prompt_embedding_table"] =
+      T1<float>("prompt_embedding_table", TRITONSERVER_TYPE_FP32, {1, 0, 4}, {});
+  m["decoder_input_ids"] =
+      T1<std::int32_t>("decoder_input_ids", TRITONSERVER_TYPE_INT32, {1, 1}, {50256});
+  EXPECT_TRUE(ConvertRequest(m, kBatched).ok());
+  m["guided_decoding_guide"] =
+      T1<std::int32_t>("guided_decoding_guide", TRITONSERVER_TYPE_INT32, {1, 1}, {1});
+  r = ConvertRequest(m, kBatched);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("guided decoding is not implemented"), std::string::npos);
+}
+
 TEST(ResponseConverter, ShapesAndPadding) {
   ResponseResult r;
   r.is_final = true;
