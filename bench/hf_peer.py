@@ -150,6 +150,31 @@ def derive(batch, run_len, ttft_s, total_s):
 # Engine -> Hugging Face (no torch needed to plan it)
 
 
+def engine_rope(engine):
+    """The engine's rope as version 2 spells it ({"type", "theta", ...}), from either version: version 1
+    had rope_theta and a llama3-only rope_scaling."""
+    if "rope" in engine:
+        return engine["rope"]
+    rope = {"type": "default", "theta": engine["rope_theta"], "attention_factor": 1.0}
+    scaling = engine.get("rope_scaling")
+    if scaling:
+        rope.update({k: v for k, v in scaling.items() if k != "type"}, type=scaling["type"])
+    return rope
+
+
+def hf_rope_scaling(rope):
+    """The 4.x rope_scaling object (None for plain RoPE) that makes transformers compute the engine's rope."""
+    if rope["type"] == "default":
+        return None
+    keys = {"linear": ["factor"], "dynamic": ["factor"],
+            "llama3": ["factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"],
+            "yarn": ["factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "mscale",
+                     "mscale_all_dim", "truncate", "attention_factor"]}[rope["type"]]
+    scaling = {"rope_type": rope["type"]}
+    scaling.update({k: rope[k] for k in keys if rope.get(k) is not None})
+    return scaling
+
+
 def hf_config_from_engine(engine):
     """A Hugging Face config.json dict for an engine's config.json (docs/engine_format.md)."""
     arch = engine["architecture"]
@@ -166,21 +191,14 @@ def hf_config_from_engine(engine):
         "num_hidden_layers": engine["num_layers"], "num_attention_heads": engine["num_attention_heads"],
         "num_key_value_heads": engine["num_kv_heads"], "head_dim": engine["head_dim"],
         "vocab_size": engine["vocab_size"], "max_position_embeddings": engine["max_position_embeddings"],
-        "rope_theta": engine["rope_theta"], "rms_norm_eps": engine["norm_eps"],
+        "rope_theta": engine_rope(engine)["theta"], "rms_norm_eps": engine["norm_eps"],
         "tie_word_embeddings": engine["tie_word_embeddings"], "torch_dtype": engine["dtype"],
         "bos_token_id": engine.get("bos_token_id"), "eos_token_id": engine.get("eos_token_id"),
         "attention_dropout": 0.0, "use_cache": True,
     }
-    scaling = engine.get("rope_scaling")
-    if scaling:
-        hf["rope_scaling"] = {"rope_type": scaling["type"], "factor": scaling["factor"],
-                              "low_freq_factor": scaling["low_freq_factor"],
-                              "high_freq_factor": scaling["high_freq_factor"],
-                              "original_max_position_embeddings": scaling["original_max_position_embeddings"]}
-    else:
-        hf["rope_scaling"] = None
+    hf["rope_scaling"] = hf_rope_scaling(engine_rope(engine))
     if model_type == "llama":
-        hf["attention_bias"] = engine.get("qkv_bias", False)
+        hf["attention_bias"] = engine.get("qkv_bias", False) or engine.get("attn_out_bias", False)
         hf["mlp_bias"] = engine.get("mlp_bias", False)
     if model_type == "mistral":
         hf["sliding_window"] = None

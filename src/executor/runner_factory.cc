@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "model/runner_support.h"
 #ifdef INFLIGHT_HAVE_CUDA_RUNNER
 #include "model/cuda_model_runner.h"
 #endif
@@ -21,6 +22,8 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string&
     if (config.kv_cache_config.max_tokens) o.max_kv_tokens = *config.kv_cache_config.max_tokens;
     if (config.gpu_device_ids && !config.gpu_device_ids->empty())
       o.device = config.gpu_device_ids->front();
+    // Before any device memory is touched: an engine the runner cannot compute is refused by name.
+    RETURN_IF_ERROR(model::CheckRunnerSupports(engine, "cuda model runner"));
     LOG_INFO("executor: CUDA runner on device {}", o.device);
     return model::CreateCudaModelRunner(engine_dir, o);
   }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "common/logging.h"
+#include "model/hf_config.h"
 #include "model/parallel_safetensors_writer.h"
 
 namespace inflight::model {
@@ -205,18 +206,57 @@ Result<EngineConfig> MakeEngineConfig(const BuildOptions& o) {
     return NotFound("--checkpoint_dir " + o.checkpoint_dir +
                     " has no config.json (expected a Hugging Face checkpoint folder)");
   }
-  return MakeEngineConfigFromJson(*text, hf_config.string(), o);
+  // Needed only when neither --dtype nor config.json names a dtype (transformers 5 then loads the
+  // weights as they are stored).
+  std::optional<DType> weights_dtype;
+  if (!o.dtype) {
+    auto shards = ListCheckpointShards(o.checkpoint_dir);
+    if (shards.ok() && !shards->empty()) {
+      if (auto file = SafetensorsFile::Open(shards->front()); file.ok()) {
+        for (const std::string& name : (*file)->names()) {
+          const DType t = (*file)->Find(name)->dtype;
+          if (IsFloat(t)) {
+            weights_dtype = t;
+            break;
+          }
+        }
+      }
+    }
+  }
+  return MakeEngineConfigFromJson(*text, hf_config.string(), o, weights_dtype);
 }
 
 Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
-                                              const std::string& source, const BuildOptions& o) {
-  ASSIGN_OR_RETURN(EngineConfig c, EngineConfigFromHuggingFace(hf_config_json, source));
+                                              const std::string& source, const BuildOptions& o,
+                                              std::optional<DType> weights_dtype) {
+  ASSIGN_OR_RETURN(HfConfigReading hf, ReadHuggingFaceConfig(hf_config_json, source));
+  EngineConfig c = std::move(hf.config);
+  if (!hf.unread_keys.empty()) {
+    std::string keys;
+    for (const std::string& k : hf.unread_keys) keys += (keys.empty() ? "" : ", ") + k;
+    LOG_WARN("{}: keys not read by the converter ({} does not use them, or they are unknown): {}",
+             source, c.architecture_name, keys);
+  }
   if (o.dtype) {
     if (!IsFloat(*o.dtype)) {
       return InvalidArgument(std::string("--dtype ") + DTypeName(*o.dtype) +
                              " is not one of: float32, float16, bfloat16");
     }
     c.dtype = *o.dtype;
+  } else if (hf.config_dtype) {
+    c.dtype = *hf.config_dtype;
+  } else if (!hf.config_dtype_text.empty()) {
+    return InvalidArgument(source + ": dtype \"" + hf.config_dtype_text +
+                           "\" is not one of: float32, float16, bfloat16; choose the engine's "
+                           "with --dtype");
+  } else if (weights_dtype) {
+    c.dtype = *weights_dtype;
+    LOG_INFO("{}: no dtype or torch_dtype; the engine takes the weights' dtype, {}", source,
+             DTypeName(c.dtype));
+  } else {
+    return InvalidArgument(source +
+                           ": no dtype or torch_dtype, and no weights to take one from; choose "
+                           "the engine's with --dtype");
   }
   RETURN_IF_ERROR(CheckRange("--tp_size", o.tp_size, 1, 1024));
   if (o.pp_size != 1) {
@@ -260,7 +300,12 @@ Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
                            " learned positions");
   }
   c.build = {o.max_batch_size, max_input_len, max_seq_len, o.max_num_tokens, o.tokens_per_block};
+  CanonicalizeAttentionWindows(&c);
   RETURN_IF_ERROR(c.Validate());
+  if (c.position_embedding == PositionEmbedding::kRope) {
+    LOG_INFO("{}: {} with rope {}{}", source, c.architecture_name, DescribeRope(c.rope),
+             c.attention_windows.empty() ? "" : ", sliding-window attention");
+  }
   return c;
 }
 

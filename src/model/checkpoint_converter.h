@@ -23,12 +23,13 @@ namespace inflight::model {
 // The builder's flags (see inflight-build --help). Unset optionals take the defaults written beside
 // them.
 struct BuildOptions {
-  std::string checkpoint_dir;         // required: HF folder with config.json and safetensors
-  std::string output_dir;             // required: created if missing; must differ from above
-  std::optional<DType> dtype;         // default: the checkpoint's torch_dtype, else float16
-  std::int32_t tp_size = 1;           // >= 1, must divide the heads
-  std::int32_t pp_size = 1;           // only 1
-  std::int32_t max_batch_size = 256;  // >= 1
+  std::string checkpoint_dir;  // required: HF folder with config.json and safetensors
+  std::string output_dir;      // required: created if missing; must differ from above
+  // Default: config.json's dtype (5.x) or torch_dtype (4.x), else the weights' own dtype.
+  std::optional<DType> dtype;
+  std::int32_t tp_size = 1;                   // >= 1, must divide the heads
+  std::int32_t pp_size = 1;                   // only 1
+  std::int32_t max_batch_size = 256;          // >= 1
   std::optional<std::int32_t> max_input_len;  // default: min(1024, max_seq_len)
   std::optional<std::int32_t> max_seq_len;    // default: min(max_position_embeddings, 2048)
   std::int32_t max_num_tokens = 8192;         // >= 1
@@ -53,14 +54,17 @@ struct BuildSummary {
   std::uint64_t num_bytes = 0;                // of weights, over all ranks
 };
 
-// Reads <checkpoint_dir>/config.json and applies the options: the engine config that BuildEngine
-// writes.
+// Reads <checkpoint_dir>/config.json (model/hf_config.h) and applies the options: the engine
+// config that BuildEngine writes. Logs, once, the config.json keys it did not read and the RoPE it
+// will compute.
 Result<EngineConfig> MakeEngineConfig(const BuildOptions& options);
 // The same from the text of a Hugging Face config.json (`source` names it in errors);
-// options.checkpoint_dir is not used.
+// options.checkpoint_dir is not used. weights_dtype: the dtype when neither options.dtype nor the
+// config names one (an error when that is nullopt too).
 Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
                                               const std::string& source,
-                                              const BuildOptions& options);
+                                              const BuildOptions& options,
+                                              std::optional<DType> weights_dtype);
 
 // Checks the whole checkpoint (every needed tensor present, with the expected shape and a float
 // dtype) before writing anything, then writes rank<N>.safetensors for every rank and config.json

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "common/logging.h"
+#include "model/runner_support.h"
 #include "model/step_validation.h"
 
 namespace inflight::model {
@@ -13,6 +14,7 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
   std::unique_ptr<CpuModelRunner> r(new CpuModelRunner());
   ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
   const EngineConfig& c = r->config_;
+  RETURN_IF_ERROR(CheckRunnerSupports(c, "cpu model runner"));
   const std::int64_t tpb = c.build.tokens_per_block;
   if (tpb < 1) {
     return InvalidArgument("engine build.tokens_per_block is " + std::to_string(tpb) +

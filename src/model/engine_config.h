@@ -1,28 +1,23 @@
-// The engine's config.json (docs/engine_format.md) as a struct, and how a Hugging Face config.json
-// maps to it.
+// The engine's config.json (docs/engine_format.md) as a struct. How a Hugging Face config.json maps
+// to it: model/hf_config.h.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/dtype.h"
 #include "inflight/status.h"
+#include "model/rope_config.h"
 
 namespace inflight::model {
 
-enum class Architecture : std::uint8_t { kLlama, kMistral, kQwen2, kGpt2 };
+enum class Architecture : std::uint8_t { kLlama, kMistral, kQwen2, kQwen3, kGpt2 };
 enum class NormKind : std::uint8_t { kRmsNorm, kLayerNorm };
 enum class Activation : std::uint8_t { kSwiGlu, kGeluNew };
 enum class PositionEmbedding : std::uint8_t { kRope, kLearned };
-
-struct RopeScaling {  // "llama3" type only
-  float factor = 8.0f;
-  float low_freq_factor = 1.0f;
-  float high_freq_factor = 4.0f;
-  std::int64_t original_max_position_embeddings = 8192;
-};
 
 struct BuildLimits {
   std::int32_t max_batch_size = 256;
@@ -48,8 +43,7 @@ struct EngineConfig {
   Activation activation = Activation::kSwiGlu;
   PositionEmbedding position_embedding = PositionEmbedding::kRope;
   std::int64_t max_position_embeddings = 2048;
-  float rope_theta = 10000.0f;
-  std::optional<RopeScaling> rope_scaling;
+  RopeConfig rope;  // position_embedding kRope only
   bool qkv_bias = false;
   bool attn_out_bias = false;
   bool mlp_bias = false;
@@ -83,15 +77,19 @@ struct EngineConfig {
   Status Validate() const;  // dims positive, heads divide, tp divides heads, limits consistent
 };
 
+// "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel".
+const char* SupportedArchitectures();
+std::optional<Architecture> ParseArchitecture(std::string_view name);
+
+// A window no shorter than build.max_seq_len keeps every key a sequence can have, so it is full
+// attention: such windows become 0, and a list of zeros becomes empty.
+void CanonicalizeAttentionWindows(EngineConfig* config);
+
 Result<EngineConfig> LoadEngineConfig(const std::string& engine_dir);  // reads <dir>/config.json
 Status SaveEngineConfig(const EngineConfig& config, const std::string& engine_dir);
+// The engine format, version 2 (docs/engine_format.md); version 1 (rope_theta and a llama3-only
+// rope_scaling) is still read.
 std::string EngineConfigToJson(const EngineConfig& config);
 Result<EngineConfig> EngineConfigFromJson(const std::string& json_text, const std::string& origin);
-
-// Maps a Hugging Face config.json (one of the four supported architectures) to an EngineConfig; an
-// unknown architecture is an error naming it and the supported ones. Build limits and parallelism
-// are left default.
-Result<EngineConfig> EngineConfigFromHuggingFace(const std::string& hf_config_json_text,
-                                                 const std::string& origin);
 
 }  // namespace inflight::model

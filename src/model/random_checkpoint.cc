@@ -105,8 +105,12 @@ Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* o
     o->intermediate_size = 14336;
     o->vocab_size = 128256;
     o->max_position_embeddings = 131072;
-    o->rope_theta = 500000.0;
-    o->rope_scaling = RopeScaling{};  // factor 8, low 1, high 4, original 8192
+    o->rope.type = RopeType::kLlama3;
+    o->rope.theta = 500000.0;
+    o->rope.factor = 8.0;
+    o->rope.low_freq_factor = 1.0;
+    o->rope.high_freq_factor = 4.0;
+    o->rope.original_max_position_embeddings = 8192;
     o->tie_word_embeddings = false;
     o->dtype = DType::kBFloat16;
     o->bos_token_id = 128000;
@@ -118,8 +122,10 @@ Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* o
 }
 
 Status ValidateCheckpointOptions(const RandomCheckpointOptions& o) {
-  if (o.arch != "llama" && o.arch != "mistral" && o.arch != "qwen2" && o.arch != "gpt2") {
-    return InvalidArgument("--arch \"" + o.arch + "\" is not one of: llama, mistral, qwen2, gpt2");
+  if (o.arch != "llama" && o.arch != "mistral" && o.arch != "qwen2" && o.arch != "qwen3" &&
+      o.arch != "gpt2") {
+    return InvalidArgument("--arch \"" + o.arch +
+                           "\" is not one of: llama, mistral, qwen2, qwen3, gpt2");
   }
   auto positive = [](const char* flag, std::int64_t v) -> Status {
     if (v <= 0)
@@ -144,15 +150,25 @@ Status ValidateCheckpointOptions(const RandomCheckpointOptions& o) {
   }
   if (o.head_dim) RETURN_IF_ERROR(positive("--head_dim", *o.head_dim));
   if (IsGpt2(o)) {
-    if (o.num_kv_heads != o.num_heads || o.head_dim || o.rope_scaling) {
+    if (o.num_kv_heads != o.num_heads || o.head_dim || o.rope.type != RopeType::kDefault) {
       return InvalidArgument(
           "--arch gpt2 has num_kv_heads == num_heads, no head_dim and no "
           "rope_scaling");
     }
     if (!Tied(o)) return InvalidArgument("--arch gpt2 always ties word embeddings");
   }
-  if (o.rope_scaling && o.arch != "llama") {
-    return InvalidArgument("--rope_scaling llama3 applies to --arch llama only, got " + o.arch);
+  if (o.sliding_window && o.arch != "mistral" && o.arch != "qwen2" && o.arch != "qwen3") {
+    return InvalidArgument("--sliding_window applies to --arch mistral, qwen2 or qwen3, got " +
+                           o.arch);
+  }
+  if (o.sliding_window) RETURN_IF_ERROR(positive("--sliding_window", *o.sliding_window));
+  if (o.max_window_layers && (*o.max_window_layers < 0 || !o.sliding_window)) {
+    return InvalidArgument("--max_window_layers needs --sliding_window and a value >= 0");
+  }
+  if ((o.attention_bias && o.arch != "llama" && o.arch != "qwen3") ||
+      (o.mlp_bias && o.arch != "llama")) {
+    return InvalidArgument(
+        "--attention_bias applies to --arch llama or qwen3, --mlp_bias to llama; got " + o.arch);
   }
   if (o.dtype != DType::kFloat32 && o.dtype != DType::kFloat16 && o.dtype != DType::kBFloat16) {
     return InvalidArgument(std::string("--dtype ") + DTypeName(o.dtype) +
@@ -161,8 +177,13 @@ Status ValidateCheckpointOptions(const RandomCheckpointOptions& o) {
   if (o.shards < 1 || o.shards > 99999) {
     return InvalidArgument("--shards " + std::to_string(o.shards) + " is outside [1, 99999]");
   }
-  if (!(o.init_std >= 0) || !(o.rope_theta > 0)) {
-    return InvalidArgument("--init_std must be >= 0 and --rope_theta > 0");
+  if (!(o.init_std >= 0)) return InvalidArgument("--init_std must be >= 0");
+  if (!IsGpt2(o)) {
+    RopeConfig rope = o.rope;
+    if (rope.original_max_position_embeddings == 0) {
+      rope.original_max_position_embeddings = o.max_position_embeddings;
+    }
+    RETURN_IF_ERROR(ValidateRopeConfig(rope, HeadDim(o), "--rope_*"));
   }
   return Status::Ok();
 }
@@ -267,33 +288,88 @@ std::vector<HfTensorSpec> CheckpointTensors(const RandomCheckpointOptions& o) {
     add("transformer.ln_f.bias", {h}, InitKind::kBias);
     return t;
   }
-  const bool bias = o.arch == "qwen2";
+  // Qwen2 always has q, k, v biases; Llama and Qwen3 have q, k, v and o biases with
+  // attention_bias; Llama's mlp_bias puts biases on all three MLP projections.
+  const bool qkv_bias = o.arch == "qwen2" || o.attention_bias;
+  const bool o_bias = o.attention_bias, mlp_bias = o.mlp_bias, qk_norm = o.arch == "qwen3";
   add("model.embed_tokens.weight", {v, h}, InitKind::kWeight);
   for (std::int64_t i = 0; i < o.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     add(p + "input_layernorm.weight", {h}, InitKind::kNormWeight);
     add(p + "self_attn.q_proj.weight", {q, h}, InitKind::kWeight);
-    if (bias) add(p + "self_attn.q_proj.bias", {q}, InitKind::kBias);
+    if (qkv_bias) add(p + "self_attn.q_proj.bias", {q}, InitKind::kBias);
     add(p + "self_attn.k_proj.weight", {kv, h}, InitKind::kWeight);
-    if (bias) add(p + "self_attn.k_proj.bias", {kv}, InitKind::kBias);
+    if (qkv_bias) add(p + "self_attn.k_proj.bias", {kv}, InitKind::kBias);
     add(p + "self_attn.v_proj.weight", {kv, h}, InitKind::kWeight);
-    if (bias) add(p + "self_attn.v_proj.bias", {kv}, InitKind::kBias);
+    if (qkv_bias) add(p + "self_attn.v_proj.bias", {kv}, InitKind::kBias);
     add(p + "self_attn.o_proj.weight", {h, q}, InitKind::kWeight);
+    if (o_bias) add(p + "self_attn.o_proj.bias", {h}, InitKind::kBias);
+    if (qk_norm) {
+      add(p + "self_attn.q_norm.weight", {hd}, InitKind::kNormWeight);
+      add(p + "self_attn.k_norm.weight", {hd}, InitKind::kNormWeight);
+    }
     add(p + "post_attention_layernorm.weight", {h}, InitKind::kNormWeight);
     add(p + "mlp.gate_proj.weight", {in, h}, InitKind::kWeight);
+    if (mlp_bias) add(p + "mlp.gate_proj.bias", {in}, InitKind::kBias);
     add(p + "mlp.up_proj.weight", {in, h}, InitKind::kWeight);
+    if (mlp_bias) add(p + "mlp.up_proj.bias", {in}, InitKind::kBias);
     add(p + "mlp.down_proj.weight", {h, in}, InitKind::kWeight);
+    if (mlp_bias) add(p + "mlp.down_proj.bias", {h}, InitKind::kBias);
   }
   add("model.norm.weight", {h}, InitKind::kNormWeight);
   if (!Tied(o)) add("lm_head.weight", {v, h}, InitKind::kWeight);
   return t;
 }
 
+namespace {
+
+// The rope object's type-specific keys, as transformers keeps them in rope_scaling (4.x) or
+// rope_parameters (5.x). original_max_position_embeddings 0: not written (the reader's default,
+// max_position_embeddings), except in 5.x, whose standardize_rope_params writes the default.
+json RopeTypeParameters(const RandomCheckpointOptions& o, bool layout5) {
+  const RopeConfig& r = o.rope;
+  json j = json::object();
+  j["rope_type"] = RopeTypeName(r.type);
+  if (r.type == RopeType::kDefault) return j;
+  j["factor"] = r.factor;
+  const std::int64_t original = r.original_max_position_embeddings != 0
+                                    ? r.original_max_position_embeddings
+                                    : (layout5 ? o.max_position_embeddings : 0);
+  if ((r.type == RopeType::kLlama3 || r.type == RopeType::kYarn) && original != 0) {
+    j["original_max_position_embeddings"] = original;
+  }
+  if (r.type == RopeType::kLlama3) {
+    j["low_freq_factor"] = r.low_freq_factor;
+    j["high_freq_factor"] = r.high_freq_factor;
+  }
+  if (r.type == RopeType::kYarn) {
+    if (r.beta_fast != 32.0) j["beta_fast"] = r.beta_fast;
+    if (r.beta_slow != 1.0) j["beta_slow"] = r.beta_slow;
+    if (r.mscale) j["mscale"] = *r.mscale;
+    if (r.mscale_all_dim) j["mscale_all_dim"] = *r.mscale_all_dim;
+    if (!r.truncate) j["truncate"] = false;
+  }
+  return j;
+}
+
+// Which layers of a qwen2 / qwen3 checkpoint slide (Qwen2Config.__post_init__).
+std::vector<std::string> QwenLayerTypes(const RandomCheckpointOptions& o) {
+  std::vector<std::string> types;
+  const std::int64_t first = o.max_window_layers.value_or(o.num_layers);
+  for (std::int64_t i = 0; i < o.num_layers; ++i) {
+    types.push_back(o.sliding_window && i >= first ? "sliding_attention" : "full_attention");
+  }
+  return types;
+}
+
+}  // namespace
+
 std::string CheckpointConfigJson(const RandomCheckpointOptions& o) {
+  const bool layout5 = o.layout == ConfigLayout::kTransformers5;
   const std::int64_t v = o.vocab_size.value_or(1000);
   json j;  // std::map-backed: keys come out sorted, as transformers writes them
-  j["torch_dtype"] = DTypeName(o.dtype);
-  j["transformers_version"] = "4.46.0";
+  j[layout5 ? "dtype" : "torch_dtype"] = DTypeName(o.dtype);
+  j["transformers_version"] = layout5 ? "5.0.0" : "4.46.0";
   j["use_cache"] = true;
   j["vocab_size"] = v;
   j["initializer_range"] = o.init_std;
@@ -324,9 +400,11 @@ std::string CheckpointConfigJson(const RandomCheckpointOptions& o) {
     j["eos_token_id"] = o.eos_token_id.value_or(last);
     return j.dump(2) + "\n";
   }
+  const bool qwen = o.arch == "qwen2" || o.arch == "qwen3";
   j["architectures"] = {o.arch == "llama"     ? "LlamaForCausalLM"
                         : o.arch == "mistral" ? "MistralForCausalLM"
-                                              : "Qwen2ForCausalLM"};
+                        : o.arch == "qwen2"   ? "Qwen2ForCausalLM"
+                                              : "Qwen3ForCausalLM"};
   j["model_type"] = o.arch;
   j["attention_dropout"] = 0.0;
   j["hidden_act"] = "silu";
@@ -336,35 +414,36 @@ std::string CheckpointConfigJson(const RandomCheckpointOptions& o) {
   j["num_attention_heads"] = o.num_heads;
   j["num_hidden_layers"] = o.num_layers;
   j["num_key_value_heads"] = o.num_kv_heads;
-  j["rope_theta"] = o.rope_theta;
   j["bos_token_id"] = o.bos_token_id.value_or(std::min(1, last));
   j["eos_token_id"] = o.eos_token_id.value_or(std::min(2, last));
-  if (o.arch == "qwen2") {
-    j["rms_norm_eps"] = 1e-6;
-    j["rope_scaling"] = nullptr;
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = o.max_position_embeddings;
-    j["max_window_layers"] = o.num_layers;
-    if (o.head_dim) j["head_dim"] = *o.head_dim;
+  j["rms_norm_eps"] = qwen ? 1e-6 : 1e-5;
+  if (o.arch != "qwen2" || o.head_dim) j["head_dim"] = HeadDim(o);
+  if (layout5) {
+    json rope = RopeTypeParameters(o, true);
+    rope["rope_theta"] = o.rope.theta;
+    j["rope_parameters"] = rope;
   } else {
-    j["rms_norm_eps"] = 1e-5;
-    j["head_dim"] = HeadDim(o);
+    j["rope_theta"] = o.rope.theta;
+    j["rope_scaling"] =
+        o.rope.type == RopeType::kDefault ? json(nullptr) : RopeTypeParameters(o, false);
   }
-  if (o.arch == "mistral") j["sliding_window"] = nullptr;
   if (o.arch == "llama") {
-    j["attention_bias"] = false;
-    j["mlp_bias"] = false;
+    j["attention_bias"] = o.attention_bias;
+    j["mlp_bias"] = o.mlp_bias;
     j["pretraining_tp"] = 1;
-    if (o.rope_scaling) {
-      j["rope_scaling"] = {
-          {"rope_type", "llama3"},
-          {"factor", o.rope_scaling->factor},
-          {"low_freq_factor", o.rope_scaling->low_freq_factor},
-          {"high_freq_factor", o.rope_scaling->high_freq_factor},
-          {"original_max_position_embeddings", o.rope_scaling->original_max_position_embeddings}};
-    } else {
-      j["rope_scaling"] = nullptr;
-    }
+  }
+  if (o.arch == "mistral") {
+    j["sliding_window"] = o.sliding_window ? json(*o.sliding_window) : json(nullptr);
+  }
+  if (qwen) {
+    if (o.arch == "qwen3") j["attention_bias"] = o.attention_bias;
+    j["use_sliding_window"] = o.sliding_window.has_value();
+    // transformers 5 sets sliding_window to None when use_sliding_window is false, before saving.
+    j["sliding_window"] = o.sliding_window ? json(*o.sliding_window)
+                          : layout5        ? json(nullptr)
+                                           : json(o.max_position_embeddings);
+    j["max_window_layers"] = o.max_window_layers.value_or(o.num_layers);
+    if (layout5) j["layer_types"] = QwenLayerTypes(o);
   }
   return j.dump(2) + "\n";
 }

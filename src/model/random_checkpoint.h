@@ -15,8 +15,12 @@
 
 namespace inflight::model {
 
+// Which config.json layout to write: transformers 4.x (rope_theta, rope_scaling, torch_dtype) or
+// 5.x (rope_parameters, dtype, and layer_types for qwen2 / qwen3), as their save_pretrained does.
+enum class ConfigLayout : std::uint8_t { kTransformers4, kTransformers5 };
+
 struct RandomCheckpointOptions {
-  std::string arch = "llama";  // llama | mistral | qwen2 | gpt2
+  std::string arch = "llama";  // llama | mistral | qwen2 | qwen3 | gpt2
   std::int64_t hidden_size = 64;
   std::int64_t num_layers = 2;
   std::int64_t num_heads = 4;
@@ -25,10 +29,18 @@ struct RandomCheckpointOptions {
   std::int64_t intermediate_size = 128;
   std::optional<std::int64_t> vocab_size;  // default: the tokenizer's, else 1000
   std::int64_t max_position_embeddings = 2048;
-  double rope_theta = 10000.0;
-  std::optional<RopeScaling> rope_scaling;  // llama3 scaling
-  std::optional<bool> tie_word_embeddings;  // default: gpt2 true, qwen2 true, others false
-  DType dtype = DType::kFloat32;            // float32 | float16 | bfloat16
+  // Not gpt2. type and theta, and the type's parameters; yarn's attention_factor is left for the
+  // reader to derive, original_max_position_embeddings 0 writes none (max_position_embeddings).
+  RopeConfig rope;
+  ConfigLayout layout = ConfigLayout::kTransformers4;
+  // mistral: sliding_window of every layer (unset: null, no window); qwen2 / qwen3: with it,
+  // use_sliding_window is true and layers >= max_window_layers slide.
+  std::optional<std::int64_t> sliding_window;
+  std::optional<std::int64_t> max_window_layers;  // qwen2 / qwen3; default num_layers
+  bool attention_bias = false;                    // llama, qwen3: biases on q, k, v and o_proj
+  bool mlp_bias = false;                          // llama: biases on gate, up and down_proj
+  std::optional<bool> tie_word_embeddings;        // default: gpt2 true, qwen2 true, others false
+  DType dtype = DType::kFloat32;                  // float32 | float16 | bfloat16
   std::uint64_t seed = 0;
   double init_std = 0.02;
   std::int32_t shards = 1;                   // > 1 writes model-0000K-of-0000N + index.json
@@ -37,8 +49,9 @@ struct RandomCheckpointOptions {
   std::optional<std::int32_t> eos_token_id;
 };
 
-// "tiny" (hidden 64, 2 layers, 4/2 heads, intermediate 128) or "llama-3.1-8b" (its shapes, llama3
-// rope scaling, bfloat16). Sets the preset's fields only; later flags may override them.
+// "tiny" (hidden 64, 2 layers, 4/2 heads, intermediate 128), "small" or "llama-3.1-8b" (its
+// shapes, llama3 rope scaling, bfloat16). Sets the preset's fields only; later flags may override
+// them.
 Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* options);
 Status ValidateCheckpointOptions(const RandomCheckpointOptions& options);
 // The options as WriteRandomCheckpoint applies them: vocabulary size and bos/eos from the tokenizer
@@ -65,7 +78,8 @@ struct HfTensorSpec {
 };
 // The tensors Hugging Face's save_pretrained writes for this architecture, in order.
 std::vector<HfTensorSpec> CheckpointTensors(const RandomCheckpointOptions& options);
-// config.json as transformers writes it for the architecture (sorted keys).
+// config.json as transformers' save_pretrained writes it for the architecture in options.layout
+// (sorted keys).
 std::string CheckpointConfigJson(const RandomCheckpointOptions& options);
 
 // Fills `n` elements of `dtype` for tensor `name`; deterministic in (seed, name, init, std) and

@@ -81,9 +81,9 @@ Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint
                                        const BuildOptions& build, const BuildProgressFn& progress) {
   if (build.output_dir.empty()) return InvalidArgument("--output_dir is required");
   ASSIGN_OR_RETURN(const RandomCheckpointOptions o, ResolveCheckpointOptions(checkpoint));
-  ASSIGN_OR_RETURN(
-      const EngineConfig config,
-      MakeEngineConfigFromJson(CheckpointConfigJson(o), "random " + o.arch + " weights", build));
+  ASSIGN_OR_RETURN(const EngineConfig config,
+                   MakeEngineConfigFromJson(CheckpointConfigJson(o),
+                                            "random " + o.arch + " weights", build, o.dtype));
   const auto weights = std::make_shared<const RandomWeights>(o);
   return WriteEngineFiles(
       config,

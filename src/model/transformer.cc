@@ -33,6 +33,25 @@ Transformer::Transformer(const EngineConfig& config, const ModelShard& shard,
       pool_(pool),
       collectives_(collectives) {
   inv_freq_ = RopeInvFrequencies(config_);
+  rope_scale_ = RopeScale(config_);
+  rope_per_sequence_ = RopeVariesWithLength(config_);
+}
+
+void Transformer::Rotate(const ForwardBatch& batch, float* q, float* k) const {
+  const std::int64_t hd = config_.head_dim, qkv_dim = shard_.qkv_rows(hd);
+  const std::int64_t nq = shard_.num_q_heads, nkv = shard_.num_kv_heads;
+  if (!rope_per_sequence_) {
+    const std::int64_t T = batch.paged.num_tokens();
+    k::ApplyRope(q, T, nq, hd, qkv_dim, batch.positions, inv_freq_.data(), rope_scale_);
+    k::ApplyRope(k, T, nkv, hd, qkv_dim, batch.positions, inv_freq_.data(), rope_scale_);
+    return;
+  }
+  for (std::int32_t s = 0; s < batch.paged.num_seqs; ++s) {
+    const std::int64_t r0 = batch.paged.query_start[s], n = batch.paged.query_start[s + 1] - r0;
+    const float* inv = seq_inv_freq_.data() + s * (hd / 2);
+    k::ApplyRope(q + r0 * qkv_dim, n, nq, hd, qkv_dim, batch.positions + r0, inv, rope_scale_);
+    k::ApplyRope(k + r0 * qkv_dim, n, nkv, hd, qkv_dim, batch.positions + r0, inv, rope_scale_);
+  }
 }
 
 void Transformer::Norm(float* out, const float* x, float* residual, WeightPtr weight,
@@ -86,6 +105,17 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
     RETURN_IF_ERROR(
         collectives_.ReceiveFromPreviousStage(residual_.data(), T * H, DType::kFloat32, nullptr));
   }
+  if (rope_per_sequence_) {
+    // Dynamic RoPE: each sequence's theta follows the length it reaches in this step (the last new
+    // position + 1), as transformers recomputes inv_freq per forward call; keys already in the
+    // cache keep the rotation they were written with.
+    Grow(seq_inv_freq_, batch.paged.num_seqs * (hd / 2));
+    for (std::int32_t s = 0; s < batch.paged.num_seqs; ++s) {
+      const std::int64_t length =
+          batch.paged.num_cached[s] + batch.paged.query_start[s + 1] - batch.paged.query_start[s];
+      RopeInvFrequenciesForLength(config_, length, seq_inv_freq_.data() + s * (hd / 2));
+    }
+  }
 
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const LayerWeights& l = weights_.layers[i];
@@ -98,10 +128,7 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
     float* q = qkv_.data();
     float* kk = q + q_dim;
     float* v = kk + nkv * hd;
-    if (config_.position_embedding == PositionEmbedding::kRope) {
-      k::ApplyRope(q, T, nq, hd, qkv_dim, batch.positions, inv_freq_.data());
-      k::ApplyRope(kk, T, nkv, hd, qkv_dim, batch.positions, inv_freq_.data());
-    }
+    if (config_.position_embedding == PositionEmbedding::kRope) Rotate(batch, q, kk);
     k::KvCacheWrite(kv[i].k, kv[i].v, kk, v, qkv_dim, batch.paged, kv_shape_);
     k::PagedAttention(attn_.data(), q, qkv_dim, kv[i].k, kv[i].v, batch.paged, kv_shape_, nq, scale,
                       pool_);
@@ -167,7 +194,8 @@ std::int64_t Transformer::workspace_bytes() const {
   for (const auto* v :
        {&residual_, &normed_, &hidden_, &qkv_, &attn_, &mlp_, &mlp_act_, &logit_in_, &vocab_slice_})
     n += v->capacity();
-  return static_cast<std::int64_t>(n * sizeof(float) + inv_freq_.size() * sizeof(float));
+  n += inv_freq_.capacity() + seq_inv_freq_.capacity();
+  return static_cast<std::int64_t>(n * sizeof(float));
 }
 
 }  // namespace inflight::model

@@ -68,7 +68,15 @@ class Transformer {
   kernels::cpu::PagedKvShape kv_shape_;
   kernels::cpu::ThreadPool* pool_;
   Collectives& collectives_;
+  // Rotary embedding: one table for every sequence, or (dynamic RoPE past its original length) a
+  // table per sequence of the step, rebuilt each Forward.
   std::vector<float> inv_freq_;  // [head_dim / 2], rope only
+  float rope_scale_ = 1.0f;      // on cos and sin: yarn's attention_factor
+  bool rope_per_sequence_ = false;
+  std::vector<float> seq_inv_freq_;  // [num_seqs, head_dim / 2] when rope_per_sequence_
+
+  // q and k rows of the step rotated (rope engines only).
+  void Rotate(const ForwardBatch& batch, float* q, float* k) const;
 
   // Activations, grown to the largest step seen.
   std::vector<float> residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_in_,

@@ -118,6 +118,11 @@ std::vector<EngineWeight> PlanRankWeights(const EngineConfig& c, std::int32_t ra
              RowSlice(n + "k_proj.bias", {nkv * hd}, false, k0 * hd, k1 * hd),
              RowSlice(n + "v_proj.bias", {nkv * hd}, false, k0 * hd, k1 * hd)});
       }
+      if (c.qk_norm) {
+        // Qwen3: one [head_dim] RMSNorm weight for every q head and one for every k head.
+        add(L + "q_norm.weight", {hd}, {Whole(n + "q_norm.weight", {hd})});
+        add(L + "k_norm.weight", {hd}, {Whole(n + "k_norm.weight", {hd})});
+      }
       add(L + "attn_out.weight", {h, local_q},
           {ColSlice(n + "o_proj.weight", {h, nq * hd}, false, q0 * hd, q1 * hd)});
       if (c.attn_out_bias) add(L + "attn_out.bias", {h}, {col_split_bias(n + "o_proj.bias")});
@@ -128,6 +133,11 @@ std::vector<EngineWeight> PlanRankWeights(const EngineConfig& c, std::int32_t ra
       add(L + "gate_up.weight", {2 * local_i, h},
           {RowSlice(n + "gate_proj.weight", {inter, h}, false, i0, i1),
            RowSlice(n + "up_proj.weight", {inter, h}, false, i0, i1)});
+      if (c.mlp_bias) {
+        add(L + "gate_up.bias", {2 * local_i},
+            {RowSlice(n + "gate_proj.bias", {inter}, false, i0, i1),
+             RowSlice(n + "up_proj.bias", {inter}, false, i0, i1)});
+      }
       add(L + "down.weight", {h, local_i},
           {ColSlice(n + "down_proj.weight", {h, inter}, false, i0, i1)});
       if (c.mlp_bias) add(L + "down.bias", {h}, {col_split_bias(n + "down_proj.bias")});

@@ -37,7 +37,7 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
                return v.empty() ? inflight::InvalidArgument("--output_dir is empty") : Status::Ok();
              });
   flags->Add("dtype", "float32|float16|bfloat16",
-             "weight dtype (default: the checkpoint's torch_dtype, else float16)",
+             "weight dtype (default: config.json's dtype or torch_dtype, else the weights' own)",
              [o](const std::string& v) {
                std::string s;
                RETURN_IF_ERROR(ParseChoice("--dtype", v, {"float32", "float16", "bfloat16"}, &s));
@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
   RandomSource random;
   FlagSet flags("inflight-build",
                 "Converts a Hugging Face checkpoint (LlamaForCausalLM, MistralForCausalLM,\n"
-                "Qwen2ForCausalLM, GPT2LMHeadModel) into an Inflight engine directory:\n"
+                "Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel; config.json as\n"
+                "transformers 4.x or 5.x writes it) into an Inflight engine directory:\n"
                 "config.json and rank<N>.safetensors. With --random_preset, writes the engine\n"
                 "of a random checkpoint without the checkpoint (for benchmarks).");
   DefineFlags(&flags, &options, &random);

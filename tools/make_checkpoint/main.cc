@@ -19,8 +19,6 @@ struct Cli {
   RandomCheckpointOptions o;
   std::string output_dir;
   bool tie = false;
-  std::string rope_scaling;
-  inflight::model::RopeScaling scaling;
 };
 
 // A flag that sets an int64 field within [lo, hi].
@@ -42,10 +40,20 @@ void DefineFlags(FlagSet* f, Cli* c) {
            RandomCheckpointOptions probe;  // applied before parsing; see FindPreset
            return inflight::model::ApplyCheckpointPreset(v, &probe);
          });
-  f->Add("arch", "llama|mistral|qwen2|gpt2", "architecture (default llama)",
+  f->Add("arch", "llama|mistral|qwen2|qwen3|gpt2", "architecture (default llama)",
          [o](const std::string& v) {
-           return inflight::tools::ParseChoice("--arch", v, {"llama", "mistral", "qwen2", "gpt2"},
-                                               &o->arch);
+           return inflight::tools::ParseChoice(
+               "--arch", v, {"llama", "mistral", "qwen2", "qwen3", "gpt2"}, &o->arch);
+         });
+  f->Add("layout", "4|5",
+         "config.json as transformers 4.x writes it (rope_theta, rope_scaling, torch_dtype) or "
+         "5.x (rope_parameters, dtype, layer_types); default 4",
+         [o](const std::string& v) {
+           std::string layout;
+           RETURN_IF_ERROR(inflight::tools::ParseChoice("--layout", v, {"4", "5"}, &layout));
+           o->layout = layout == "5" ? inflight::model::ConfigLayout::kTransformers5
+                                     : inflight::model::ConfigLayout::kTransformers4;
+           return Status::Ok();
          });
   f->Add("hidden_size", "N", "default 64", IntInto("--hidden_size", 1, kMax, &o->hidden_size));
   f->Add("num_layers", "N", "default 2", IntInto("--num_layers", 1, 100000, &o->num_layers));
@@ -70,28 +78,51 @@ void DefineFlags(FlagSet* f, Cli* c) {
   f->Add("max_position_embeddings", "N", "default 2048",
          IntInto("--max_position_embeddings", 1, kMax, &o->max_position_embeddings));
   f->Add("rope_theta", "X", "default 10000", [o](const std::string& v) {
-    return ParseDouble("--rope_theta", v, 1e-3, 1e12, &o->rope_theta);
+    return ParseDouble("--rope_theta", v, 1e-3, 1e12, &o->rope.theta);
   });
-  f->Add("rope_scaling", "llama3", "llama3 rope scaling (llama only)", [c](const std::string& v) {
-    return inflight::tools::ParseChoice("--rope_scaling", v, {"llama3"}, &c->rope_scaling);
-  });
-  auto float_into = [](const char* flag, float* out) -> FlagSet::Parser {
-    return [flag, out](const std::string& v) {
-      double d = 0;
-      RETURN_IF_ERROR(ParseDouble(flag, v, 1e-6, 1e6, &d));
-      *out = static_cast<float>(d);
-      return Status::Ok();
-    };
+  f->Add("rope_scaling", "linear|dynamic|yarn|llama3", "rope type (default: none, \"default\")",
+         [o](const std::string& v) {
+           std::string type;
+           RETURN_IF_ERROR(inflight::tools::ParseChoice(
+               "--rope_scaling", v, {"default", "linear", "dynamic", "yarn", "llama3"}, &type));
+           o->rope.type = *inflight::model::ParseRopeType(type);
+           return Status::Ok();
+         });
+  auto number_into = [](const char* flag, double* out) -> FlagSet::Parser {
+    return [flag, out](const std::string& v) { return ParseDouble(flag, v, 1e-6, 1e6, out); };
   };
-  f->Add("rope_factor", "X", "llama3 factor (default 8)",
-         float_into("--rope_factor", &c->scaling.factor));
+  f->Add("rope_factor", "X", "linear, dynamic, yarn, llama3 factor (required; llama3: default 8)",
+         number_into("--rope_factor", &o->rope.factor));
   f->Add("rope_low_freq_factor", "X", "llama3 low_freq_factor (default 1)",
-         float_into("--rope_low_freq_factor", &c->scaling.low_freq_factor));
+         number_into("--rope_low_freq_factor", &o->rope.low_freq_factor));
   f->Add("rope_high_freq_factor", "X", "llama3 high_freq_factor (default 4)",
-         float_into("--rope_high_freq_factor", &c->scaling.high_freq_factor));
-  f->Add("rope_original_max_position_embeddings", "N", "llama3 original context (default 8192)",
+         number_into("--rope_high_freq_factor", &o->rope.high_freq_factor));
+  f->Add("rope_beta_fast", "X", "yarn beta_fast (default 32)",
+         number_into("--rope_beta_fast", &o->rope.beta_fast));
+  f->Add("rope_beta_slow", "X", "yarn beta_slow (default 1)",
+         number_into("--rope_beta_slow", &o->rope.beta_slow));
+  f->Add("rope_original_max_position_embeddings", "N",
+         "llama3 original context (default 8192); yarn's (default: not written, the reader "
+         "takes max_position_embeddings)",
          IntInto("--rope_original_max_position_embeddings", 1, kMax,
-                 &c->scaling.original_max_position_embeddings));
+                 &o->rope.original_max_position_embeddings));
+  f->Add("sliding_window", "N",
+         "mistral: every layer's window; qwen2/qwen3: use_sliding_window with this window",
+         [o](const std::string& v) {
+           std::int64_t n = 0;
+           RETURN_IF_ERROR(ParseInt("--sliding_window", v, 1, kMax, &n));
+           o->sliding_window = n;
+           return Status::Ok();
+         });
+  f->Add("max_window_layers", "N", "qwen2/qwen3: layers from this index slide (default num_layers)",
+         [o](const std::string& v) {
+           std::int64_t n = 0;
+           RETURN_IF_ERROR(ParseInt("--max_window_layers", v, 0, kMax, &n));
+           o->max_window_layers = n;
+           return Status::Ok();
+         });
+  f->AddSwitch("attention_bias", "llama, qwen3: biases on q, k, v and o_proj", &o->attention_bias);
+  f->AddSwitch("mlp_bias", "llama: biases on gate, up and down_proj", &o->mlp_bias);
   f->AddSwitch("tie_word_embeddings",
                "share embed and lm_head (default: gpt2, qwen2 yes; others no)", &c->tie);
   f->Add("dtype", "float32|float16|bfloat16", "default float32", [o](const std::string& v) {
@@ -145,22 +176,33 @@ int main(int argc, char** argv) {
   FlagSet flags(
       "make_checkpoint",
       "Writes a random-weight Hugging Face checkpoint (config.json, model.safetensors or\n"
-      "shards with an index, tokenizer files) for llama, mistral, qwen2 or gpt2.");
+      "shards with an index, tokenizer files) for llama, mistral, qwen2, qwen3 or gpt2,\n"
+      "with config.json in transformers 4.x's or 5.x's layout.");
   // The preset sets the starting sizes; flags given explicitly override them.
   if (const std::string preset = FindPreset(argc, argv); !preset.empty()) {
     if (Status st = inflight::model::ApplyCheckpointPreset(preset, &cli.o); !st.ok())
       return Fail(st);
-    if (cli.o.rope_scaling) {
-      cli.scaling = *cli.o.rope_scaling;
-      cli.rope_scaling = "llama3";
-    }
   }
   DefineFlags(&flags, &cli);
   auto parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) return Fail(parsed.status());
   if (!*parsed) return 0;
-  if (!cli.rope_scaling.empty()) cli.o.rope_scaling = cli.scaling;
   if (flags.WasSet("tie_word_embeddings")) cli.o.tie_word_embeddings = cli.tie;
+  if (flags.WasSet("rope_scaling")) {
+    inflight::model::RopeConfig& rope = cli.o.rope;
+    const bool llama3 = rope.type == inflight::model::RopeType::kLlama3;
+    if (!flags.WasSet("rope_factor") && rope.type != inflight::model::RopeType::kDefault) {
+      if (!llama3) {
+        return Fail(inflight::InvalidArgument(
+            std::string("--rope_factor is required with --rope_scaling ") +
+            inflight::model::RopeTypeName(rope.type)));
+      }
+      rope.factor = 8.0;  // Llama 3.1's
+    }
+    if (llama3 && !flags.WasSet("rope_original_max_position_embeddings")) {
+      rope.original_max_position_embeddings = 8192;
+    }
+  }
   if (cli.o.arch == "gpt2" && !flags.WasSet("num_kv_heads")) cli.o.num_kv_heads = cli.o.num_heads;
 
   inflight::tools::ProgressBar bar("tensors");

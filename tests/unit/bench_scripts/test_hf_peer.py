@@ -115,6 +115,16 @@ class EngineMappingTest(unittest.TestCase):
         self.assertEqual(hf["rope_scaling"], {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
         self.assertEqual((hf["num_hidden_layers"], hf["num_key_value_heads"], hf["attention_bias"]), (2, 2, False))
+        # Version 2 engines keep the rope in one object.
+        v2 = engine(rope={"type": "yarn", "theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 32768,
+                          "beta_fast": 32.0, "beta_slow": 1.0, "mscale": None, "mscale_all_dim": None,
+                          "truncate": True, "attention_factor": 1.1386})
+        del v2["rope_theta"], v2["rope_scaling"]
+        hf = hf_peer.hf_config_from_engine(v2)
+        self.assertEqual(hf["rope_theta"], 1e6)
+        self.assertEqual(hf["rope_scaling"], {"rope_type": "yarn", "factor": 4.0,
+                                              "original_max_position_embeddings": 32768, "beta_fast": 32.0,
+                                              "beta_slow": 1.0, "truncate": True, "attention_factor": 1.1386})
         qwen = hf_peer.hf_config_from_engine(engine(architecture="Qwen2ForCausalLM", qkv_bias=True,
                                                     tie_word_embeddings=True))
         self.assertEqual((qwen["model_type"], qwen["tie_word_embeddings"]), ("qwen2", True))

@@ -27,7 +27,11 @@ RandomCheckpointOptions Options(const std::string& arch) {
   o.max_position_embeddings = 64;
   o.init_std = 0.2;  // large enough that attention and MLP move the logits visibly
   o.seed = 7;
-  if (arch == "llama") o.rope_scaling = RopeScaling{8.0f, 1.0f, 4.0f, 32};
+  if (arch == "llama") {
+    o.rope.type = RopeType::kLlama3;
+    o.rope.factor = 8.0;
+    o.rope.original_max_position_embeddings = 32;
+  }
   if (arch == "mistral") {
     o.hidden_size = 48;  // head_dim 12
     o.num_kv_heads = 1;  // MQA

@@ -37,8 +37,7 @@ std::filesystem::path GoldenDir() {
 // make_checkpoint's flags (as recorded in the golden file) → generator options. An unknown key
 // fails: the two sides must describe the same checkpoint.
 Status OptionsFromFlags(const json& flags, RandomCheckpointOptions* o) {
-  RopeScaling scaling;
-  bool llama3 = false;
+  std::string rope_type = "default";
   for (const auto& [key, v] : flags.items()) {
     if (key == "arch")
       o->arch = v.get<std::string>();
@@ -59,17 +58,32 @@ Status OptionsFromFlags(const json& flags, RandomCheckpointOptions* o) {
     else if (key == "max_position_embeddings")
       o->max_position_embeddings = v.get<std::int64_t>();
     else if (key == "rope_theta")
-      o->rope_theta = v.get<double>();
+      o->rope.theta = v.get<double>();
     else if (key == "rope_scaling")
-      llama3 = v.get<std::string>() == "llama3";
+      rope_type = v.get<std::string>();
     else if (key == "rope_factor")
-      scaling.factor = v.get<float>();
+      o->rope.factor = v.get<double>();
     else if (key == "rope_low_freq_factor")
-      scaling.low_freq_factor = v.get<float>();
+      o->rope.low_freq_factor = v.get<double>();
     else if (key == "rope_high_freq_factor")
-      scaling.high_freq_factor = v.get<float>();
+      o->rope.high_freq_factor = v.get<double>();
+    else if (key == "rope_beta_fast")
+      o->rope.beta_fast = v.get<double>();
+    else if (key == "rope_beta_slow")
+      o->rope.beta_slow = v.get<double>();
     else if (key == "rope_original_max_position_embeddings")
-      scaling.original_max_position_embeddings = v.get<std::int64_t>();
+      o->rope.original_max_position_embeddings = v.get<std::int64_t>();
+    else if (key == "layout")
+      o->layout =
+          v.get<std::string>() == "5" ? ConfigLayout::kTransformers5 : ConfigLayout::kTransformers4;
+    else if (key == "sliding_window")
+      o->sliding_window = v.get<std::int64_t>();
+    else if (key == "max_window_layers")
+      o->max_window_layers = v.get<std::int64_t>();
+    else if (key == "attention_bias")
+      o->attention_bias = v.get<bool>();
+    else if (key == "mlp_bias")
+      o->mlp_bias = v.get<bool>();
     else if (key == "tie_word_embeddings")
       o->tie_word_embeddings = v.get<bool>() ? std::optional(true) : std::nullopt;
     else if (key == "init_std")
@@ -84,7 +98,9 @@ Status OptionsFromFlags(const json& flags, RandomCheckpointOptions* o) {
       return InvalidArgument("golden checkpoint flag \"" + key + "\" is not known to this test");
     }
   }
-  if (llama3) o->rope_scaling = scaling;
+  const auto type = ParseRopeType(rope_type);
+  if (!type) return InvalidArgument("golden rope_scaling \"" + rope_type + "\" is not a rope type");
+  o->rope.type = *type;
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -176,6 +177,128 @@ TEST(ConverterTest, Qwen2KeepsQkvBiasAndTiesEmbeddings) {
                                                hf.Get(L + "v_proj.bias")}));
   EXPECT_EQ(en.Info("lm_head.weight"), nullptr);
   EXPECT_EQ(en.Info("layers.0.attn_out.bias"), nullptr);
+}
+
+// Qwen3: q_norm / k_norm ([head_dim]) on every rank; attention_bias puts biases on q, k, v and o.
+TEST(ConverterTest, Qwen3KeepsQkNormOnEveryRank) {
+  TempDir dir;
+  RandomCheckpointOptions o = Tiny("qwen3");
+  o.attention_bias = true;
+  MakeCheckpoint(o, dir / "ckpt");
+  ASSERT_TRUE(Build(dir / "ckpt", dir / "engine", 2).ok());
+  Files hf, r0, r1;
+  hf.Open(dir / "ckpt/model.safetensors");
+  r0.Open(dir / "engine/rank0.safetensors");
+  r1.Open(dir / "engine/rank1.safetensors");
+  for (int i = 0; i < 2; ++i) {
+    const std::string L = "layers." + std::to_string(i) + ".";
+    const std::string H = "model.layers." + std::to_string(i) + ".self_attn.";
+    for (const Files* rank : {&r0, &r1}) {
+      EXPECT_EQ(rank->Get(L + "q_norm.weight"), hf.Get(H + "q_norm.weight"));
+      EXPECT_EQ(rank->Get(L + "k_norm.weight"), hf.Get(H + "k_norm.weight"));
+      EXPECT_EQ(rank->Info(L + "q_norm.weight")->shape, (std::vector<std::int64_t>{16}));
+    }
+    // o_proj's bias is summed once after the all-reduce: whole on rank 0, zeros on rank 1.
+    EXPECT_EQ(r0.Get(L + "attn_out.bias"), hf.Get(H + "o_proj.bias"));
+    EXPECT_EQ(r1.Get(L + "attn_out.bias"), Matrix(64, std::vector<float>{0.0f}));
+  }
+  auto config = LoadEngineConfig(dir / "engine");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_TRUE(config->qk_norm);
+  EXPECT_TRUE(config->qkv_bias && config->attn_out_bias);
+}
+
+// Llama's mlp_bias: gate and up biases fused like their weights, down's bias as a row-split bias.
+TEST(ConverterTest, LlamaMlpBiasFusesGateAndUp) {
+  TempDir dir;
+  RandomCheckpointOptions o = Tiny("llama");
+  o.mlp_bias = true;
+  MakeCheckpoint(o, dir / "ckpt");
+  ASSERT_TRUE(Build(dir / "ckpt", dir / "engine").ok());
+  Files hf, en;
+  hf.Open(dir / "ckpt/model.safetensors");
+  en.Open(dir / "engine/rank0.safetensors");
+  const std::string L = "model.layers.1.mlp.";
+  EXPECT_EQ(en.Get("layers.1.gate_up.bias"),
+            VCat({hf.Get(L + "gate_proj.bias"), hf.Get(L + "up_proj.bias")}));
+  EXPECT_EQ(en.Get("layers.1.down.bias"), hf.Get(L + "down_proj.bias"));
+}
+
+// A sliding window no shorter than max_seq_len is full attention; a shorter one is kept.
+TEST(ConverterTest, AttentionWindowsFollowMaxSeqLen) {
+  TempDir dir;
+  RandomCheckpointOptions o = Tiny("mistral");
+  o.sliding_window = 32;  // max_position_embeddings 64
+  MakeCheckpoint(o, dir / "ckpt");
+  BuildOptions b;
+  b.checkpoint_dir = dir / "ckpt";
+  b.output_dir = dir / "engine";
+  b.max_seq_len = 32;
+  ASSERT_TRUE(BuildEngine(b).ok());
+  auto config = LoadEngineConfig(dir / "engine");
+  ASSERT_TRUE(config.ok());
+  EXPECT_TRUE(config->attention_windows.empty());
+  b.max_seq_len = 64;
+  ASSERT_TRUE(BuildEngine(b).ok());
+  config = LoadEngineConfig(dir / "engine");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->attention_windows, (std::vector<std::int64_t>{32, 32}));
+}
+
+// --dtype, else config.json's dtype / torch_dtype, else the weights' own: a bfloat16 checkpoint
+// never becomes float16 on its own.
+TEST(ConverterTest, DefaultDtypeComesFromTheCheckpoint) {
+  TempDir dir;
+  RandomCheckpointOptions o = Tiny("llama", DType::kBFloat16);
+  o.layout = ConfigLayout::kTransformers5;  // "dtype": "bfloat16"
+  MakeCheckpoint(o, dir / "v5");
+  ASSERT_TRUE(Build(dir / "v5", dir / "e5").ok());
+  EXPECT_EQ(LoadEngineConfig(dir / "e5")->dtype, DType::kBFloat16);
+
+  // Neither key (GPT-2's original config.json has none): the weights' dtype.
+  MakeCheckpoint(o, dir / "none");
+  std::string text;
+  {
+    std::ifstream in(dir / "none/config.json");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  text.replace(text.find("\"dtype\""), 7, "\"unused\"");
+  std::ofstream(dir / "none/config.json") << text;
+  ASSERT_TRUE(Build(dir / "none", dir / "e_none").ok());
+  EXPECT_EQ(LoadEngineConfig(dir / "e_none")->dtype, DType::kBFloat16);
+  ASSERT_TRUE(Build(dir / "none", dir / "e_f16", 1, DType::kFloat16).ok());
+  EXPECT_EQ(LoadEngineConfig(dir / "e_f16")->dtype, DType::kFloat16);
+
+  text.replace(text.find("\"unused\""), 8, "\"dtype\"");
+  text.replace(text.find("\"bfloat16\""), 10, "\"float64\"");
+  std::ofstream(dir / "none/config.json") << text;
+  EXPECT_THAT(Build(dir / "none", dir / "e_bad").status().message(),
+              HasSubstr("dtype \"float64\" is not one of: float32, float16, bfloat16; choose the "
+                        "engine's with --dtype"));
+  EXPECT_TRUE(Build(dir / "none", dir / "e_bad", 1, DType::kFloat32).ok());
+}
+
+// Both layouts of one checkpoint build the same engine.
+TEST(ConverterTest, BothConfigLayoutsBuildTheSameEngine) {
+  TempDir dir;
+  RandomCheckpointOptions o = Tiny("qwen2", DType::kBFloat16);
+  o.rope.type = RopeType::kYarn;
+  o.rope.theta = 1e6;
+  o.rope.factor = 4.0;
+  o.rope.original_max_position_embeddings = 16;
+  MakeCheckpoint(o, dir / "v4");
+  o.layout = ConfigLayout::kTransformers5;
+  MakeCheckpoint(o, dir / "v5");
+  ASSERT_TRUE(Build(dir / "v4", dir / "e4").ok());
+  ASSERT_TRUE(Build(dir / "v5", dir / "e5").ok());
+  auto a = LoadEngineConfig(dir / "e4"), b = LoadEngineConfig(dir / "e5");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(EngineConfigToJson(*a), EngineConfigToJson(*b));
+  EXPECT_EQ(a->rope.type, RopeType::kYarn);
+  EXPECT_EQ(a->rope.original_max_position_embeddings, 16);
+  EXPECT_DOUBLE_EQ(a->rope.attention_factor, 0.1 * std::log(4.0) + 1.0);
 }
 
 TEST(ConverterTest, TensorParallelShardsConcatenateBackToTp1) {

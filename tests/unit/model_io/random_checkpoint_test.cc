@@ -1,4 +1,5 @@
 #include "model/random_checkpoint.h"
+#include "model/hf_config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -65,27 +66,41 @@ TEST(RandomFillTest, Bf16IsTheRoundedFp32Stream) {
 }
 
 TEST(RandomCheckpointTest, ConfigJsonMapsBackForEveryArchitecture) {
-  for (const char* arch : {"llama", "mistral", "qwen2", "gpt2"}) {
-    SCOPED_TRACE(arch);
-    RandomCheckpointOptions o;
-    o.arch = arch;
-    if (o.arch == "gpt2") o.num_kv_heads = o.num_heads;
-    o.vocab_size = 77;
-    o.max_position_embeddings = 256;
-    o.dtype = DType::kBFloat16;
-    ASSERT_TRUE(ValidateCheckpointOptions(o).ok());
-    auto c = EngineConfigFromHuggingFace(CheckpointConfigJson(o), arch);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    EXPECT_EQ(c->hidden_size, 64);
-    EXPECT_EQ(c->num_layers, 2);
-    EXPECT_EQ(c->num_attention_heads, 4);
-    EXPECT_EQ(c->num_kv_heads, o.arch == "gpt2" ? 4 : 2);
-    EXPECT_EQ(c->intermediate_size, 128);
-    EXPECT_EQ(c->vocab_size, 77);
-    EXPECT_EQ(c->max_position_embeddings, 256);
-    EXPECT_EQ(c->dtype, DType::kBFloat16);
-    EXPECT_EQ(c->qkv_bias, o.arch == "qwen2" || o.arch == "gpt2");
-    EXPECT_EQ(c->tie_word_embeddings, o.arch == "qwen2" || o.arch == "gpt2");
+  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3", "gpt2"}) {
+    for (ConfigLayout layout : {ConfigLayout::kTransformers4, ConfigLayout::kTransformers5}) {
+      SCOPED_TRACE(std::string(arch) + (layout == ConfigLayout::kTransformers5 ? " 5.x" : " 4.x"));
+      RandomCheckpointOptions o;
+      o.layout = layout;
+      o.arch = arch;
+      if (o.arch == "gpt2") o.num_kv_heads = o.num_heads;
+      o.vocab_size = 77;
+      o.max_position_embeddings = 256;
+      o.dtype = DType::kBFloat16;
+      ASSERT_TRUE(ValidateCheckpointOptions(o).ok());
+      auto c = EngineConfigFromHuggingFace(CheckpointConfigJson(o), arch);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      EXPECT_EQ(c->hidden_size, 64);
+      EXPECT_EQ(c->num_layers, 2);
+      EXPECT_EQ(c->num_attention_heads, 4);
+      EXPECT_EQ(c->num_kv_heads, o.arch == "gpt2" ? 4 : 2);
+      EXPECT_EQ(c->intermediate_size, 128);
+      EXPECT_EQ(c->vocab_size, 77);
+      EXPECT_EQ(c->max_position_embeddings, 256);
+      EXPECT_EQ(c->dtype, DType::kBFloat16);
+      EXPECT_EQ(c->qkv_bias, o.arch == "qwen2" || o.arch == "gpt2");
+      EXPECT_EQ(c->tie_word_embeddings, o.arch == "qwen2" || o.arch == "gpt2");
+      EXPECT_EQ(c->qk_norm, o.arch == "qwen3");
+      EXPECT_TRUE(c->attention_windows.empty());
+      EXPECT_EQ(c->rope.type, RopeType::kDefault);
+      const auto j = nlohmann::json::parse(CheckpointConfigJson(o));
+      const bool v5 = layout == ConfigLayout::kTransformers5;
+      EXPECT_EQ(j.contains("dtype"), v5);
+      EXPECT_EQ(j.contains("torch_dtype"), !v5);
+      if (o.arch != "gpt2") {
+        EXPECT_EQ(j.contains("rope_parameters"), v5);
+        EXPECT_EQ(j.contains("rope_theta"), !v5);
+      }
+    }
   }
 }
 
@@ -97,9 +112,10 @@ TEST(RandomCheckpointTest, Llama8bPresetHasTheRealShapes) {
   EXPECT_EQ(c->vocab_size, 128256);
   EXPECT_EQ(c->num_kv_heads, 8);
   EXPECT_EQ(c->head_dim, 128);
-  EXPECT_EQ(c->rope_theta, 500000.0f);
-  ASSERT_TRUE(c->rope_scaling.has_value());
-  EXPECT_EQ(c->rope_scaling->original_max_position_embeddings, 8192);
+  EXPECT_EQ(c->rope.type, RopeType::kLlama3);
+  EXPECT_EQ(c->rope.theta, 500000.0);
+  EXPECT_EQ(c->rope.factor, 8.0);
+  EXPECT_EQ(c->rope.original_max_position_embeddings, 8192);
   std::uint64_t params = 0;
   for (const HfTensorSpec& t : CheckpointTensors(o)) {
     std::uint64_t n = 1;
@@ -203,9 +219,22 @@ TEST(RandomCheckpointTest, BadOptionsAreNamed) {
   o.arch = "gpt2";  // num_kv_heads 2 != num_heads 4
   EXPECT_THAT(ValidateCheckpointOptions(o).message(), HasSubstr("gpt2"));
   o = {};
-  o.arch = "mistral";
-  o.rope_scaling = RopeScaling{};
-  EXPECT_THAT(ValidateCheckpointOptions(o).message(), HasSubstr("--rope_scaling"));
+  o.arch = "gpt2";
+  o.num_kv_heads = o.num_heads;
+  o.rope.type = RopeType::kLinear;
+  EXPECT_THAT(ValidateCheckpointOptions(o).message(), HasSubstr("rope_scaling"));
+  o = {};
+  o.rope.type = RopeType::kLlama3;
+  o.rope.factor = 8.0;
+  o.rope.high_freq_factor = 0.5;
+  EXPECT_THAT(ValidateCheckpointOptions(o).message(), HasSubstr("high_freq_factor 0.5"));
+  o = {};
+  o.sliding_window = 16;  // llama has none
+  EXPECT_THAT(ValidateCheckpointOptions(o).message(), HasSubstr("--sliding_window"));
+  o = {};
+  o.arch = "qwen2";
+  o.mlp_bias = true;
+  EXPECT_THAT(ValidateCheckpointOptions(o).message(), HasSubstr("--mlp_bias"));
 }
 
 }  // namespace
