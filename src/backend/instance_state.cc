@@ -32,7 +32,7 @@ Result<std::unique_ptr<InstanceState>> InstanceState::Create(
     ModelState& model, TRITONBACKEND_ModelInstance* instance) {
   auto state = std::unique_ptr<InstanceState>(new InstanceState(model, instance));
   const config::LlmParams& p = model.params();
-  auto executor = Executor::Create(p.gpt_model_path, model.MakeExecutorConfig());
+  auto executor = Executor::Create(model.engine_dir(), model.MakeExecutorConfig());
   if (!executor.ok()) {
     return Status(
         executor.status().code(),

@@ -5,6 +5,41 @@
 #include "config/model_config_loader.h"
 
 namespace inflight::backend {
+namespace {
+
+// inflight-build's options for a gpt_model_path that is a Hugging Face folder: the build_*
+// parameters, max_batch_size from the model config, the builder's defaults for the rest.
+model::EngineLoadOptions EngineLoadOptionsOf(const config::LlmParams& p) {
+  model::EngineLoadOptions o;
+  o.cache_dir = p.engine_cache_dir;
+  if (!p.build_dtype.empty()) o.build.dtype = ParseDType(p.build_dtype);
+  if (p.max_batch_size > 0) o.build.max_batch_size = p.max_batch_size;
+  o.build.max_input_len = p.build_max_input_len;
+  o.build.max_seq_len = p.build_max_seq_len;
+  if (p.build_max_num_tokens) o.build.max_num_tokens = *p.build_max_num_tokens;
+  if (p.build_tokens_per_block) o.build.tokens_per_block = *p.build_tokens_per_block;
+  return o;
+}
+
+bool AnyBuildParameter(const config::LlmParams& p) {
+  return !p.engine_cache_dir.empty() || !p.build_dtype.empty() || p.build_max_input_len ||
+         p.build_max_seq_len || p.build_max_num_tokens || p.build_tokens_per_block;
+}
+
+// Logs a conversion's progress at every tenth of its bytes.
+model::BuildProgressFn ProgressLogger(const std::string& model_name) {
+  return [model_name, next = std::make_shared<int>(1)](const model::BuildProgress& p) {
+    const int tenths =
+        p.bytes_total == 0 ? 10 : static_cast<int>(10 * p.bytes_done / p.bytes_total);
+    if (tenths < *next) return;
+    *next = tenths + 1;
+    LOG_INFO("model {}: converting the checkpoint: {}% ({}/{} tensors, {:.1f} of {:.1f} MB)",
+             model_name, 10 * tenths, p.tensors_done, p.tensors_total,
+             static_cast<double>(p.bytes_done) / 1e6, static_cast<double>(p.bytes_total) / 1e6);
+  };
+}
+
+}  // namespace
 
 Result<std::unique_ptr<ModelState>> ModelState::Create(TRITONBACKEND_Model* model) {
   auto state = std::unique_ptr<ModelState>(new ModelState());
@@ -32,8 +67,22 @@ Result<std::unique_ptr<ModelState>> ModelState::Create(TRITONBACKEND_Model* mode
       if (output.data_type() == inference::TYPE_FP16) state->logits_dtype_ = TRITONSERVER_TYPE_FP16;
     }
   }
+  auto engine =
+      model::PrepareEngineDir(state->params_.gpt_model_path, EngineLoadOptionsOf(state->params_),
+                              ProgressLogger(state->name_));
+  if (!engine.ok()) {
+    return Status(engine.status().code(),
+                  "model '" + state->name_ + "': " + engine.status().message());
+  }
+  state->engine_ = std::move(engine).value();
+  if (!state->engine_->converted() && AnyBuildParameter(state->params_)) {
+    LOG_WARN(
+        "model {}: engine_cache_dir and build_* apply only when gpt_model_path is a Hugging Face "
+        "checkpoint folder; {} is an engine, they are ignored",
+        state->name_, state->params_.gpt_model_path);
+  }
   LOG_INFO("model {} v{}: engine {}, batching {}, scheduler {}, decoupled {}", state->name_,
-           state->version_, state->params_.gpt_model_path,
+           state->version_, state->engine_->dir(),
            config::BatchingTypeName(state->params_.batching_type),
            config::SchedulerPolicyName(state->params_.batch_scheduler_policy),
            state->params_.decoupled);

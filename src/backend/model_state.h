@@ -1,5 +1,5 @@
-// Per-model state of the LLM backend: the parsed configuration and the executor settings derived
-// from it.
+// Per-model state of the LLM backend: the parsed configuration, the engine it names (a Hugging Face
+// folder converted once per model load, shared by the instances) and the executor settings.
 #pragma once
 
 #include <memory>
@@ -7,6 +7,7 @@
 
 #include "config/llm_params.h"
 #include "inflight/executor.h"
+#include "model/engine_source.h"
 #include "triton/core/tritonbackend.h"
 
 namespace inflight::backend {
@@ -20,6 +21,8 @@ class ModelState {
   const config::LlmParams& params() const { return params_; }
   TRITONSERVER_DataType logits_dtype() const { return logits_dtype_; }
   TRITONBACKEND_Model* triton_model() const { return model_; }
+  // The engine directory the executors load: gpt_model_path, or its conversion.
+  const std::string& engine_dir() const { return engine_->dir(); }
 
   // The executor configuration the parameters describe.
   ExecutorConfig MakeExecutorConfig() const;
@@ -30,6 +33,7 @@ class ModelState {
   std::uint64_t version_ = 0;
   config::LlmParams params_;
   TRITONSERVER_DataType logits_dtype_ = TRITONSERVER_TYPE_FP32;
+  std::unique_ptr<model::PreparedEngine> engine_;
 };
 
 }  // namespace inflight::backend

@@ -264,6 +264,17 @@ const std::vector<ParamSpec>& Table() {
        Choice(&P::device,
               Choices<Device>{
                   {"auto", Device::kAuto}, {"cuda", Device::kCuda}, {"cpu", Device::kCpu}})},
+      {"engine_cache_dir", "none", String(&P::engine_cache_dir)},
+      {"build_dtype", "the checkpoint's",
+       Choice(&P::build_dtype,
+              Choices<std::string>{
+                  {"float32", "float32"}, {"float16", "float16"}, {"bfloat16", "bfloat16"}})},
+      {"build_max_input_len", "min(1024, build_max_seq_len)",
+       Int(&P::build_max_input_len, AtLeast(1))},
+      {"build_max_seq_len", "min(max_position_embeddings, 2048)",
+       Int(&P::build_max_seq_len, AtLeast(1))},
+      {"build_max_num_tokens", "8192", Int(&P::build_max_num_tokens, AtLeast(1))},
+      {"build_tokens_per_block", "64", Int(&P::build_tokens_per_block, AtLeast(1))},
   };
   return table;
 }
@@ -326,6 +337,15 @@ Status CheckCombinations(const LlmParams& p) {
     return InvalidArgument(
         "gpt_model_path and encoder_model_path are both empty: set gpt_model_path (template key "
         "engine_dir) to the engine directory");
+  }
+  if (p.build_tokens_per_block) {
+    const int32_t t = *p.build_tokens_per_block;
+    if (t > 1024 || (t & (t - 1)) != 0) {
+      return InvalidArgument(fmt::format(
+          "build_tokens_per_block {} is not a power of two in [1, 1024] (accepted: 1, 2, 4, ..., "
+          "1024)",
+          t));
+    }
   }
   const bool any_lookahead =
       p.lookahead_window_size || p.lookahead_ngram_size || p.lookahead_verification_set_size;

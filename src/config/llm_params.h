@@ -100,6 +100,18 @@ struct LlmParams {
   int32_t recv_poll_period_ms = 0;            // >= 0; not in the template
   bool force_cpu_only_input_tensors = false;  // key FORCE_CPU_ONLY_INPUT_TENSORS
   Device device = Device::kAuto;              // ours: auto | cuda | cpu
+  // Ours, for a gpt_model_path that names a Hugging Face checkpoint folder (converted at load,
+  // docs/hf_config.md): where converted engines are kept ("" = none: a temporary engine per
+  // load), and inflight-build's options for the conversion ("" / unset = its defaults: the
+  // checkpoint's dtype, max_seq_len min(max_position_embeddings, 2048), max_input_len
+  // min(1024, max_seq_len), max_num_tokens 8192, tokens_per_block 64). max_batch_size is the
+  // model's.
+  std::string engine_cache_dir;
+  std::string build_dtype;                        // "" | float32 | float16 | bfloat16
+  std::optional<int32_t> build_max_input_len;     // >= 1
+  std::optional<int32_t> build_max_seq_len;       // >= 1
+  std::optional<int32_t> build_max_num_tokens;    // >= 1
+  std::optional<int32_t> build_tokens_per_block;  // a power of two in [1, 1024]
 
   // Reads every parameter through one table (llm_params.cc), then checks the rules that join
   // several keys. Unknown parameter keys are ignored (logged at debug level).

@@ -198,7 +198,7 @@ void GatherWeightPiece(const TensorInfo* source, const WeightPiece& p, DType to,
   }
 }
 
-Result<EngineConfig> MakeEngineConfig(const BuildOptions& o) {
+Result<EngineConfig> MakeEngineConfig(const BuildOptions& o, bool log_reading) {
   if (o.checkpoint_dir.empty()) return InvalidArgument("--checkpoint_dir is required");
   const fs::path hf_config = fs::path(o.checkpoint_dir) / "config.json";
   auto text = ReadText(hf_config);
@@ -223,15 +223,16 @@ Result<EngineConfig> MakeEngineConfig(const BuildOptions& o) {
       }
     }
   }
-  return MakeEngineConfigFromJson(*text, hf_config.string(), o, weights_dtype);
+  return MakeEngineConfigFromJson(*text, hf_config.string(), o, weights_dtype, log_reading);
 }
 
 Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
                                               const std::string& source, const BuildOptions& o,
-                                              std::optional<DType> weights_dtype) {
+                                              std::optional<DType> weights_dtype,
+                                              bool log_reading) {
   ASSIGN_OR_RETURN(HfConfigReading hf, ReadHuggingFaceConfig(hf_config_json, source));
   EngineConfig c = std::move(hf.config);
-  if (!hf.unread_keys.empty()) {
+  if (log_reading && !hf.unread_keys.empty()) {
     std::string keys;
     for (const std::string& k : hf.unread_keys) keys += (keys.empty() ? "" : ", ") + k;
     LOG_WARN("{}: keys not read by the converter ({} does not use them, or they are unknown): {}",
@@ -251,8 +252,9 @@ Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
                            "with --dtype");
   } else if (weights_dtype) {
     c.dtype = *weights_dtype;
-    LOG_INFO("{}: no dtype or torch_dtype; the engine takes the weights' dtype, {}", source,
-             DTypeName(c.dtype));
+    if (log_reading)
+      LOG_INFO("{}: no dtype or torch_dtype; the engine takes the weights' dtype, {}", source,
+               DTypeName(c.dtype));
   } else {
     return InvalidArgument(source +
                            ": no dtype or torch_dtype, and no weights to take one from; choose "
@@ -302,7 +304,7 @@ Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
   c.build = {o.max_batch_size, max_input_len, max_seq_len, o.max_num_tokens, o.tokens_per_block};
   CanonicalizeAttentionWindows(&c);
   RETURN_IF_ERROR(c.Validate());
-  if (c.position_embedding == PositionEmbedding::kRope) {
+  if (log_reading && c.position_embedding == PositionEmbedding::kRope) {
     LOG_INFO("{}: {} with rope {}{}", source, c.architecture_name, DescribeRope(c.rope),
              c.attention_windows.empty() ? "" : ", sliding-window attention");
   }

@@ -54,17 +54,22 @@ struct BuildSummary {
   std::uint64_t num_bytes = 0;                // of weights, over all ranks
 };
 
+// The converter's version: bump it when BuildEngine would write a different engine from the same
+// checkpoint and options (a weight layout change, say). Engine caches key on it (engine_source.h).
+constexpr int kConverterVersion = 1;
+
 // Reads <checkpoint_dir>/config.json (model/hf_config.h) and applies the options: the engine
-// config that BuildEngine writes. Logs, once, the config.json keys it did not read and the RoPE it
-// will compute.
-Result<EngineConfig> MakeEngineConfig(const BuildOptions& options);
+// config that BuildEngine writes. With log_reading, logs the config.json keys it did not read and
+// the RoPE it will compute.
+Result<EngineConfig> MakeEngineConfig(const BuildOptions& options, bool log_reading = true);
 // The same from the text of a Hugging Face config.json (`source` names it in errors);
 // options.checkpoint_dir is not used. weights_dtype: the dtype when neither options.dtype nor the
 // config names one (an error when that is nullopt too).
 Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
                                               const std::string& source,
                                               const BuildOptions& options,
-                                              std::optional<DType> weights_dtype);
+                                              std::optional<DType> weights_dtype,
+                                              bool log_reading = true);
 
 // Checks the whole checkpoint (every needed tensor present, with the expected shape and a float
 // dtype) before writing anything, then writes rank<N>.safetensors for every rank and config.json

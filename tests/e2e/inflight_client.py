@@ -15,15 +15,32 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import unittest
 
 _STARTED_HTTP = re.compile(r"Started HTTPService at (\S+):(\d+)")
 _STARTED_METRICS = re.compile(r"Started Metrics Service at (\S+):(\d+)")
+
+
+def make_llm_model(repo, name, substitutions):
+    """repo/name: the tensorrt_llm template filled by tools/fill_template.py with `substitutions`
+    ("key:value,..."), the model named after its folder. Needs INFLIGHT_SOURCE_DIR."""
+    src = env_or_skip("INFLIGHT_SOURCE_DIR")
+    model = os.path.join(repo, name)
+    shutil.copytree(os.path.join(src, "all_models", "inflight_batcher_llm", "tensorrt_llm"), model)
+    config = os.path.join(model, "config.pbtxt")
+    subprocess.run([sys.executable, os.path.join(src, "tools", "fill_template.py"), "-i", config,
+                    substitutions], check=True)
+    with open(config) as f:
+        text = f.read()
+    with open(config, "w") as f:
+        f.write(text.replace('name: "tensorrt_llm"', f'name: "{name}"'))
 
 
 def env_or_skip(name):

@@ -47,3 +47,10 @@ add_test(NAME e2e_test_install_prefix
 set_tests_properties(e2e_test_install_prefix PROPERTIES
   LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED llm_repos
   ENVIRONMENT "CMAKE_COMMAND=${CMAKE_COMMAND};INFLIGHT_BUILD_DIR=${PROJECT_BINARY_DIR};INFLIGHT_LLM_CHECKPOINT=${_llm_work}/default/gpt2-random;PYTHONDONTWRITEBYTECODE=1")
+
+# A Hugging Face checkpoint folder as engine_dir: converted by the backend at load, cached, refused by name.
+add_test(NAME e2e_test_hf_folder_engine
+  COMMAND ${Python3_EXECUTABLE} -m unittest -v test_hf_folder_engine
+  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(e2e_test_hf_folder_engine PROPERTIES LABELS e2e TIMEOUT 600
+  ENVIRONMENT "${_llm_env};INFLIGHT_TOOLS_DIR=$<TARGET_FILE_DIR:make_checkpoint>")

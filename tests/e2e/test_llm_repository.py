@@ -1,16 +1,11 @@
 """The tensorrt_llm template, filled as NVIDIA's README fills it, loads into inflight-server; what is wrong
 with it is reported per model with a clear reason, and the rest of the repository still serves."""
 import os
-import shutil
-import subprocess
-import sys
 import tempfile
 import unittest
 
 import inflight_client as ic
 
-SRC = os.environ["INFLIGHT_SOURCE_DIR"]
-TEMPLATE = os.path.join(SRC, "all_models", "inflight_batcher_llm", "tensorrt_llm")
 README_SUBS = ("triton_backend:inflight,triton_max_batch_size:64,decoupled_mode:False,max_beam_width:1,"
                "engine_dir:{engine},max_tokens_in_paged_kv_cache:2560,max_attention_window_size:2560,"
                "kv_cache_free_gpu_mem_fraction:0.5,exclude_input_in_output:True,enable_kv_cache_reuse:False,"
@@ -19,15 +14,7 @@ README_SUBS = ("triton_backend:inflight,triton_max_batch_size:64,decoupled_mode:
 
 
 def make_model(repo, name, engine, strategy):
-    model = os.path.join(repo, name)
-    shutil.copytree(TEMPLATE, model)
-    config = os.path.join(model, "config.pbtxt")
-    subprocess.run([sys.executable, os.path.join(SRC, "tools", "fill_template.py"), "-i", config,
-                    README_SUBS.format(engine=engine, strategy=strategy)], check=True)
-    with open(config) as f:
-        text = f.read()
-    with open(config, "w") as f:  # the folder name is the model name
-        f.write(text.replace('name: "tensorrt_llm"', f'name: "{name}"'))
+    ic.make_llm_model(repo, name, README_SUBS.format(engine=engine, strategy=strategy))
 
 
 class RepositoryTest(unittest.TestCase):

@@ -125,6 +125,35 @@ TEST(LlmParamsTest, ParsesEveryKind) {
   EXPECT_EQ(p->guided_decoding_backend, "xgrammar");
 }
 
+// The conversion settings of a Hugging Face folder as gpt_model_path (ours).
+TEST(LlmParamsTest, HuggingFaceFolderBuildSettings) {
+  auto defaults = LlmParams::FromModelConfig(Config(Minimal()));
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->engine_cache_dir, "");
+  EXPECT_EQ(defaults->build_dtype, "");
+  EXPECT_FALSE(defaults->build_max_seq_len.has_value());
+  auto p = LlmParams::FromModelConfig(Config({{"gpt_model_type", "inflight_fused_batching"},
+                                              {"gpt_model_path", "/models/Llama-3.1-8B"},
+                                              {"engine_cache_dir", "/cache/engines"},
+                                              {"build_dtype", "bfloat16"},
+                                              {"build_max_input_len", "2048"},
+                                              {"build_max_seq_len", "4096"},
+                                              {"build_max_num_tokens", "16384"},
+                                              {"build_tokens_per_block", "32"}}));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->engine_cache_dir, "/cache/engines");
+  EXPECT_EQ(p->build_dtype, "bfloat16");
+  EXPECT_EQ(p->build_max_input_len, 2048);
+  EXPECT_EQ(p->build_max_seq_len, 4096);
+  EXPECT_EQ(p->build_max_num_tokens, 16384);
+  EXPECT_EQ(p->build_tokens_per_block, 32);
+  EXPECT_THAT(ErrorOf(MinimalWith("build_dtype", "int8")), HasSubstr("build_dtype"));
+  EXPECT_THAT(ErrorOf(MinimalWith("build_max_seq_len", "0")), HasSubstr("build_max_seq_len"));
+  EXPECT_EQ(ErrorOf(MinimalWith("build_tokens_per_block", "48")),
+            "build_tokens_per_block 48 is not a power of two in [1, 1024] (accepted: 1, 2, 4, "
+            "..., 1024)");
+}
+
 TEST(LlmParamsTest, GptModelTypeSpellings) {
   for (const char* v1 : {"V1", "v1"}) {
     EXPECT_EQ(LlmParams::FromModelConfig(Config(MinimalWith("gpt_model_type", v1)))->batching_type,

@@ -5,7 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -397,6 +401,20 @@ TEST(HfConfigTest, FieldTableMatchesTheReaders) {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     // rope_parameters loses to a non-null rope_scaling only; here rope_scaling is null.
     EXPECT_THAT(r->unread_keys, ::testing::IsEmpty());
+  }
+}
+
+// docs/hf_config.md lists every field of the table.
+TEST(HfConfigTest, DocsListEveryTableField) {
+  const char* src = std::getenv("INFLIGHT_SOURCE_DIR");
+  std::ifstream in(std::filesystem::path(src ? src : INFLIGHT_TEST_SOURCE_DIR) / "docs" /
+                   "hf_config.md");
+  ASSERT_TRUE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  for (const HfFieldRule& rule : HfFieldRules()) {
+    EXPECT_NE(doc.find("`" + std::string(rule.field) + "`"), std::string::npos) << rule.field;
   }
 }
 
