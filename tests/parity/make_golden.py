@@ -51,7 +51,20 @@ CASES = {
                        seed=1103),
     # Learned positions, LayerNorm with bias, gelu_new, all biases, tied lm_head.
     "gpt2": dict(COMMON, arch="gpt2", num_heads=4, num_kv_heads=4, intermediate_size=256, seed=1104),
+    # Linear RoPE scaling.
+    "llama_linear": dict(COMMON, arch="llama", num_heads=4, num_kv_heads=2, rope_theta=10000.0,
+                         rope_scaling="linear", rope_factor=4.0, seed=1105),
+    # YaRN (attention factor on cos and sin), config.json in transformers 5's layout.
+    "qwen2_yarn_v5": dict(COMMON, arch="qwen2", num_heads=4, num_kv_heads=2, rope_theta=10000.0,
+                          rope_scaling="yarn", rope_factor=4.0, rope_original_max_position_embeddings=32,
+                          layout=5, seed=1106),
+    # Llama's attention_bias and mlp_bias, transformers 5's layout.
+    "llama_bias_v5": dict(COMMON, arch="llama", num_heads=4, num_kv_heads=2, rope_theta=500000.0,
+                          attention_bias=True, mlp_bias=True, layout=5, seed=1107),
 }
+# Dynamic RoPE is not among them: this file's reference recomputes whole sequences without a cache,
+# where transformers' generate (and the engine) rotate each key once, at the length of its step;
+# tests/parity/gpu_parity.py replays the cached steps instead.
 PROMPTS = [
     [1, 17, 300, 42, 42, 5, 260, 99, 7, 3, 511],
     [0],

@@ -23,7 +23,8 @@ using json = nlohmann::json;
 using testing::TestEngine;
 
 // The cases make_golden.py writes, one <name>.json each.
-const char* const kCases[] = {"llama_gqa_llama3", "mistral_mqa", "qwen2_bias", "gpt2"};
+const char* const kCases[] = {"llama_gqa_llama3", "mistral_mqa",   "qwen2_bias",   "gpt2",
+                              "llama_linear",     "qwen2_yarn_v5", "llama_bias_v5"};
 constexpr double kMaxRelError = 1e-4;  // max |ours - hf| over max |hf| of each compared slice
 constexpr std::int32_t kTokensPerBlock =
     4;  // small blocks: prompts span several, in shuffled order
