@@ -386,15 +386,32 @@ void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
   DeviceBuffer d_inv_freq(inv_freq.size() * sizeof(float));
   BENCH_CUDA(
       cudaMemcpy(d_inv_freq.get(), inv_freq.data(), d_inv_freq.bytes(), cudaMemcpyHostToDevice));
+  // Dynamic RoPE's table per sequence (the same values: only the addressing differs).
+  std::vector<float> per_seq;
+  for (int s = 0; s < 256; ++s) per_seq.insert(per_seq.end(), inv_freq.begin(), inv_freq.end());
+  DeviceBuffer d_per_seq(per_seq.size() * sizeof(float));
+  BENCH_CUDA(
+      cudaMemcpy(d_per_seq.get(), per_seq.data(), d_per_seq.bytes(), cudaMemcpyHostToDevice));
   Table t({"mode", "tokens", "bytes/call", "median", "p10..p90", "GB/s", "% of copy", "sets"});
+  // rope: one table with scale 1 (every engine but yarn and dynamic), yarn's attention factor on
+  // cos and sin, or dynamic RoPE's table per sequence.
+  enum class Rope { kPlain, kYarnScale, kPerSequence };
   struct Case {
     const char* mode;
     std::int32_t seqs, query_len, cached;
+    Rope rope = Rope::kPlain;
   };
-  const std::vector<Case> cases = {{"decode", 1, 1, 63},   {"decode", 8, 1, 63},
-                                   {"decode", 64, 1, 63},  {"decode", 256, 1, 63},
-                                   {"prefill", 1, 512, 0}, {"prefill", 1, 2048, 0},
-                                   {"prefill", 1, 8192, 0}};
+  const std::vector<Case> cases = {{"decode", 1, 1, 63},
+                                   {"decode", 8, 1, 63},
+                                   {"decode", 64, 1, 63},
+                                   {"decode", 256, 1, 63},
+                                   {"prefill", 1, 512, 0},
+                                   {"prefill", 1, 2048, 0},
+                                   {"prefill", 1, 8192, 0},
+                                   {"decode, yarn scale", 64, 1, 63, Rope::kYarnScale},
+                                   {"decode, table per sequence", 64, 1, 63, Rope::kPerSequence},
+                                   {"prefill, yarn scale", 1, 2048, 0, Rope::kYarnScale},
+                                   {"prefill, table per sequence", 1, 2048, 0, Rope::kPerSequence}};
   for (const Case& cs : cases) {
     const std::int64_t T = static_cast<std::int64_t>(cs.seqs) * cs.query_len;
     // A set: the qkv rows read and the pool blocks written (whole blocks are allocated).
@@ -415,6 +432,11 @@ void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
     TimingOptions to;
     to.budget_ms = opt.budget_ms;
     to.rotations = sets;
+    const kc::RopeTable rope =
+        cs.rope == Rope::kPerSequence
+            ? kc::RopeTable{d_per_seq.get<float>(), static_cast<std::int32_t>(kHeadDim / 2), 1.0f}
+            : kc::RopeTable{d_inv_freq.get<float>(), 0,
+                            cs.rope == Rope::kYarnScale ? 1.1386294f : 1.0f};
     const Timing tm = TimeCalls(
         [&](int call) {
           const int i = call % sets;
@@ -422,7 +444,7 @@ void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
           char* k = q + kHeads * kHeadDim * kBf16;
           char* v = k + kKvHeads * kHeadDim * kBf16;
           return kc::RopeKvWrite(q, k, v, kQkvDim, kHeads, pools.k.get(), pools.v.get(), p.Batch(i),
-                                 kShape, d_inv_freq.get<float>(), kDType, stream);
+                                 kShape, rope, kDType, stream);
         },
         stream, to);
     const double bytes = kBytesPerToken * static_cast<double>(T);

@@ -34,6 +34,8 @@
 #include "model/cuda_weights.h"
 #include "model/device_sampling_batch.h"
 #include "model/model_shard.h"
+#include "model/rope_frequencies.h"
+#include "model/runner_support.h"
 #include "model/step_validation.h"
 
 namespace inflight::model {
@@ -118,6 +120,8 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<CudaSamplingStage> sampling_;
   std::unique_ptr<CudaDecodeGraphs> graphs_;
   bool mixed_decode_split_ = true;  // Launch::num_decode_seqs in mixed steps
+  // Dynamic RoPE past its original length: each step uploads a frequency table per sequence.
+  bool rope_per_sequence_ = false;
 };
 
 Status CudaModelRunner::AllocateStepBuffers() {
@@ -165,6 +169,8 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
 
   ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
   const EngineConfig& c = r->config_;
+  RETURN_IF_ERROR(CheckRunnerSupports(c, "cuda model runner"));
+  r->rope_per_sequence_ = RopeVariesWithLength(c);
   r->collectives_ = options.collectives != nullptr ? options.collectives
                                                    : std::make_shared<SingleProcessCollectives>();
   const Collectives& group = *r->collectives_;
@@ -217,7 +223,13 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
       c.vocab_size, static_cast<std::size_t>(c.build.max_batch_size));
   // INFLIGHT_CUDA_GRAPHS=0 turns graph replay off (for comparisons and debugging).
   const char* graphs_env = std::getenv("INFLIGHT_CUDA_GRAPHS");
-  const bool graphs_enabled = graphs_env == nullptr || std::string(graphs_env) != "0";
+  bool graphs_enabled = graphs_env == nullptr || std::string(graphs_env) != "0";
+  if (graphs_enabled && r->rope_per_sequence_) {
+    // A graph replays fixed arguments; dynamic RoPE uploads a frequency table per step.
+    LOG_INFO("cuda model runner: dynamic RoPE with max_seq_len {} past {}: decode without graphs",
+             c.build.max_seq_len, c.rope.original_max_position_embeddings);
+    graphs_enabled = false;
+  }
   // One more block than the executor sees: the scratch block of graph padding slots.
   r->graphs_ = std::make_unique<CudaDecodeGraphs>(c, r->shard_, *r->transformer_, *r->sampling_,
                                                   r->stream_, blocks, graphs_enabled);
@@ -323,6 +335,23 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
                     o_rows = append(logit_rows), o_tab = append(tables),
                     o_lists = append(sampling_batch.lists()),
                     o_params = AppendWords(ints, sampling_batch.params());
+  // Dynamic RoPE: sequence s's frequencies for the length it reaches in this step, as
+  // transformers recomputes them per forward call (model/rope_frequencies.h).
+  std::size_t o_rope = 0;
+  if (rope_per_sequence_) {
+    const auto half = static_cast<std::size_t>(c.head_dim / 2);
+    std::vector<float> rope(half * static_cast<std::size_t>(num_seqs));
+    for (std::int32_t i = 0; i < num_seqs; ++i) {
+      RopeInvFrequenciesForLength(c,
+                                  num_cached[static_cast<std::size_t>(i)] +
+                                      query_start[static_cast<std::size_t>(i) + 1] -
+                                      query_start[static_cast<std::size_t>(i)],
+                                  rope.data() + static_cast<std::size_t>(i) * half);
+    }
+    o_rope = ints.size();
+    ints.resize(o_rope + rope.size());  // fp32 words among the int32 ones: one upload
+    std::memcpy(ints.data() + o_rope, rope.data(), rope.size() * sizeof(float));
+  }
   if (static_cast<std::int64_t>(ints.size() * 4) > step_ints_.bytes()) {
     RETURN_IF_ERROR(step_ints_.Allocate(static_cast<std::int64_t>(ints.size() * 4) * 2));
   }
@@ -356,6 +385,7 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   l.batch = batch;
   l.token_ids = d_ints + o_tok;
   l.positions = d_ints + o_pos;
+  if (rope_per_sequence_) l.rope_inv_freq = reinterpret_cast<const float*>(d_ints + o_rope);
   l.logit_rows = d_ints + o_rows;
   l.num_rows = static_cast<std::int64_t>(logit_rows.size());
   l.logit_rows_are_token_rows = true;

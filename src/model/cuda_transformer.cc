@@ -13,6 +13,7 @@
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv_write.h"
 #include "model/cuda_status.h"
+#include "model/rope_frequencies.h"
 
 namespace inflight::model {
 
@@ -50,7 +51,8 @@ CudaTransformer::CudaTransformer(const EngineConfig& config, const ModelShard& s
       gemm_(gemm),
       stream_(stream),
       collectives_(collectives),
-      fused_swiglu_(fused_swiglu) {}
+      fused_swiglu_(fused_swiglu),
+      rope_scale_(RopeScale(config)) {}
 
 CudaTransformer::~CudaTransformer() {
   for (cudaEvent_t ev : {attn_fork_, attn_join_}) {
@@ -171,8 +173,11 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
     char* v = k + nkv * hd * e;
     char* k_pool = kv_.buffer.get<char>() + static_cast<std::int64_t>(2 * i) * kv_.pool_elems * e;
     char* v_pool = k_pool + kv_.pool_elems * e;
-    CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape,
-                                weights_.inv_freq.get<float>(), dtype_, stream_));
+    const kc::RopeTable rope{
+        launch.rope_inv_freq != nullptr ? launch.rope_inv_freq : weights_.inv_freq.get<float>(),
+        launch.rope_inv_freq != nullptr ? static_cast<std::int32_t>(hd / 2) : 0, rope_scale_};
+    CUDA_RETURN(
+        kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape, rope, dtype_, stream_));
     const auto decode_attention = [&](cudaStream_t s) {
       return kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, decodes, shape, nq,
                                       scale, dtype_, launch.partition, launch.decode_ws,

@@ -47,6 +47,10 @@ class CudaTransformer {
     kernels::cuda::PagedBatch batch;
     const std::int32_t* token_ids = nullptr;
     const std::int32_t* positions = nullptr;
+    // Dynamic RoPE past its original length (rope_frequencies.h RopeVariesWithLength): device
+    // [num_seqs, head_dim / 2], sequence s's frequencies for this step; null: the weights' one
+    // table for every sequence.
+    const float* rope_inv_freq = nullptr;
     const std::int32_t* logit_rows = nullptr;  // [num_rows] token rows through lm_head
     std::int64_t num_rows = 0;
     // logit_rows[i] == i for every i: the final norm then reads the token rows where they are.
@@ -119,6 +123,7 @@ class CudaTransformer {
   const cudaStream_t stream_;
   Collectives& collectives_;
   const bool fused_swiglu_;
+  const float rope_scale_;  // on cos and sin: yarn's attention factor, else 1
   cudaEvent_t attn_fork_ = nullptr, attn_join_ = nullptr;
 
   // Activations for up to max_num_tokens rows; logits in chunks of logit_chunk_ rows: at most

@@ -15,11 +15,15 @@
 namespace inflight::gpu_test {
 namespace {
 
+// max_position_embeddings 2048 unless given; fewer (dynamic RoPE, whose theta grows past them)
+// build max_seq_len 128.
 std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_dim,
-                       std::int64_t intermediate = 300, std::int64_t max_num_tokens = 512) {
-  const auto root = std::filesystem::temp_directory_path() /
-                    ("inflight_gpu_runner_" + arch + "_" + DTypeName(dtype) + "_" +
-                     std::to_string(intermediate) + "_" + std::to_string(Seed()));
+                       std::int64_t intermediate = 300, std::int64_t max_num_tokens = 512,
+                       const model::RopeConfig& rope = {}, std::int64_t positions = 2048) {
+  const auto root =
+      std::filesystem::temp_directory_path() /
+      ("inflight_gpu_runner_" + arch + "_" + DTypeName(dtype) + "_" + std::to_string(intermediate) +
+       "_" + model::RopeTypeName(rope.type) + "_" + std::to_string(Seed()));
   model::RandomCheckpointOptions ck;
   ck.arch = arch;
   ck.hidden_size = 4 * head_dim;
@@ -31,6 +35,8 @@ std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_d
   ck.dtype = dtype;
   ck.seed = Seed();
   ck.init_std = 0.05;
+  if (arch != "gpt2") ck.rope = rope;
+  ck.max_position_embeddings = positions;
   auto written = model::WriteRandomCheckpoint(ck, (root / "hf").string());
   GPU_CHECK(written.ok(), written.status().ToString());
   model::BuildOptions b;
@@ -40,15 +46,21 @@ std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_d
   b.max_batch_size = 8;
   b.max_num_tokens = max_num_tokens;
   b.tokens_per_block = 16;
+  if (positions < 128) {  // sequences run past the positions (dynamic RoPE)
+    b.max_seq_len = 128;
+    b.max_input_len = 64;
+  }
   auto built = model::BuildEngine(b);
   GPU_CHECK(built.ok(), built.status().ToString());
   return b.output_dir;
 }
 
-void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim) {
-  const std::string name =
-      "runner " + arch + " " + Describe(dtype) + " hd=" + std::to_string(head_dim);
-  const std::string engine = MakeEngine(arch, dtype, head_dim);
+void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim,
+                    const model::RopeConfig& rope = {}, std::int64_t positions = 2048) {
+  const std::string name = "runner " + arch + " " + Describe(dtype) +
+                           " hd=" + std::to_string(head_dim) + " rope " +
+                           model::RopeTypeName(rope.type);
+  const std::string engine = MakeEngine(arch, dtype, head_dim, 300, 512, rope, positions);
   model::RunnerOptions cpu_opts;
   cpu_opts.max_kv_tokens = std::int64_t{64} * 16;
   auto cpu = model::CreateCpuModelRunner(engine, cpu_opts);
@@ -152,6 +164,29 @@ GPU_TEST(CudaRunnerMatchesCpuRunner) {
   setenv("INFLIGHT_ATTENTION_SM_SPLIT", "force", 1);
   CompareRunners("llama", DType::kBFloat16, 128);
   unsetenv("INFLIGHT_ATTENTION_SM_SPLIT");
+}
+
+// Every RoPE type: yarn's attention factor on cos and sin, dynamic RoPE's table per sequence (the
+// 37-token prompt passes 16 positions in its first step, the 5-token one only in round 3).
+GPU_TEST(CudaRunnerMatchesCpuRunnerForEveryRopeType) {
+  model::RopeConfig rope;
+  rope.theta = 1000000.0;
+  rope.factor = 4.0;
+  rope.type = model::RopeType::kLinear;
+  CompareRunners("llama", DType::kBFloat16, 128, rope);
+  rope.type = model::RopeType::kYarn;
+  rope.original_max_position_embeddings = 32;
+  CompareRunners("qwen2", DType::kBFloat16, 128, rope);
+  CompareRunners("qwen2", DType::kFloat16, 64, rope);
+  rope.type = model::RopeType::kLlama3;
+  rope.low_freq_factor = 1.0;
+  rope.high_freq_factor = 4.0;
+  CompareRunners("llama", DType::kBFloat16, 128, rope);
+  rope = {};
+  rope.type = model::RopeType::kDynamic;
+  rope.factor = 2.0;
+  CompareRunners("llama", DType::kBFloat16, 64, rope, 16);
+  CompareRunners("mistral", DType::kFloat16, 128, rope, 16);
 }
 
 GPU_TEST(CudaRunnerMatchesCpuRunnerOnLongPrompts) {

@@ -1,5 +1,6 @@
 // RoPE + K/V cache write against cpu::ApplyRope (on q and k) followed by cpu::KvCacheWrite, on a
-// random non-monotonic block table with every untouched pool slot holding NaN.
+// random non-monotonic block table with every untouched pool slot holding NaN. Every scaling's
+// table, yarn's attention factor on cos and sin, and dynamic RoPE's table per sequence.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -17,15 +18,23 @@ struct RopeCase {
   std::vector<int> query_lens, cached;
   int num_heads, num_kv_heads, head_dim, tokens_per_block;
   bool rope;
-  bool llama3;
+  kernels::cpu::RopeScaling scaling = kernels::cpu::RopeScaling::kNone;
 };
+
+const char* ScalingName(kernels::cpu::RopeScaling s) {
+  using kernels::cpu::RopeScaling;
+  return s == RopeScaling::kLlama3    ? " llama3"
+         : s == RopeScaling::kYarn    ? " yarn"
+         : s == RopeScaling::kDynamic ? " dynamic"
+         : s == RopeScaling::kLinear  ? " linear"
+                                      : "";
+}
 
 void CheckRopeKvWrite(const RopeCase& c) {
   const std::string name =
       "rope_kv_write " + Describe(c.dtype) + " seqs=" + std::to_string(c.query_lens.size()) +
       " hd=" + std::to_string(c.head_dim) + " heads=" + std::to_string(c.num_heads) + "/" +
-      std::to_string(c.num_kv_heads) + (c.rope ? " rope" : " no-rope") +
-      (c.llama3 ? " llama3" : "");
+      std::to_string(c.num_kv_heads) + (c.rope ? " rope" : " no-rope") + ScalingName(c.scaling);
   const HostPagedBatch hb = MakePagedBatch(c.query_lens, c.cached, c.tokens_per_block);
   const int tokens = hb.num_tokens(), D = c.head_dim;
   const int stride = (c.num_heads + 2 * c.num_kv_heads) * D;
@@ -33,12 +42,23 @@ void CheckRopeKvWrite(const RopeCase& c) {
   kernels::cpu::PagedKvShape shape{c.num_kv_heads, c.tokens_per_block, D};
   const std::size_t pool_n = static_cast<std::size_t>(hb.num_blocks * shape.BlockFloats());
 
+  using kernels::cpu::RopeScaling;
   kernels::cpu::RopeParams params;
   params.head_dim = D;
   params.theta = 500000.0;
-  params.llama3 = c.llama3;
-  std::vector<float> inv_freq(static_cast<std::size_t>(D / 2));
-  kernels::cpu::RopeInvFrequencies(params, inv_freq.data());
+  params.scaling = c.scaling;
+  params.factor = 8.0;
+  params.original_max_position_embeddings = c.scaling == RopeScaling::kDynamic ? 40.0 : 8192.0;
+  // Yarn's attention factor for factor 8, 0.1 ln 8 + 1; 1 for the others.
+  const float scale = c.scaling == RopeScaling::kYarn ? 1.2079442f : 1.0f;
+  // Dynamic: a table per sequence for its length in this step (cached + new), else one table.
+  const bool per_sequence = c.scaling == RopeScaling::kDynamic;
+  const std::size_t half = static_cast<std::size_t>(D / 2);
+  std::vector<float> inv_freq(per_sequence ? half * c.query_lens.size() : half);
+  for (std::size_t s = 0; s < inv_freq.size() / half; ++s) {
+    kernels::cpu::RopeDynamicInvFrequencies(params, c.cached[s] + c.query_lens[s],
+                                            inv_freq.data() + s * half);
+  }
 
   DeviceArray<std::uint16_t> d_qkv(ToBits(c.dtype, qkv));
   DeviceArray<std::uint16_t> d_k_pool(std::vector<std::uint16_t>(pool_n, NanBits(c.dtype)));
@@ -46,20 +66,24 @@ void CheckRopeKvWrite(const RopeCase& c) {
   DeviceArray<float> d_inv_freq(inv_freq);
   DevicePagedBatch db(hb);
   std::uint16_t* base = d_qkv.get();
-  CUDA_OK(kernels::cuda::RopeKvWrite(base, base + c.num_heads * D,
-                                     base + (c.num_heads + c.num_kv_heads) * D, stride, c.num_heads,
-                                     d_k_pool.get(), d_v_pool.get(), db.batch, shape,
-                                     c.rope ? d_inv_freq.get() : nullptr, c.dtype, nullptr));
+  CUDA_OK(kernels::cuda::RopeKvWrite(
+      base, base + c.num_heads * D, base + (c.num_heads + c.num_kv_heads) * D, stride, c.num_heads,
+      d_k_pool.get(), d_v_pool.get(), db.batch, shape,
+      kernels::cuda::RopeTable{c.rope ? d_inv_freq.get() : nullptr,
+                               per_sequence ? static_cast<std::int32_t>(half) : 0, scale},
+      c.dtype, nullptr));
 
   std::vector<std::int32_t> positions;
   for (int s = 0; s < hb.num_seqs(); ++s)
     for (int j = 0; j < c.query_lens[static_cast<std::size_t>(s)]; ++j)
       positions.push_back(hb.num_cached[s] + j);
-  if (c.rope) {
-    kernels::cpu::ApplyRope(qkv.data(), tokens, c.num_heads, D, stride, positions.data(),
-                            inv_freq.data());
-    kernels::cpu::ApplyRope(qkv.data() + c.num_heads * D, tokens, c.num_kv_heads, D, stride,
-                            positions.data(), inv_freq.data());
+  for (int s = 0; c.rope && s < hb.num_seqs(); ++s) {
+    const int r0 = hb.query_start[s], n = hb.query_start[s + 1] - r0;
+    const float* inv = inv_freq.data() + (per_sequence ? s * half : 0);
+    kernels::cpu::ApplyRope(qkv.data() + r0 * stride, n, c.num_heads, D, stride,
+                            positions.data() + r0, inv, scale);
+    kernels::cpu::ApplyRope(qkv.data() + r0 * stride + c.num_heads * D, n, c.num_kv_heads, D,
+                            stride, positions.data() + r0, inv, scale);
   }
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> k_pool(pool_n, nan), v_pool(pool_n, nan);
@@ -74,17 +98,25 @@ void CheckRopeKvWrite(const RopeCase& c) {
 }
 
 GPU_TEST(RopeKvWriteMatchesCpu) {
+  using kernels::cpu::RopeScaling;
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     for (int D : {64, 80, 96, 128}) {
-      CheckRopeKvWrite({dtype, {1}, {0}, 4, 2, D, 16, true, false});
-      CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, D, 16, true, true});
+      CheckRopeKvWrite({dtype, {1}, {0}, 4, 2, D, 16, true});
+      CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, D, 16, true, RopeScaling::kLlama3});
+      CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, D, 16, true, RopeScaling::kYarn});
+      // Dynamic: the sequences end at lengths 8, 19 and 78, on either side of 40.
+      CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, D, 16, true, RopeScaling::kDynamic});
     }
-    CheckRopeKvWrite({dtype, {99, 1, 3}, {1000, 9000, 3}, 6, 1, 128, 64, true, true});
-    CheckRopeKvWrite({dtype, {989}, {17}, 4, 4, 64, 32, false, false});
+    CheckRopeKvWrite(
+        {dtype, {99, 1, 3}, {1000, 9000, 3}, 6, 1, 128, 64, true, RopeScaling::kLlama3});
+    CheckRopeKvWrite({dtype, {989}, {17}, 4, 4, 64, 32, false});
     // 256 rows or more: one block a row, each thread looping over its heads.
-    CheckRopeKvWrite({dtype, {300, 2}, {0, 50}, 32, 8, 128, 64, true, true});
+    CheckRopeKvWrite({dtype, {300, 2}, {0, 50}, 32, 8, 128, 64, true, RopeScaling::kLlama3});
+    CheckRopeKvWrite({dtype, {300, 2}, {0, 50}, 32, 8, 128, 64, true, RopeScaling::kDynamic});
     // head_dim 72 is not a whole number of 16-byte pairs: the scalar kernel.
-    CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, 72, 16, true, false});
+    CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, 72, 16, true});
+    CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, 72, 16, true, RopeScaling::kYarn});
+    CheckRopeKvWrite({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, 72, 16, true, RopeScaling::kDynamic});
   }
 }
 

@@ -37,6 +37,8 @@ struct RopeKvArgs {
   PagedBatch batch;
   int num_kv_heads, tokens_per_block, head_dim;
   const float* inv_freq;
+  int inv_freq_seq_stride;  // 0: one table; head_dim / 2: a table per sequence
+  float scale;              // on cos and sin
 };
 
 // Where row `row` of the step goes: its position, its offset in q/k/v, and its KV-cache slot.
@@ -46,6 +48,7 @@ struct RowSlot {
       : num_kv_heads(a.num_kv_heads), tokens_per_block(a.tokens_per_block), head_dim(a.head_dim) {
     const PagedBatch& batch = a.batch;
     const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
+    seq = s;
     pos = batch.num_cached[s] + row - batch.query_start[s];
     block = batch.block_tables[static_cast<std::int64_t>(s) * batch.max_blocks_per_seq +
                                pos / tokens_per_block];
@@ -57,6 +60,7 @@ struct RowSlot {
     return ((block * num_kv_heads + kv_head) * tokens_per_block + slot) * head_dim;
   }
   int num_kv_heads, tokens_per_block, head_dim;
+  int seq;
   int pos;
   std::int64_t block;
   int slot;
@@ -67,7 +71,7 @@ struct RowSlot {
 // rotation pair j (i, i + half) and K/V element j, so the in-place update needs no synchronisation
 // and a decode step's row is spread over ~20 blocks instead of looping in one (a loop of dependent
 // loads and sincosf made one decode row take ~10 us on an H100).
-template <typename T>
+template <typename T, bool kTableOrScale>
 __global__ void __launch_bounds__(kThreads) RopeKvWriteKernel(RopeKvArgs<T> args) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
@@ -76,8 +80,14 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteKernel(RopeKvArgs<T> args
   const int idx = blockIdx.y * kThreads + threadIdx.x;
   if (args.inv_freq != nullptr && idx < (args.num_heads + args.num_kv_heads) * half) {
     const int head = idx / half, i = idx - head * half;
+    const float* inv_freq =
+        kTableOrScale ? args.inv_freq + at.seq * args.inv_freq_seq_stride : args.inv_freq;
     float sin_a, cos_a;
-    sincosf(static_cast<float>(at.pos) * args.inv_freq[i], &sin_a, &cos_a);
+    sincosf(static_cast<float>(at.pos) * inv_freq[i], &sin_a, &cos_a);
+    if constexpr (kTableOrScale) {
+      sin_a *= args.scale;
+      cos_a *= args.scale;
+    }
     const bool is_q = head < args.num_heads;
     const int kvh = head - args.num_heads;
     T* x = is_q ? args.q + at.row_off + static_cast<std::int64_t>(head) * args.head_dim
@@ -105,7 +115,7 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteKernel(RopeKvArgs<T> args
 // every query and KV head computed the same angles again. Here thread (chunk c, head group g) owns
 // rotation pairs [8c, 8c + 8) of heads g, g + G, ... (G head groups per row across the grid's y):
 // 8 sincosf a thread, shared by all its heads. Grid: (num_tokens, heads_split), Block: (kThreads).
-template <typename T>
+template <typename T, bool kTableOrScale>
 __global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(RopeKvArgs<T> args) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
@@ -116,10 +126,17 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(RopeKvArgs<T> 
   int head = static_cast<int>(blockIdx.y) * groups + g;
   if (args.inv_freq != nullptr && g < groups && head < total_heads) {
     const int i0 = 8 * c;
+    const float* inv_freq =
+        kTableOrScale ? args.inv_freq + at.seq * args.inv_freq_seq_stride : args.inv_freq;
     float cos_a[8], sin_a[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      sincosf(static_cast<float>(at.pos) * args.inv_freq[i0 + j], &sin_a[j], &cos_a[j]);
+    for (int j = 0; j < 8; ++j) {
+      sincosf(static_cast<float>(at.pos) * inv_freq[i0 + j], &sin_a[j], &cos_a[j]);
+      if constexpr (kTableOrScale) {
+        sin_a[j] *= args.scale;
+        cos_a[j] *= args.scale;
+      }
+    }
     for (; head < total_heads; head += groups * static_cast<int>(gridDim.y)) {
       const bool is_q = head < args.num_heads;
       const int kvh = head - args.num_heads;
@@ -179,11 +196,11 @@ unsigned WorkBlocks(std::int64_t num_heads, const PagedKvShape& shape) {
 
 cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                         std::int64_t num_heads, void* k_pool, void* v_pool, const PagedBatch& batch,
-                        const PagedKvShape& shape, const float* inv_freq, DType dtype,
+                        const PagedKvShape& shape, const RopeTable& rope, DType dtype,
                         cudaStream_t stream) {
   if (batch.num_tokens < 0 || batch.num_seqs <= 0 || shape.head_dim <= 0 ||
       shape.head_dim % 2 != 0 || shape.num_kv_heads <= 0 || shape.tokens_per_block <= 0 ||
-      num_heads <= 0) {
+      num_heads <= 0 || (rope.seq_stride != 0 && rope.seq_stride != shape.head_dim / 2)) {
     return cudaErrorInvalidValue;
   }
   if (batch.num_tokens == 0) return cudaSuccess;
@@ -202,14 +219,25 @@ cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                              static_cast<int>(shape.num_kv_heads),
                              static_cast<int>(shape.tokens_per_block),
                              static_cast<int>(shape.head_dim),
-                             inv_freq};
+                             rope.inv_freq,
+                             rope.seq_stride,
+                             rope.scale};
+    // NOTE: engines with one table and scale 1 (all but yarn and dynamic RoPE) take kernels
+    // without the table offset and the two multiplies, the code they ran before those existed.
+    const bool table_or_scale = rope.seq_stride != 0 || rope.scale != 1.0f;
     if (vec8) {
       const dim3 grid(static_cast<unsigned>(batch.num_tokens),
                       Vec8HeadSplits(batch.num_tokens, num_heads, shape));
-      return LaunchProgrammatic(RopeKvWriteVec8Kernel<T>, grid, dim3(kThreads), 0, stream, args);
+      return table_or_scale ? LaunchProgrammatic(RopeKvWriteVec8Kernel<T, true>, grid,
+                                                 dim3(kThreads), 0, stream, args)
+                            : LaunchProgrammatic(RopeKvWriteVec8Kernel<T, false>, grid,
+                                                 dim3(kThreads), 0, stream, args);
     }
     const dim3 grid(static_cast<unsigned>(batch.num_tokens), WorkBlocks(num_heads, shape));
-    return LaunchProgrammatic(RopeKvWriteKernel<T>, grid, dim3(kThreads), 0, stream, args);
+    return table_or_scale ? LaunchProgrammatic(RopeKvWriteKernel<T, true>, grid, dim3(kThreads), 0,
+                                               stream, args)
+                          : LaunchProgrammatic(RopeKvWriteKernel<T, false>, grid, dim3(kThreads), 0,
+                                               stream, args);
   });
   return cudaSuccess;
 }

@@ -1,5 +1,6 @@
-// RoPE (GPT-NeoX rotate-half layout, llama3 scaling through inv_freq) fused with writing the new
-// K/V rows into the paged pools. CUDA twin of kernels/cpu/rope.h ApplyRope (on q and k) followed by
+// RoPE (GPT-NeoX rotate-half layout; every scaling through inv_freq, yarn's attention factor as a
+// scale on cos and sin, dynamic RoPE as a table per sequence) fused with writing the new K/V rows
+// into the paged pools. CUDA twin of kernels/cpu/rope.h ApplyRope (on q and k) followed by
 // kernels/cpu/kv_cache_write.h KvCacheWrite.
 #pragma once
 
@@ -12,17 +13,36 @@
 
 namespace inflight::kernels::cuda {
 
+// The rotary embedding of a step. inv_freq: device, from cpu::RopeInvFrequencies (one row of
+// head_dim / 2 for every sequence, seq_stride 0) or cpu::RopeDynamicInvFrequencies (dynamic RoPE:
+// row s of [num_seqs, head_dim / 2] for sequence s of the batch, seq_stride head_dim / 2), or
+// nullptr for no rotary embedding (learned positions). cos and sin are multiplied by scale (yarn's
+// attention_factor; 1 otherwise), as cpu::ApplyRope does.
+struct RopeTable {
+  const float* inv_freq = nullptr;
+  std::int32_t seq_stride = 0;
+  float scale = 1.0f;
+};
+
 // q, k, v: device rows of the step's new tokens, row r at q + r * token_stride (likewise k, v;
 // usually three offsets into one fused qkv output); q holds num_heads heads, k and v
 // shape.num_kv_heads heads, each shape.head_dim elements. Row r of sequence s is at position
 // num_cached[s] + r - query_start[s].
-// inv_freq: device [head_dim / 2] from cpu::RopeInvFrequencies, or nullptr for no rotary embedding
-// (learned positions). With it, q and k are rotated in place (angle = fp32 position * inv_freq).
-// Then k and v of each row go to the row's block and slot in k_pool / v_pool
-// ([num_blocks, num_kv_heads, tokens_per_block, head_dim]). dtype: fp16 or bf16 for all of them.
+// With a rope table, q and k are rotated in place (angle = fp32 position * inv_freq). Then k and
+// v of each row go to the row's block and slot in k_pool / v_pool ([num_blocks, num_kv_heads,
+// tokens_per_block, head_dim]). dtype: fp16 or bf16 for all of them.
 cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                         std::int64_t num_heads, void* k_pool, void* v_pool, const PagedBatch& batch,
-                        const PagedKvShape& shape, const float* inv_freq, DType dtype,
+                        const PagedKvShape& shape, const RopeTable& rope, DType dtype,
                         cudaStream_t stream);
+
+// One table for every sequence, scale 1 (or inv_freq nullptr: no rotary embedding).
+inline cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
+                               std::int64_t num_heads, void* k_pool, void* v_pool,
+                               const PagedBatch& batch, const PagedKvShape& shape,
+                               const float* inv_freq, DType dtype, cudaStream_t stream) {
+  return RopeKvWrite(q, k, v, token_stride, num_heads, k_pool, v_pool, batch, shape,
+                     RopeTable{inv_freq, 0, 1.0f}, dtype, stream);
+}
 
 }  // namespace inflight::kernels::cuda
