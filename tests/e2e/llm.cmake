@@ -54,3 +54,14 @@ add_test(NAME e2e_test_hf_folder_engine
   WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
 set_tests_properties(e2e_test_hf_folder_engine PROPERTIES LABELS e2e TIMEOUT 600
   ENVIRONMENT "${_llm_env};INFLIGHT_TOOLS_DIR=$<TARGET_FILE_DIR:make_checkpoint>")
+
+# The LLM repository over gRPC, with the requests NVIDIA's client scripts send (Python with Debian's
+# grpcio; see CMakeLists.txt beside this file).
+if(INFLIGHT_GRPC_PYTHON)
+  add_test(NAME e2e_test_llm_grpc
+    COMMAND ${INFLIGHT_GRPC_PYTHON} -m unittest -v test_llm_grpc
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+  set_tests_properties(e2e_test_llm_grpc PROPERTIES
+    LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED "llm_repos;grpc_py"
+    ENVIRONMENT "${_llm_env};INFLIGHT_GRPC_PY=${INFLIGHT_GRPC_PY_DIR}")
+endif()
