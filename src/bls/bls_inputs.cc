@@ -95,7 +95,7 @@ Result<HostTensor> ToHost(const RawTensor& t, const std::string& name) {
     return h;
   }
   return InvalidArgument("input '" + t.name + "' has data type " +
-                         TRITONSERVER_DataTypeString(t.datatype) +
+                         DataTypeName(t.datatype) +
                          "; accepted: BYTES, INT32 or FP32 as the model configuration declares");
 }
 

@@ -1,6 +1,26 @@
 #include "bls/raw_tensor.h"
 
+#include <iterator>
+
 namespace inflight::bls {
+
+namespace {
+// Indexed by TRITONSERVER_DataType (values fixed by Triton's ABI).
+constexpr const char* kNames[] = {"INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8",
+                                  "INT16",   "INT32", "INT64", "FP16",  "FP32",   "FP64",   "BYTES",
+                                  "BF16"};
+constexpr uint32_t kSizes[] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 0, 2};
+}  // namespace
+
+uint32_t DataTypeSize(TRITONSERVER_DataType datatype) {
+  const auto i = static_cast<unsigned>(datatype);
+  return i < std::size(kSizes) ? kSizes[i] : 0;
+}
+
+const char* DataTypeName(TRITONSERVER_DataType datatype) {
+  const auto i = static_cast<unsigned>(datatype);
+  return i < std::size(kNames) ? kNames[i] : kNames[0];
+}
 
 Result<std::vector<std::string>> BytesElements(const RawTensor& t) {
   std::vector<std::string> out;
@@ -49,11 +69,11 @@ T Read(const RawTensor& t) {
 
 template <typename T>
 Result<T> FirstValue(const RawTensor& t) {
-  const uint32_t size = TRITONSERVER_DataTypeByteSize(t.datatype);
+  const uint32_t size = DataTypeSize(t.datatype);
   if (size == 0 || t.data.size() < size) {
     return InvalidArgument("input '" + t.name + "' must hold a " +
                            (size == 0 ? "number" : "value") + ", got " +
-                           (size == 0 ? std::string(TRITONSERVER_DataTypeString(t.datatype))
+                           (size == 0 ? std::string(DataTypeName(t.datatype))
                                       : "no element"));
   }
   switch (t.datatype) {
@@ -81,7 +101,7 @@ Result<T> FirstValue(const RawTensor& t) {
       return Read<double, T>(t);
     default:
       return InvalidArgument("input '" + t.name + "': data type " +
-                             TRITONSERVER_DataTypeString(t.datatype) + " is not accepted here");
+                             DataTypeName(t.datatype) + " is not accepted here");
   }
 }
 

@@ -25,6 +25,11 @@ struct RawTensor {
   }
 };
 
+// Bytes per element (0 for BYTES and INVALID) and Triton's name of a data type. Local tables, not
+// TRITONSERVER_DataType*: this code also runs in unit tests without a Triton core.
+uint32_t DataTypeSize(TRITONSERVER_DataType datatype);
+const char* DataTypeName(TRITONSERVER_DataType datatype);
+
 // The BYTES elements of `t`, in order; an element that overruns the data is an error naming `t`.
 Result<std::vector<std::string>> BytesElements(const RawTensor& t);
 // A BYTES tensor of `elements` with `shape`.

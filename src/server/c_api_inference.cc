@@ -19,6 +19,7 @@
 
 #include "server/c_api_objects.h"
 #include "server/server_api.h"
+#include "server/server_core.h"
 
 struct TRITONSERVER_ResponseAllocator {
   TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn = nullptr;
@@ -114,6 +115,11 @@ struct TRITONSERVER_InferenceResponse {
 };
 
 namespace {
+
+// TRITONBACKEND_ModelServer hands out the core (a ServerCore) as the TRITONSERVER_Server handle.
+Server* CoreOf(TRITONSERVER_Server* server) {
+  return reinterpret_cast<inflight::server::ServerCore*>(server);
+}
 
 TRITONSERVER_Error* Err(TRITONSERVER_Error_Code code, const std::string& message) {
   return TRITONSERVER_ErrorNew(code, message.c_str());
@@ -222,8 +228,7 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceReque
   INFLIGHT_API_REQUIRE(server);
   INFLIGHT_API_REQUIRE(model_name);
   auto* r = new TRITONSERVER_InferenceRequest;
-  // TRITONBACKEND_ModelServer hands out the core (a Server) as the TRITONSERVER_Server handle.
-  r->server = reinterpret_cast<Server*>(server);
+  r->server = CoreOf(server);
   r->request.model_name = model_name;
   r->request.model_version = model_version;
   *request = r;
@@ -621,8 +626,7 @@ TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(TRITONSERVER_Server* server,
     }
     if (last) release_fn(r, TRITONSERVER_REQUEST_RELEASE_ALL, release_userp);
   };
-  auto* core = reinterpret_cast<Server*>(server);
-  auto started = core->Infer(r->request, std::move(deliver));
+  auto started = CoreOf(server)->Infer(r->request, std::move(deliver));
   if (!started.ok()) {
     r->call.reset();
     return inflight::server::ToTritonError(started.status());
