@@ -16,6 +16,8 @@ Every answer is compared with the same request over HTTP: the same greedy text o
 import os
 import queue
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -29,6 +31,19 @@ END_ID = 50256  # GPT-2's <|endoftext|>, the script's default end and pad id
 
 KV_FAMILIES = ("nv_trt_llm_kv_cache_block_metrics", "inflight_kv_cache_block_metrics")
 ACTIVE_FAMILIES = ("nv_trt_llm_request_metrics", "inflight_request_metrics")
+
+
+def run_benchmark(port, *extra):
+    """tools/benchmark_core_model.py -i grpc on a short token workload; returns its stdout."""
+    script = os.path.join(os.environ["INFLIGHT_SOURCE_DIR"], "tools", "benchmark_core_model.py")
+    result = subprocess.run([sys.executable, script, "-i", "grpc", "-u", f"127.0.0.1:{port}", *extra,
+                             "--exclude-input-in-output",
+                             "--num-requests", "6", "--warmup-requests", "1", "--max-input-len", "64",
+                             "--concurrency", "3", "token-norm-dist", "--input-mean", "8", "--input-stdev", "0",
+                             "--output-mean", "4", "--output-stdev", "0"],
+                            capture_output=True, text=True, timeout=300, env=os.environ)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
 
 
 def first_sample(text, names, **labels):
@@ -221,6 +236,12 @@ class LlmGrpcTest(unittest.TestCase):
         self.assertEqual(caught.exception.code(), self.grpc.StatusCode.CANCELLED)
         self.wait_idle()
 
+    def test_benchmark_core_model_grpc_mode(self):
+        out = run_benchmark(self.server.grpc_port, "--decoupled")
+        self.assertIn("[INFO] Start benchmarking on 6 prompts.", out)
+        self.assertRegex(out, r"Avg. OP tokens per request\s*\|\s*4(\.0+)?\s")  # counted from the stream
+        self.assertIn("TTFT", out)
+
     def wait_idle(self):
         """No active request and every KV block free, within a few seconds (900 tokens take longer)."""
         deadline = time.monotonic() + 5
@@ -278,6 +299,9 @@ class LlmGrpcUnaryTest(unittest.TestCase):
                     self.assertEqual(out["output_ids"][2], http["output_ids"])
                     self.assertAlmostEqual(out["cum_log_probs"][2][0], sum(out["output_log_probs"][2]),
                                            places=3)
+                # benchmark_core_model.py -i grpc without --decoupled: ModelInfer, as NVIDIA's script.
+                bench = run_benchmark(server.grpc_port)
+                self.assertRegex(bench, r"Avg. OP tokens per request\s*\|\s*4(\.0+)?\s")
             finally:
                 self.assertEqual(server.stop(), 0, server.log())
         finally:
