@@ -97,7 +97,8 @@ Result<std::vector<RawTensor>> ReadInputs(TRITONBACKEND_Request* request) {
       RETURN_IF_TRITON_ERROR(
           TRITONBACKEND_InputBuffer(input, b, &base, &size, &memory_type, &memory_id));
       if (memory_type == TRITONSERVER_MEMORY_GPU) {
-        return InvalidArgument("input '" + t.name + "' is in GPU memory; the BLS model reads host "
+        return InvalidArgument("input '" + t.name +
+                               "' is in GPU memory; the BLS model reads host "
                                "memory");
       }
       const char* bytes = static_cast<const char*>(base);
@@ -186,8 +187,8 @@ void Execute(ModelState& state, TRITONBACKEND_ModelInstance* instance,
 }  // namespace
 }  // namespace inflight::bls
 
-using inflight::bls::ModelState;
 using inflight::backend::ToTritonError;
+using inflight::bls::ModelState;
 
 extern "C" {
 

@@ -12,7 +12,7 @@ namespace inflight::bls {
 
 struct BlsConfig {
   std::string model_name;
-  bool batched = true;    // max_batch_size > 0: every tensor has a leading batch dim
+  bool batched = true;     // max_batch_size > 0: every tensor has a leading batch dim
   bool decoupled = false;  // model_transaction_policy.decoupled: needed for streaming
   // Streaming: each response holds the text of every token so far, not only the new ones.
   bool accumulate_tokens = false;

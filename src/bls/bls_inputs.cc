@@ -94,8 +94,7 @@ Result<HostTensor> ToHost(const RawTensor& t, const std::string& name) {
     h.shape = {1, static_cast<int64_t>(h.f32.size())};
     return h;
   }
-  return InvalidArgument("input '" + t.name + "' has data type " +
-                         DataTypeName(t.datatype) +
+  return InvalidArgument("input '" + t.name + "' has data type " + DataTypeName(t.datatype) +
                          "; accepted: BYTES, INT32 or FP32 as the model configuration declares");
 }
 
@@ -180,8 +179,9 @@ Result<std::vector<RowRequest>> BuildRows(std::vector<RawTensor> inputs, const B
                              (find("max_tokens") ? std::to_string(row.max_tokens) : "none"));
     }
     if (row.stream && !config.decoupled) {
-      return InvalidArgument("stream true needs a decoupled model: fill tensorrt_llm_bls with "
-                             "decoupled_mode:true, or send stream false");
+      return InvalidArgument(
+          "stream true needs a decoupled model: fill tensorrt_llm_bls with "
+          "decoupled_mode:true, or send stream false");
     }
     if (row.stream && row.beam_width > 1) {
       return Unsupported("stream true with beam_width " + std::to_string(row.beam_width) +
@@ -198,9 +198,12 @@ Result<std::vector<RawTensor>> LlmInputs(const tokenizer::Tokenizer& tokenizer,
                                          bool add_special_tokens, const RowRequest& row) {
   // preprocessing output -> tensorrt_llm input, as NVIDIA's BLS wires them.
   static const std::pair<const char*, const char*> kOutputs[] = {
-      {"INPUT_ID", "input_ids"},           {"REQUEST_INPUT_LEN", "input_lengths"},
-      {"BAD_WORDS_IDS", "bad_words_list"}, {"STOP_WORDS_IDS", "stop_words_list"},
-      {"EMBEDDING_BIAS", "embedding_bias"}, {"OUT_END_ID", "end_id"},
+      {"INPUT_ID", "input_ids"},
+      {"REQUEST_INPUT_LEN", "input_lengths"},
+      {"BAD_WORDS_IDS", "bad_words_list"},
+      {"STOP_WORDS_IDS", "stop_words_list"},
+      {"EMBEDDING_BIAS", "embedding_bias"},
+      {"OUT_END_ID", "end_id"},
       {"OUT_PAD_ID", "pad_id"},
   };
   std::vector<std::string> requested;
@@ -219,8 +222,8 @@ Result<std::vector<RawTensor>> LlmInputs(const tokenizer::Tokenizer& tokenizer,
     }
     out.push_back(std::move(t));
   }
-  out.push_back(MakeTensor<int32_t>("request_output_len", TRITONSERVER_TYPE_INT32, {1, 1},
-                                    {row.max_tokens}));
+  out.push_back(
+      MakeTensor<int32_t>("request_output_len", TRITONSERVER_TYPE_INT32, {1, 1}, {row.max_tokens}));
   return out;
 }
 

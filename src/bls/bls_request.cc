@@ -15,11 +15,14 @@ using backend::ToTritonError;
 // Outputs of tensorrt_llm that tensorrt_llm_bls answers as they are, when its configuration
 // declares them (NVIDIA's BLS passes these on; the perf metrics came with return_perf_metrics).
 constexpr const char* kPassedOn[] = {
-    "cum_log_probs",         "output_log_probs",        "context_logits",
-    "generation_logits",     "sequence_index",          "kv_cache_alloc_new_blocks",
-    "kv_cache_reused_blocks", "kv_cache_alloc_total_blocks", "arrival_time_ns",
-    "first_scheduled_time_ns", "first_token_time_ns",   "last_token_time_ns",
-    "acceptance_rate",       "total_accepted_draft_tokens", "total_draft_tokens",
+    "cum_log_probs",          "output_log_probs",
+    "context_logits",         "generation_logits",
+    "sequence_index",         "kv_cache_alloc_new_blocks",
+    "kv_cache_reused_blocks", "kv_cache_alloc_total_blocks",
+    "arrival_time_ns",        "first_scheduled_time_ns",
+    "first_token_time_ns",    "last_token_time_ns",
+    "acceptance_rate",        "total_accepted_draft_tokens",
+    "total_draft_tokens",
 };
 
 // What tensorrt_llm is asked for: what the BLS answers with, and what it reads.
@@ -157,7 +160,8 @@ class BlsRequest::Row : public LlmSink {
     for (const char* name : kPassedOn) {
       RawTensor* t = find(name);
       if (t == nullptr || !Declared(name)) continue;
-      if (!config().batched && !t->shape.empty() && t->shape[0] == 1) t->shape.erase(t->shape.begin());
+      if (!config().batched && !t->shape.empty() && t->shape[0] == 1)
+        t->shape.erase(t->shape.begin());
       out.push_back(std::move(*t));
     }
     AddBatchIndex(out);
@@ -245,10 +249,9 @@ void BlsRequest::Send(std::vector<RawTensor> outputs) {
                                       "' sent more than one response to a request of '" +
                                       model_.config.model_name + "', which is not decoupled"));
     } else {
-      Status st = SendLocked(std::move(outputs), 0);
+      Status st = SendLocked(outputs, 0);
       if (!st.ok()) {
-        LOG_ERROR("model '{}': cannot send a response: {}", model_.config.model_name,
-                  st.message());
+        LOG_ERROR("model '{}': cannot send a response: {}", model_.config.model_name, st.message());
       }
     }
   }
@@ -290,14 +293,14 @@ std::vector<std::shared_ptr<LlmCall>> BlsRequest::FailLocked(const Status& statu
   return calls;
 }
 
-Status BlsRequest::SendLocked(std::vector<RawTensor> outputs, uint32_t flags) {
+Status BlsRequest::SendLocked(const std::vector<RawTensor>& outputs, uint32_t flags) {
   TRITONBACKEND_Response* response = nullptr;
   RETURN_IF_TRITON_ERROR(TRITONBACKEND_ResponseNewFromFactory(&response, factory_));
   Status st;
   for (const RawTensor& t : outputs) {
     TRITONBACKEND_Output* output = nullptr;
-    st = FromTritonError(TRITONBACKEND_ResponseOutput(response, &output, t.name.c_str(),
-                                                      t.datatype, t.shape.data(),
+    st = FromTritonError(TRITONBACKEND_ResponseOutput(response, &output, t.name.c_str(), t.datatype,
+                                                      t.shape.data(),
                                                       static_cast<uint32_t>(t.shape.size())));
     if (!st.ok()) break;
     void* buffer = nullptr;
@@ -307,7 +310,8 @@ Status BlsRequest::SendLocked(std::vector<RawTensor> outputs, uint32_t flags) {
         TRITONBACKEND_OutputBuffer(output, &buffer, t.data.size(), &memory_type, &memory_id));
     if (!st.ok()) break;
     if (memory_type == TRITONSERVER_MEMORY_GPU) {
-      st = Internal("output '" + t.name + "' was given a GPU buffer; the BLS model writes host memory");
+      st = Internal("output '" + t.name +
+                    "' was given a GPU buffer; the BLS model writes host memory");
       break;
     }
     if (!t.data.empty()) std::memcpy(buffer, t.data.data(), t.data.size());
@@ -322,7 +326,8 @@ Status BlsRequest::SendLocked(std::vector<RawTensor> outputs, uint32_t flags) {
 
 void BlsRequest::FinishLocked() {
   if (!model_.config.decoupled && !held_) {
-    (void)FailLocked(Internal("model '" + model_.config.llm_model_name + "' ended without a response"));
+    (void)FailLocked(
+        Internal("model '" + model_.config.llm_model_name + "' ended without a response"));
     return;
   }
   Status st;
@@ -330,7 +335,7 @@ void BlsRequest::FinishLocked() {
     st = FromTritonError(
         TRITONBACKEND_ResponseFactorySendFlags(factory_, TRITONSERVER_RESPONSE_COMPLETE_FINAL));
   } else {
-    st = SendLocked(std::move(*held_), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    st = SendLocked(*held_, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
     held_.reset();
   }
   if (!st.ok()) LOG_ERROR("model '{}': {}", model_.config.model_name, st.message());

@@ -1,9 +1,9 @@
 // One tensorrt_llm_bls request in flight: its rows, each generating through its own call to the
 // tensorrt_llm model, and the responses they send back through the request's response factory.
 //
-//   row 0: text -> ids -> LlmCall -> output_ids ... -> text_output (+ log-probs, logits) -> response
-//   row 1: ...                                                        (batch_index 1)
-//   all rows done -> FINAL
+//   row 0: text -> ids -> LlmCall -> output_ids ... -> text_output (+ log-probs, logits) ->
+//   response row 1: ...                                                        (batch_index 1) all
+//   rows done -> FINAL
 //
 // Streaming rows send one response per response of tensorrt_llm with the text those tokens settle
 // (accumulate_tokens: all the text so far), never a character cut in two; the rest goes out when
@@ -62,7 +62,7 @@ class BlsRequest : public std::enable_shared_from_this<BlsRequest> {
   void Fail(const Status& status);
   // Sends `status` as the request's last response; returns the calls to cancel (outside mu_).
   std::vector<std::shared_ptr<LlmCall>> FailLocked(const Status& status);
-  Status SendLocked(std::vector<RawTensor> outputs, uint32_t flags);
+  Status SendLocked(const std::vector<RawTensor>& outputs, uint32_t flags);
   void FinishLocked();
 
   const BlsModel& model_;

@@ -20,10 +20,9 @@ TRITONSERVER_Error* Allocate(TRITONSERVER_ResponseAllocator*, const char* /*name
   *actual_memory_type = TRITONSERVER_MEMORY_CPU;
   *actual_memory_type_id = 0;
   if (byte_size > 0 && *buffer == nullptr) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                 ("out of host memory for " + std::to_string(byte_size) +
-                                  " bytes of output")
-                                     .c_str());
+    return TRITONSERVER_ErrorNew(
+        TRITONSERVER_ERROR_INTERNAL,
+        ("out of host memory for " + std::to_string(byte_size) + " bytes of output").c_str());
   }
   return nullptr;
 }
@@ -55,9 +54,9 @@ Result<std::vector<RawTensor>> ReadOutputs(TRITONSERVER_InferenceResponse* respo
     TRITONSERVER_MemoryType memory_type;
     int64_t memory_id = 0;
     void* userp = nullptr;
-    RETURN_IF_TRITON_ERROR(TRITONSERVER_InferenceResponseOutput(
-        response, i, &name, &datatype, &shape, &dims, &base, &size, &memory_type, &memory_id,
-        &userp));
+    RETURN_IF_TRITON_ERROR(TRITONSERVER_InferenceResponseOutput(response, i, &name, &datatype,
+                                                                &shape, &dims, &base, &size,
+                                                                &memory_type, &memory_id, &userp));
     if (memory_type == TRITONSERVER_MEMORY_GPU) {
       return Internal(std::string("output '") + name + "' came in GPU memory");
     }
@@ -79,7 +78,8 @@ Result<std::unique_ptr<HostAllocator>> HostAllocator::Create() {
 }
 
 HostAllocator::~HostAllocator() {
-  if (allocator_ != nullptr) (void)FromTritonError(TRITONSERVER_ResponseAllocatorDelete(allocator_));
+  if (allocator_ != nullptr)
+    (void)FromTritonError(TRITONSERVER_ResponseAllocatorDelete(allocator_));
 }
 
 Status LlmCall::Start(const std::string& request_id, std::vector<RawTensor> inputs,
@@ -161,9 +161,10 @@ void LlmCall::OnResponse(TRITONSERVER_InferenceResponse* response, uint32_t flag
   if (response != nullptr && !context->failed) {
     // The response owns its error: copy it, do not take it.
     TRITONSERVER_Error* error = TRITONSERVER_InferenceResponseError(response);
-    Status st = error == nullptr ? Status::Ok()
-                                 : FromTritonError(TRITONSERVER_ErrorNew(
-                                       TRITONSERVER_ErrorCode(error), TRITONSERVER_ErrorMessage(error)));
+    Status st = error == nullptr
+                    ? Status::Ok()
+                    : FromTritonError(TRITONSERVER_ErrorNew(TRITONSERVER_ErrorCode(error),
+                                                            TRITONSERVER_ErrorMessage(error)));
     Result<std::vector<RawTensor>> outputs =
         st.ok() ? ReadOutputs(response) : Result<std::vector<RawTensor>>(st);
     if (outputs.ok()) {

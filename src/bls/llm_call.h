@@ -45,7 +45,9 @@ class LlmCall : public std::enable_shared_from_this<LlmCall> {
  public:
   LlmCall(TRITONSERVER_Server* server, TRITONSERVER_ResponseAllocator* allocator,
           std::string model_name, std::shared_ptr<LlmSink> sink)
-      : server_(server), allocator_(allocator), model_(std::move(model_name)),
+      : server_(server),
+        allocator_(allocator),
+        model_(std::move(model_name)),
         sink_(std::move(sink)) {}
 
   // Sends the request; an error here means no callback will come.

@@ -6,9 +6,9 @@ namespace inflight::bls {
 
 namespace {
 // Indexed by TRITONSERVER_DataType (values fixed by Triton's ABI).
-constexpr const char* kNames[] = {"INVALID", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8",
-                                  "INT16",   "INT32", "INT64", "FP16",  "FP32",   "FP64",   "BYTES",
-                                  "BF16"};
+constexpr const char* kNames[] = {"INVALID", "BOOL", "UINT8", "UINT16", "UINT32",
+                                  "UINT64",  "INT8", "INT16", "INT32",  "INT64",
+                                  "FP16",    "FP32", "FP64",  "BYTES",  "BF16"};
 constexpr uint32_t kSizes[] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 0, 2};
 }  // namespace
 
@@ -73,8 +73,7 @@ Result<T> FirstValue(const RawTensor& t) {
   if (size == 0 || t.data.size() < size) {
     return InvalidArgument("input '" + t.name + "' must hold a " +
                            (size == 0 ? "number" : "value") + ", got " +
-                           (size == 0 ? std::string(DataTypeName(t.datatype))
-                                      : "no element"));
+                           (size == 0 ? std::string(DataTypeName(t.datatype)) : "no element"));
   }
   switch (t.datatype) {
     case TRITONSERVER_TYPE_BOOL:
@@ -100,8 +99,8 @@ Result<T> FirstValue(const RawTensor& t) {
     case TRITONSERVER_TYPE_FP64:
       return Read<double, T>(t);
     default:
-      return InvalidArgument("input '" + t.name + "': data type " +
-                             DataTypeName(t.datatype) + " is not accepted here");
+      return InvalidArgument("input '" + t.name + "': data type " + DataTypeName(t.datatype) +
+                             " is not accepted here");
   }
 }
 

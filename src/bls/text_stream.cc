@@ -23,7 +23,8 @@ Result<std::string> TextStream::Push(std::span<const int32_t> ids) {
   ids_.insert(ids_.end(), ids.begin(), ids.end());
   ASSIGN_OR_RETURN(std::string all, tokenizer_.Decode(ids_, skip_special_tokens_));
   const std::string_view settled = Settled(all);
-  if (settled.size() <= sent_.size() || settled.substr(0, sent_.size()) != sent_) return std::string();
+  if (settled.size() <= sent_.size() || settled.substr(0, sent_.size()) != sent_)
+    return std::string();
   std::string piece(settled.substr(sent_.size()));
   sent_.assign(settled);
   return piece;

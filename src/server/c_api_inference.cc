@@ -215,7 +215,8 @@ TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorDelete(TRITONSERVER_ResponseAllocator* allocator) {
+TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorDelete(
+    TRITONSERVER_ResponseAllocator* allocator) {
   delete allocator;
   return nullptr;
 }
@@ -332,9 +333,9 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddInput(TRITONSERVER_Inference
                "input '" + std::string(name) + "' was already added to the request");
   }
   if (TRITONSERVER_DataTypeByteSize(datatype) == 0 && datatype != TRITONSERVER_TYPE_BYTES) {
-    return Err(TRITONSERVER_ERROR_INVALID_ARG,
-               "input '" + std::string(name) + "': datatype " + std::to_string(datatype) +
-                   " is not a Triton data type");
+    return Err(TRITONSERVER_ERROR_INVALID_ARG, "input '" + std::string(name) + "': datatype " +
+                                                   std::to_string(datatype) +
+                                                   " is not a Triton data type");
   }
   Tensor t;
   t.name = name;
@@ -349,7 +350,8 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveInput(TRITONSERVER_Infere
   INFLIGHT_API_REQUIRE(r);
   INFLIGHT_API_REQUIRE(name);
   auto& inputs = r->request.inputs;
-  auto it = std::find_if(inputs.begin(), inputs.end(), [&](const Tensor& t) { return t.name == name; });
+  auto it =
+      std::find_if(inputs.begin(), inputs.end(), [&](const Tensor& t) { return t.name == name; });
   if (it == inputs.end()) {
     return Err(TRITONSERVER_ERROR_INVALID_ARG, "input '" + std::string(name) + "' does not exist");
   }
@@ -363,11 +365,9 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveAllInputs(TRITONSERVER_In
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceRequestAppendInputData(TRITONSERVER_InferenceRequest* r,
-                                                                 const char* name, const void* base,
-                                                                 size_t byte_size,
-                                                                 TRITONSERVER_MemoryType memory_type,
-                                                                 int64_t /*memory_type_id*/) {
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestAppendInputData(
+    TRITONSERVER_InferenceRequest* r, const char* name, const void* base, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t /*memory_type_id*/) {
   INFLIGHT_API_REQUIRE(r);
   INFLIGHT_API_REQUIRE(name);
   if (byte_size > 0) INFLIGHT_API_REQUIRE(base);
@@ -386,8 +386,8 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestAppendInputData(TRITONSERVER_In
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER_InferenceRequest* r,
-                                                                    const char* name) {
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveAllInputData(
+    TRITONSERVER_InferenceRequest* r, const char* name) {
   INFLIGHT_API_REQUIRE(r);
   INFLIGHT_API_REQUIRE(name);
   Tensor* t = r->FindInput(name);
@@ -398,8 +398,8 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER_InferenceRequest* r,
-                                                                    const char* name) {
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddRequestedOutput(
+    TRITONSERVER_InferenceRequest* r, const char* name) {
   INFLIGHT_API_REQUIRE(r);
   INFLIGHT_API_REQUIRE(name);
   auto& outputs = r->request.requested_outputs;
@@ -462,9 +462,8 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestIsCancelled(TRITONSERVER_Infere
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetStringParameter(TRITONSERVER_InferenceRequest* r,
-                                                                    const char* key,
-                                                                    const char* value) {
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetStringParameter(
+    TRITONSERVER_InferenceRequest* r, const char* key, const char* value) {
   INFLIGHT_API_REQUIRE(value);
   return SetParameter(r, key, std::string(value));
 }
@@ -476,13 +475,13 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetIntParameter(TRITONSERVER_In
 }
 
 TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetBoolParameter(TRITONSERVER_InferenceRequest* r,
-                                                                  const char* key, const bool value) {
+                                                                  const char* key,
+                                                                  const bool value) {
   return SetParameter(r, key, value);
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetDoubleParameter(TRITONSERVER_InferenceRequest* r,
-                                                                    const char* key,
-                                                                    const double value) {
+TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetDoubleParameter(
+    TRITONSERVER_InferenceRequest* r, const char* key, const double value) {
   return SetParameter(r, key, value);
 }
 
@@ -524,18 +523,17 @@ TRITONSERVER_Error* TRITONSERVER_InferenceResponseParameterCount(
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseParameter(TRITONSERVER_InferenceResponse* response,
-                                                            const uint32_t index, const char** name,
-                                                            TRITONSERVER_ParameterType* type,
-                                                            const void** vvalue) {
+TRITONSERVER_Error* TRITONSERVER_InferenceResponseParameter(
+    TRITONSERVER_InferenceResponse* response, const uint32_t index, const char** name,
+    TRITONSERVER_ParameterType* type, const void** vvalue) {
   INFLIGHT_API_REQUIRE(response);
   INFLIGHT_API_REQUIRE(name);
   INFLIGHT_API_REQUIRE(type);
   INFLIGHT_API_REQUIRE(vvalue);
   if (index >= response->parameters.size()) {
-    return Err(TRITONSERVER_ERROR_INVALID_ARG,
-               "parameter index " + std::to_string(index) + " is out of range: the response has " +
-                   std::to_string(response->parameters.size()));
+    return Err(TRITONSERVER_ERROR_INVALID_ARG, "parameter index " + std::to_string(index) +
+                                                   " is out of range: the response has " +
+                                                   std::to_string(response->parameters.size()));
   }
   const auto& [key, value] = response->parameters[index];
   *name = key.c_str();
@@ -555,26 +553,28 @@ TRITONSERVER_Error* TRITONSERVER_InferenceResponseParameter(TRITONSERVER_Inferen
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutputCount(TRITONSERVER_InferenceResponse* response,
-                                                              uint32_t* count) {
+TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutputCount(
+    TRITONSERVER_InferenceResponse* response, uint32_t* count) {
   INFLIGHT_API_REQUIRE(response);
   INFLIGHT_API_REQUIRE(count);
   *count = response->response.error ? 0 : static_cast<uint32_t>(response->response.outputs.size());
   return nullptr;
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutput(
-    TRITONSERVER_InferenceResponse* response, const uint32_t index, const char** name,
-    TRITONSERVER_DataType* datatype, const int64_t** shape, uint64_t* dim_count, const void** base,
-    size_t* byte_size, TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id, void** userp) {
+TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutput(TRITONSERVER_InferenceResponse* response,
+                                                         const uint32_t index, const char** name,
+                                                         TRITONSERVER_DataType* datatype,
+                                                         const int64_t** shape, uint64_t* dim_count,
+                                                         const void** base, size_t* byte_size,
+                                                         TRITONSERVER_MemoryType* memory_type,
+                                                         int64_t* memory_type_id, void** userp) {
   INFLIGHT_API_REQUIRE(response);
   const auto* buffer = OutputBuffer(response, index);
-  if (response->response.error || buffer == nullptr ||
-      index >= response->response.outputs.size()) {
-    return Err(TRITONSERVER_ERROR_INVALID_ARG,
-               "output index " + std::to_string(index) + " is out of range: the response has " +
-                   std::to_string(response->response.error ? 0
-                                                           : response->response.outputs.size()));
+  if (response->response.error || buffer == nullptr || index >= response->response.outputs.size()) {
+    return Err(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        "output index " + std::to_string(index) + " is out of range: the response has " +
+            std::to_string(response->response.error ? 0 : response->response.outputs.size()));
   }
   const Tensor& t = response->response.outputs[index];
   if (name != nullptr) *name = t.name.c_str();

@@ -202,8 +202,9 @@ int Run(int argc, char** argv) {
   }
 #else
   if (cl.allow_grpc) {
-    LOG_WARN("this inflight-server was built without gRPC C++ (libgrpc++-dev): no gRPC endpoint "
-             "is served; pass --allow-grpc=false to silence this");
+    LOG_WARN(
+        "this inflight-server was built without gRPC C++ (libgrpc++-dev): no gRPC endpoint "
+        "is served; pass --allow-grpc=false to silence this");
   }
 #endif
   if (cl.allow_metrics) {

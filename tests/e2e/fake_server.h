@@ -1,4 +1,5 @@
-// A Server core stand-in for testing the HTTP and gRPC frontends alone: models with known behaviour.
+// A Server core stand-in for testing the HTTP and gRPC frontends alone: models with known
+// behaviour.
 //   echo    (not decoupled, no batching): INPUT0 INT32 [-1] -> OUTPUT0; optional TEXT BYTES [-1] ->
 //           TEXT_OUT; optional FP16 F16_IN [-1] -> F16_OUT; the request's parameters come back as
 //           the response's. Optional DELAY_MS INT32 [1] holds the answer back (cancellable).

@@ -1,8 +1,8 @@
 // The gRPC frontend over real loopback gRPC with the generated C++ client, against FakeServer
 // instead of the core: every RPC, raw and typed tensor contents, status codes and messages, stream
 // ordering and errors, triton_final_response, cancellation by the client and at shutdown.
-#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -166,8 +166,7 @@ TEST_F(GrpcFrontendTest, HealthMetadataConfigStatisticsAndIndex) {
     EXPECT_EQ(md.inputs(0).shape(0), -1);
     EXPECT_EQ(md.versions(0), "1");
   }
-  for (const auto& [name, version, ready] :
-       std::vector<std::tuple<std::string, std::string, bool>>{
+  for (const auto& [name, version, ready] : std::vector<std::tuple<std::string, std::string, bool>>{
            {"echo", "", true}, {"echo", "1", true}, {"echo", "2", false}, {"nope", "", false}}) {
     ::grpc::ClientContext c;
     inference::ModelReadyRequest req;
@@ -325,7 +324,8 @@ TEST_F(GrpcFrontendTest, MalformedTensorsAreInvalidArgumentNamingFieldAndValue) 
          r.add_raw_input_contents(Int32s({1, 2}));
        },
        ::grpc::StatusCode::INVALID_ARGUMENT,
-       "inputs[0] \"INPUT0\": shape [3] of INT32 needs 12 bytes but its raw_input_contents holds 8"},
+       "inputs[0] \"INPUT0\": shape [3] of INT32 needs 12 bytes but its raw_input_contents holds "
+       "8"},
       {[](ModelInferRequest& r) {
          AddInput(r, "INPUT0", "INT32", {1});
          AddInput(r, "TEXT", "BYTES", {1});
@@ -336,10 +336,14 @@ TEST_F(GrpcFrontendTest, MalformedTensorsAreInvalidArgumentNamingFieldAndValue) 
          AddInput(r, "TEXT", "BYTES", {2});
          r.add_raw_input_contents(Strings({"a"}) + std::string("\x09\x00", 2));
        },
-       ::grpc::StatusCode::INVALID_ARGUMENT, "BYTES element 1 has a truncated 4-byte length prefix"},
+       ::grpc::StatusCode::INVALID_ARGUMENT,
+       "BYTES element 1 has a truncated 4-byte length prefix"},
       {[](ModelInferRequest& r) {
          AddInput(r, "TEXT", "BYTES", {1});
-         r.add_raw_input_contents(std::string("\x10\x00\x00\x00" "abc", 7));
+         r.add_raw_input_contents(
+             std::string("\x10\x00\x00\x00"
+                         "abc",
+                         7));
        },
        ::grpc::StatusCode::INVALID_ARGUMENT, "BYTES element 0 claims 16 bytes but only 3 remain"},
       {[](ModelInferRequest& r) {
@@ -377,7 +381,8 @@ TEST_F(GrpcFrontendTest, MalformedTensorsAreInvalidArgumentNamingFieldAndValue) 
          (*in->mutable_parameters())["shared_memory_region"].set_string_param("r0");
          r.add_raw_input_contents(Int32s({1}));
        },
-       ::grpc::StatusCode::UNIMPLEMENTED, "parameter 'shared_memory_region' asks for shared memory"},
+       ::grpc::StatusCode::UNIMPLEMENTED,
+       "parameter 'shared_memory_region' asks for shared memory"},
       {[](ModelInferRequest& r) {
          AddInput(r, "INPUT0", "INT32", {1});
          r.add_raw_input_contents(Int32s({1}));
@@ -475,8 +480,8 @@ TEST_F(GrpcFrontendTest, StreamErrorAnswersItsRequestAndTheStreamGoesOn) {
   ModelInferRequest malformed = StreamRequest("m", 1);
   malformed.mutable_raw_input_contents(0)->resize(2);
   ::grpc::Status status;
-  auto messages = StreamAll({StreamRequest("f", 5, 0, 2), unknown, malformed, StreamRequest("ok", 2)},
-                            &status);
+  auto messages =
+      StreamAll({StreamRequest("f", 5, 0, 2), unknown, malformed, StreamRequest("ok", 2)}, &status);
   ASSERT_TRUE(status.ok()) << status.error_message();
   int f_data = 0, ok_data = 0;
   std::map<std::string, std::string> errors;
@@ -549,6 +554,7 @@ TEST_F(GrpcFrontendTest, StopCancelsOpenStreams) {
 
 TEST_F(GrpcFrontendTest, ThirtyTwoConcurrentStreamsAllGetTheirAnswers) {
   std::vector<std::thread> clients;
+  clients.reserve(32);
   std::atomic<int> complete{0};
   for (int c = 0; c < 32; ++c) {
     clients.emplace_back([this, c, &complete] {
@@ -556,7 +562,9 @@ TEST_F(GrpcFrontendTest, ThirtyTwoConcurrentStreamsAllGetTheirAnswers) {
       auto messages = StreamAll({StreamRequest("c" + std::to_string(c), 20, 1)}, &status);
       EXPECT_TRUE(status.ok()) << status.error_message();
       std::vector<int> indices;
-      for (const auto& m : messages) indices.push_back(FirstInt32(m.infer_response().raw_output_contents(0)));
+      indices.reserve(messages.size());
+      for (const auto& m : messages)
+        indices.push_back(FirstInt32(m.infer_response().raw_output_contents(0)));
       std::vector<int> expected(20);
       for (int i = 0; i < 20; ++i) expected[i] = i;
       if (indices == expected) ++complete;

@@ -57,8 +57,8 @@ class UnaryState {
     }
     if (!response.is_final) return;
     if (num_responses_ == 0) {
-      return FinishLocked(::grpc::Status(
-          ::grpc::StatusCode::INTERNAL, "model '" + response.model_name + "' sent no response"));
+      return FinishLocked(::grpc::Status(::grpc::StatusCode::INTERNAL,
+                                         "model '" + response.model_name + "' sent no response"));
     }
     FinishLocked(::grpc::Status::OK);
   }
@@ -126,8 +126,8 @@ class UnaryInferCall : public ::grpc::ServerUnaryReactor {
 
 using StreamReactor = ::grpc::ServerBidiReactor<ModelInferRequest, ModelStreamInferResponse>;
 
-// Everything the reactor and the core's callbacks share. gRPC operations on the reactor (StartWrite,
-// Finish) happen under mu_: the callback API never runs a reaction inline inside them.
+// Everything the reactor and the core's callbacks share. gRPC operations on the reactor
+// (StartWrite, Finish) happen under mu_: the callback API never runs a reaction inline inside them.
 class StreamState {
  public:
   explicit StreamState(StreamReactor* reactor) : reactor_(reactor) {}
@@ -208,7 +208,8 @@ class StreamState {
     CancelAllLocked();
     DropUnwrittenLocked();
     if (!writing_) {
-      FinishLocked(::grpc::Status(::grpc::StatusCode::CANCELLED, "the client cancelled the stream"));
+      FinishLocked(
+          ::grpc::Status(::grpc::StatusCode::CANCELLED, "the client cancelled the stream"));
     }
   }
 
@@ -311,10 +312,10 @@ class StreamInferCall : public StreamReactor {
     auto request = FromModelInferRequest(request_, &empty_final);
     if (!request.ok()) return state_->RefuseUnopened(request.status(), model, id);
     const std::uint64_t serial = state_->Open();
-    auto started = server_.Infer(std::move(*request), [state = state_, serial, empty_final](
-                                                          InferResponse r) {
-      state->OnResponse(serial, empty_final, std::move(r));
-    });
+    auto started =
+        server_.Infer(std::move(*request), [state = state_, serial, empty_final](InferResponse r) {
+          state->OnResponse(serial, empty_final, std::move(r));
+        });
     if (!started.ok()) return state_->Refuse(serial, started.status(), model, id);
     state_->SetHandle(serial, std::move(*started));
   }

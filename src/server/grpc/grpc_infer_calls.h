@@ -2,14 +2,15 @@
 // server core with a callback; the core's threads hand each response to the call, which writes it.
 //
 //   ModelInfer        one request, one response. A client that cancels or disconnects cancels the
-//                     request in the core (the backend sees TRITONBACKEND_ResponseFactoryIsCancelled).
+//                     request in the core (the backend sees
+//                     TRITONBACKEND_ResponseFactoryIsCancelled).
 //   ModelStreamInfer  requests read one after another while earlier ones run; every response is
-//                     written in arrival order, one write at a time. An error answers its request in
-//                     error_message and the stream goes on. A decoupled model's last response carries
-//                     triton_final_response = true; with triton_enable_empty_final_response the
-//                     flag-only end of a request is sent as an empty response too. The stream ends
-//                     once the client has half-closed and every request has ended; a client that
-//                     cancels or disconnects cancels every request still running.
+//                     written in arrival order, one write at a time. An error answers its request
+//                     in error_message and the stream goes on. A decoupled model's last response
+//                     carries triton_final_response = true; with triton_enable_empty_final_response
+//                     the flag-only end of a request is sent as an empty response too. The stream
+//                     ends once the client has half-closed and every request has ended; a client
+//                     that cancels or disconnects cancels every request still running.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

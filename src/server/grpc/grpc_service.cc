@@ -36,9 +36,9 @@ ServerUnaryReactor* NoSharedMemory(CallbackServerContext* context, const char* k
                                     "tensors in the request (raw_input_contents)"));
 }
 
-void FillTensorMetadata(const std::vector<TensorMetadata>& in,
-                        google::protobuf::RepeatedPtrField<
-                            inference::ModelMetadataResponse::TensorMetadata>* out) {
+void FillTensorMetadata(
+    const std::vector<TensorMetadata>& in,
+    google::protobuf::RepeatedPtrField<inference::ModelMetadataResponse::TensorMetadata>* out) {
   for (const TensorMetadata& t : in) {
     auto* m = out->Add();
     m->set_name(t.name);
@@ -55,7 +55,8 @@ class GrpcService::Handlers final : public inference::GRPCInferenceService::Call
  public:
   Handlers(Server& core, const GrpcServiceOptions& options) : core_(core), options_(options) {}
 
-  ServerUnaryReactor* ServerLive(CallbackServerContext* context, const inference::ServerLiveRequest*,
+  ServerUnaryReactor* ServerLive(CallbackServerContext* context,
+                                 const inference::ServerLiveRequest*,
                                  inference::ServerLiveResponse* response) override {
     response->set_live(core_.IsLive());
     return Reply(context, ::grpc::Status::OK);
@@ -82,8 +83,8 @@ class GrpcService::Handlers final : public inference::GRPCInferenceService::Call
                                      inference::ServerMetadataResponse* response) override {
     response->set_name("inflight");
     response->set_version(INFLIGHT_VERSION_STRING);
-    for (const char* extension : {"model_repository", "model_configuration", "statistics",
-                                  "parameters"}) {
+    for (const char* extension :
+         {"model_repository", "model_configuration", "statistics", "parameters"}) {
       response->add_extensions(extension);
     }
     return Reply(context, ::grpc::Status::OK);
@@ -134,8 +135,9 @@ class GrpcService::Handlers final : public inference::GRPCInferenceService::Call
     inference::ModelStatisticsResponse all;
     auto st = google::protobuf::util::JsonStringToMessage(*json, &all, parse);
     if (!st.ok()) {
-      return Reply(context, Internal("model statistics do not convert to ModelStatisticsResponse: " +
-                                     std::string(st.message())));
+      return Reply(context,
+                   Internal("model statistics do not convert to ModelStatisticsResponse: " +
+                            std::string(st.message())));
     }
     for (auto& stats : *all.mutable_model_stats()) {
       if (*version >= 0 && stats.version() != request->version()) continue;

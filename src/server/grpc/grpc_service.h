@@ -19,7 +19,7 @@ namespace inflight::server::grpc_frontend {
 
 struct GrpcServiceOptions {
   std::string address = "0.0.0.0";  // --grpc-address
-  int port = 8001;                   // --grpc-port; 0 picks a free port
+  int port = 8001;                  // --grpc-port; 0 picks a free port
   // --model-control-mode=explicit: RepositoryModelLoad/Unload are refused as unsupported rather
   // than as not allowed in this mode.
   bool explicit_model_control = false;

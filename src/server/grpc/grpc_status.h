@@ -1,5 +1,5 @@
-// inflight::Status -> grpc::Status, with the codes tritonserver's gRPC endpoint uses for each Triton
-// error code (UNSUPPORTED is UNIMPLEMENTED; the rest keep their name).
+// inflight::Status -> grpc::Status, with the codes tritonserver's gRPC endpoint uses for each
+// Triton error code (UNSUPPORTED is UNIMPLEMENTED; the rest keep their name).
 #pragma once
 
 #include <grpcpp/support/status.h>

@@ -69,10 +69,9 @@ Status CheckRawSize(const Tensor& tensor, const std::string& what) {
     ASSIGN_OR_RETURN(std::int64_t found,
                      CountBytesElements(what, tensor.data.data(), tensor.data.size()));
     if (found != expected) {
-      return InvalidArgument(what + ": shape " + ShapeText(tensor.shape) + " needs " +
-                             std::to_string(expected) +
-                             " BYTES elements but its raw_input_contents holds " +
-                             std::to_string(found));
+      return InvalidArgument(
+          what + ": shape " + ShapeText(tensor.shape) + " needs " + std::to_string(expected) +
+          " BYTES elements but its raw_input_contents holds " + std::to_string(found));
     }
     return Status::Ok();
   }
@@ -256,8 +255,8 @@ Status FromInferParameters(const google::protobuf::Map<std::string, InferParamet
       case InferParameter::kUint64Param:
         if (value.uint64_param() >
             static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-          return InvalidArgument(std::string(where) + " parameter '" + key +
-                                 "': uint64_param " + std::to_string(value.uint64_param()) +
+          return InvalidArgument(std::string(where) + " parameter '" + key + "': uint64_param " +
+                                 std::to_string(value.uint64_param()) +
                                  " is larger than the largest int64");
         }
         out[key] = static_cast<std::int64_t>(value.uint64_param());
@@ -310,14 +309,15 @@ Result<InferRequest> FromModelInferRequest(const ModelInferRequest& request,
   for (int i = 0; i < request.inputs_size(); ++i) {
     const auto& input = request.inputs(i);
     const std::string what = "inputs[" + std::to_string(i) + "] \"" + input.name() + "\"";
-    if (input.name().empty()) return InvalidArgument("inputs[" + std::to_string(i) + "]: empty name");
+    if (input.name().empty())
+      return InvalidArgument("inputs[" + std::to_string(i) + "]: empty name");
     RETURN_IF_ERROR(CheckInputParameters(input, what));
     Tensor tensor;
     tensor.name = input.name();
     tensor.datatype = TRITONSERVER_StringToDataType(input.datatype().c_str());
     if (tensor.datatype == TRITONSERVER_TYPE_INVALID) {
-      return InvalidArgument(what + ": datatype \"" + input.datatype() + "\" is not one of: " +
-                             kDataTypeNames);
+      return InvalidArgument(what + ": datatype \"" + input.datatype() +
+                             "\" is not one of: " + kDataTypeNames);
     }
     tensor.shape.assign(input.shape().begin(), input.shape().end());
     const bool has_contents = input.has_contents() && input.contents().ByteSizeLong() > 0;

@@ -1,8 +1,8 @@
-// ModelInferRequest / ModelInferResponse (Triton's gRPC messages) <-> the server core's InferRequest
-// and InferResponse. Tensors arrive either as raw_input_contents (what tritonclient.grpc sends: one
-// little-endian blob per input, BYTES elements with 4-byte length prefixes) or in the typed
-// InferTensorContents fields; responses always carry raw_output_contents. Errors name the field,
-// the tensor and the value received.
+// ModelInferRequest / ModelInferResponse (Triton's gRPC messages) <-> the server core's
+// InferRequest and InferResponse. Tensors arrive either as raw_input_contents (what
+// tritonclient.grpc sends: one little-endian blob per input, BYTES elements with 4-byte length
+// prefixes) or in the typed InferTensorContents fields; responses always carry raw_output_contents.
+// Errors name the field, the tensor and the value received.
 #pragma once
 
 #include <cstdint>

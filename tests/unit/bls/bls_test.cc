@@ -30,8 +30,9 @@ const tokenizer::Tokenizer& Gpt2() {
 // A repository folder with a tensorrt_llm_bls model and, optionally, a preprocessing model.
 class Repo {
  public:
-  Repo() : root_(fs::temp_directory_path() / ("bls_test_" + std::to_string(::getpid()) + "_" +
-                                              std::to_string(counter_++))) {
+  Repo()
+      : root_(fs::temp_directory_path() /
+              ("bls_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++))) {
     fs::create_directories(root_ / "tensorrt_llm_bls");
   }
   ~Repo() { fs::remove_all(root_); }
@@ -66,13 +67,14 @@ inference::ModelConfig BlsConfigText(const std::string& extra, bool decoupled = 
 
 TEST(BlsConfig, TokenizerComesFromThePreprocessingModelBesideIt) {
   Repo repo;
-  repo.Write("preprocessing", "name: \"preprocessing\"\n" +
-                                  Param("tokenizer_dir", "/models/gpt2") +
+  repo.Write("preprocessing", "name: \"preprocessing\"\n" + Param("tokenizer_dir", "/models/gpt2") +
                                   Param("add_special_tokens", "false"));
-  repo.Write("postprocessing", "name: \"postprocessing\"\n" + Param("skip_special_tokens", "false"));
-  auto config = LoadBlsConfig(BlsConfigText(Param("accumulate_tokens", "true") +
-                                            Param("tensorrt_llm_model_name", "${tensorrt_llm_model_name}")),
-                              repo.BlsPath());
+  repo.Write("postprocessing",
+             "name: \"postprocessing\"\n" + Param("skip_special_tokens", "false"));
+  auto config =
+      LoadBlsConfig(BlsConfigText(Param("accumulate_tokens", "true") +
+                                  Param("tensorrt_llm_model_name", "${tensorrt_llm_model_name}")),
+                    repo.BlsPath());
   ASSERT_TRUE(config.ok()) << config.status().message();
   EXPECT_EQ(config->tokenizer_dir, "/models/gpt2");
   EXPECT_FALSE(config->add_special_tokens);
@@ -93,15 +95,15 @@ TEST(BlsConfig, WhatItCannotDoIsRefusedByName) {
   ASSERT_FALSE(none.ok());
   EXPECT_THAT(none.status().message(), HasSubstr("no tokenizer"));
   EXPECT_THAT(none.status().message(), HasSubstr("set tokenizer_dir"));
-  auto draft = LoadBlsConfig(BlsConfigText(Param("tokenizer_dir", "/t") +
-                                           Param("tensorrt_llm_draft_model_name", "draft")),
-                             repo.BlsPath());
+  auto draft = LoadBlsConfig(
+      BlsConfigText(Param("tokenizer_dir", "/t") + Param("tensorrt_llm_draft_model_name", "draft")),
+      repo.BlsPath());
   ASSERT_FALSE(draft.ok());
   EXPECT_EQ(draft.status().code(), StatusCode::kUnsupported);
   EXPECT_THAT(draft.status().message(), HasSubstr("tensorrt_llm_draft_model_name \"draft\""));
-  auto bad = LoadBlsConfig(BlsConfigText(Param("tokenizer_dir", "/t") +
-                                         Param("accumulate_tokens", "maybe")),
-                           repo.BlsPath());
+  auto bad = LoadBlsConfig(
+      BlsConfigText(Param("tokenizer_dir", "/t") + Param("accumulate_tokens", "maybe")),
+      repo.BlsPath());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("accumulate_tokens"));
 }
@@ -113,7 +115,7 @@ BlsConfig Config(bool decoupled = true) {
   return c;
 }
 
-std::vector<RawTensor> Request(std::vector<std::string> texts, int32_t max_tokens,
+std::vector<RawTensor> Request(const std::vector<std::string>& texts, int32_t max_tokens,
                                std::vector<RawTensor> extra = {}) {
   const int64_t batch = static_cast<int64_t>(texts.size());
   std::vector<RawTensor> out = {
@@ -191,27 +193,33 @@ TEST(BlsRows, BadRequestsNameTheInputAndWhatIsAccepted) {
     std::string text;
   };
   std::vector<Case> cases;
-  cases.push_back({{MakeTensor<int32_t>("max_tokens", TRITONSERVER_TYPE_INT32, {1, 1}, {3})}, true,
-                   StatusCode::kInvalidArgument, "text_input is required"});
+  cases.push_back({{MakeTensor<int32_t>("max_tokens", TRITONSERVER_TYPE_INT32, {1, 1}, {3})},
+                   true,
+                   StatusCode::kInvalidArgument,
+                   "text_input is required"});
   cases.push_back({Request({"x"}, 0), true, StatusCode::kInvalidArgument,
                    "max_tokens must be a single value > 0, got 0"});
-  cases.push_back({Request({"x"}, 4, {MakeTensor<uint8_t>("stream", TRITONSERVER_TYPE_BOOL, {1, 1}, {1})}),
-                   false, StatusCode::kInvalidArgument, "stream true needs a decoupled model"});
-  cases.push_back({Request({"x", "y"}, 4), false, StatusCode::kInvalidArgument,
-                   "text_input holds 2 rows"});
-  cases.push_back({Request({"x"}, 4, {MakeTensor<int32_t>("num_draft_tokens", TRITONSERVER_TYPE_INT32,
-                                                          {1, 1}, {3})}),
-                   true, StatusCode::kUnsupported, "num_draft_tokens 3 asks for speculative"});
+  cases.push_back(
+      {Request({"x"}, 4, {MakeTensor<uint8_t>("stream", TRITONSERVER_TYPE_BOOL, {1, 1}, {1})}),
+       false, StatusCode::kInvalidArgument, "stream true needs a decoupled model"});
+  cases.push_back(
+      {Request({"x", "y"}, 4), false, StatusCode::kInvalidArgument, "text_input holds 2 rows"});
+  cases.push_back(
+      {Request({"x"}, 4,
+               {MakeTensor<int32_t>("num_draft_tokens", TRITONSERVER_TYPE_INT32, {1, 1}, {3})}),
+       true, StatusCode::kUnsupported, "num_draft_tokens 3 asks for speculative"});
   cases.push_back({Request({"x"}, 4, {MakeBytesTensor("decoder_text_input", {1, 1}, {"y"})}), true,
                    StatusCode::kUnsupported, "decoder_text_input is not accepted"});
-  cases.push_back({Request({"x"}, 4,
-                           {MakeTensor<uint8_t>("stream", TRITONSERVER_TYPE_BOOL, {1, 1}, {1}),
-                            MakeTensor<int32_t>("beam_width", TRITONSERVER_TYPE_INT32, {1, 1}, {2})}),
-                   true, StatusCode::kUnsupported, "stream true with beam_width 2"});
-  cases.push_back({Request({"x"}, 4, {MakeTensor<int32_t>("no_such_input", TRITONSERVER_TYPE_INT32,
-                                                          {1, 1}, {1})}),
-                   true, StatusCode::kInvalidArgument,
-                   "input 'no_such_input' is not an input of tensorrt_llm_bls"});
+  cases.push_back(
+      {Request({"x"}, 4,
+               {MakeTensor<uint8_t>("stream", TRITONSERVER_TYPE_BOOL, {1, 1}, {1}),
+                MakeTensor<int32_t>("beam_width", TRITONSERVER_TYPE_INT32, {1, 1}, {2})}),
+       true, StatusCode::kUnsupported, "stream true with beam_width 2"});
+  cases.push_back(
+      {Request({"x"}, 4,
+               {MakeTensor<int32_t>("no_such_input", TRITONSERVER_TYPE_INT32, {1, 1}, {1})}),
+       true, StatusCode::kInvalidArgument,
+       "input 'no_such_input' is not an input of tensorrt_llm_bls"});
   for (size_t i = 0; i < cases.size(); ++i) {
     auto rows = BuildRows(cases[i].inputs, Config(cases[i].decoupled));
     ASSERT_FALSE(rows.ok()) << "case " << i;
@@ -244,6 +252,7 @@ TEST(BlsTextStream, PiecesAddUpToTheDecodingOfAllIdsOnRandomStreams) {
   for (int trial = 0; trial < 40; ++trial) {
     std::vector<int32_t> ids;
     const int n = 1 + static_cast<int>(rng() % 40);
+    ids.reserve(n);
     for (int i = 0; i < n; ++i) ids.push_back(rng() % 3 == 0 ? any_id(rng) : byte_id(rng));
     for (bool skip : {true, false}) {
       TextStream stream(Gpt2(), skip);

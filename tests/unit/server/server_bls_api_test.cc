@@ -47,7 +47,8 @@ TRITONSERVER_Error* Alloc(TRITONSERVER_ResponseAllocator*, const char*, size_t b
                           void** buffer_userp, TRITONSERVER_MemoryType* type, int64_t* id) {
   auto* calls = static_cast<Calls*>(userp);
   std::lock_guard lock(calls->mu);
-  if (calls->fail_alloc) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "no memory left");
+  if (calls->fail_alloc)
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "no memory left");
   ++calls->allocs;
   *buffer = std::malloc(byte_size + 1);
   *buffer_userp = calls;
@@ -95,10 +96,10 @@ void OnResponse(TRITONSERVER_InferenceResponse* response, uint32_t flags, void* 
       TRITONSERVER_MemoryType memory_type;
       int64_t memory_id = 0;
       void* buffer_userp = nullptr;
-      EXPECT_EQ(TRITONSERVER_InferenceResponseOutput(response, i, &name, &datatype, &shape, &dims,
-                                                     &base, &size, &memory_type, &memory_id,
-                                                     &buffer_userp),
-                nullptr);
+      EXPECT_EQ(
+          TRITONSERVER_InferenceResponseOutput(response, i, &name, &datatype, &shape, &dims, &base,
+                                               &size, &memory_type, &memory_id, &buffer_userp),
+          nullptr);
       EXPECT_EQ(buffer_userp, calls);  // the allocator's buffer, not a copy
       const char* bytes = static_cast<const char*>(base);
       outputs.emplace_back(name, std::vector<char>(bytes, bytes + size));
@@ -147,9 +148,9 @@ class BlsApiTest : public ::testing::Test {
     TRITONSERVER_InferenceRequest* r = nullptr;
     EXPECT_EQ(TRITONSERVER_InferenceRequestNew(&r, server_, model, -1), nullptr);
     EXPECT_EQ(TRITONSERVER_InferenceRequestSetReleaseCallback(r, OnRelease, &calls), nullptr);
-    EXPECT_EQ(TRITONSERVER_InferenceRequestSetResponseCallback(r, allocator_, &calls, OnResponse,
-                                                               &calls),
-              nullptr);
+    EXPECT_EQ(
+        TRITONSERVER_InferenceRequestSetResponseCallback(r, allocator_, &calls, OnResponse, &calls),
+        nullptr);
     return r;
   }
   static void AddInt32(TRITONSERVER_InferenceRequest* r, const char* name,
@@ -157,9 +158,8 @@ class BlsApiTest : public ::testing::Test {
     const int64_t shape[] = {static_cast<int64_t>(values.size())};
     ASSERT_EQ(TRITONSERVER_InferenceRequestAddInput(r, name, TRITONSERVER_TYPE_INT32, shape, 1),
               nullptr);
-    ASSERT_EQ(TRITONSERVER_InferenceRequestAppendInputData(r, name, values.data(),
-                                                           values.size() * 4,
-                                                           TRITONSERVER_MEMORY_CPU, 0),
+    ASSERT_EQ(TRITONSERVER_InferenceRequestAppendInputData(
+                  r, name, values.data(), values.size() * 4, TRITONSERVER_MEMORY_CPU, 0),
               nullptr);
   }
 
@@ -251,9 +251,9 @@ TEST_F(BlsApiTest, ErrorsNameWhatIsWrong) {
   TRITONSERVER_InferenceRequest* r = NewRequest("echo", calls);
   AddInt32(r, "IN0", {1});
   const int64_t shape[] = {1};
-  EXPECT_THAT(Message(TRITONSERVER_InferenceRequestAddInput(r, "IN0", TRITONSERVER_TYPE_INT32,
-                                                            shape, 1)),
-              HasSubstr("input 'IN0' was already added"));
+  EXPECT_THAT(
+      Message(TRITONSERVER_InferenceRequestAddInput(r, "IN0", TRITONSERVER_TYPE_INT32, shape, 1)),
+      HasSubstr("input 'IN0' was already added"));
   int32_t value = 1;
   EXPECT_THAT(Message(TRITONSERVER_InferenceRequestAppendInputData(r, "IN0", &value, 4,
                                                                    TRITONSERVER_MEMORY_GPU, 0)),
@@ -267,9 +267,9 @@ TEST_F(BlsApiTest, ErrorsNameWhatIsWrong) {
   const int64_t one[] = {1};
   ASSERT_EQ(TRITONSERVER_InferenceRequestAddInput(r, "fail", TRITONSERVER_TYPE_BOOL, one, 1),
             nullptr);
-  ASSERT_EQ(TRITONSERVER_InferenceRequestAppendInputData(r, "fail", &yes, 1,
-                                                         TRITONSERVER_MEMORY_CPU, 0),
-            nullptr);
+  ASSERT_EQ(
+      TRITONSERVER_InferenceRequestAppendInputData(r, "fail", &yes, 1, TRITONSERVER_MEMORY_CPU, 0),
+      nullptr);
   ASSERT_EQ(TRITONSERVER_ServerInferAsync(server_, r, nullptr), nullptr);
   ASSERT_TRUE(calls.WaitReleased());
   std::lock_guard lock(calls.mu);
