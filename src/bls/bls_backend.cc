@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "backend/api_version.h"
 #include "backend/triton_error.h"
 #include "bls/bls_config.h"
 #include "bls/bls_inputs.h"
@@ -193,18 +194,7 @@ using inflight::bls::ModelState;
 extern "C" {
 
 TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* /*backend*/) {
-  uint32_t major = 0, minor = 0;
-  TRITONSERVER_Error* err = TRITONBACKEND_ApiVersion(&major, &minor);
-  if (err != nullptr) return err;
-  if (major != TRITONBACKEND_API_VERSION_MAJOR || minor < TRITONBACKEND_API_VERSION_MINOR) {
-    const std::string msg = "triton backend API version " + std::to_string(major) + "." +
-                            std::to_string(minor) +
-                            " is not supported; the inflight_bls backend needs " +
-                            std::to_string(TRITONBACKEND_API_VERSION_MAJOR) + "." +
-                            std::to_string(TRITONBACKEND_API_VERSION_MINOR) + " or newer";
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, msg.c_str());
-  }
-  return nullptr;
+  return inflight::backend::CheckBackendApiVersion("inflight_bls");
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {

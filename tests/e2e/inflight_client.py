@@ -259,3 +259,32 @@ def metric(samples, name, **labels):
 def get_metrics(port):
     status, headers, data = request("GET", port, "/metrics")
     return status, headers, data.decode("utf-8")
+
+
+# Metric family names of the LLM model's statistics, before and after they take NVIDIA's names.
+KV_FAMILIES = ("nv_trt_llm_kv_cache_block_metrics", "inflight_kv_cache_block_metrics")
+ACTIVE_FAMILIES = ("nv_trt_llm_request_metrics", "inflight_request_metrics")
+
+
+def first_sample(text, names, **labels):
+    """The value of the first sample of any of `names` whose labels include `labels`."""
+    for (name, sample_labels), value in parse_metrics(text).items():
+        if name in names and set(labels.items()) <= set(sample_labels):
+            return value
+    raise AssertionError(f"none of {names} {labels} in the metrics")
+
+
+def wait_llm_idle(metrics_port, timeout=5.0):
+    """Waits until the LLM model has no active request and every KV block is free; AssertionError with
+    what is left after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _, _, text = get_metrics(metrics_port)
+        active = first_sample(text, ACTIVE_FAMILIES, request_type="active")
+        free = first_sample(text, KV_FAMILIES, kv_cache_block_type="free")
+        total = first_sample(text, KV_FAMILIES, kv_cache_block_type="max")
+        if active == 0 and free == total:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still {active} active request(s), {free} of {total} KV blocks free")
+        time.sleep(0.05)

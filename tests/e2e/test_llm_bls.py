@@ -2,34 +2,14 @@
 the ensemble does, over HTTP (generate, generate_stream) and gRPC (what end_to_end_grpc_client.py sends
 with --model-name tensorrt_llm_bls), with stop words, accumulate_tokens, batches and cancellation."""
 import os
-import re
 import shutil
 import tempfile
-import time
 import unittest
 
 import inflight_client as ic
+from seed_replay import set_parameter
 
 PROMPTS = ["What is machine learning?", "Born in north-east France, Soyer trained as a", "你好，世界"]
-KV_FAMILIES = ("nv_trt_llm_kv_cache_block_metrics", "inflight_kv_cache_block_metrics")
-ACTIVE_FAMILIES = ("nv_trt_llm_request_metrics", "inflight_request_metrics")
-
-
-def first_sample(text, names, **labels):
-    for (name, sample_labels), value in ic.parse_metrics(text).items():
-        if name in names and set(labels.items()) <= set(sample_labels):
-            return value
-    raise AssertionError(f"none of {names} {labels} in the metrics")
-
-
-def set_parameter(config_path, key, value):
-    with open(config_path) as f:
-        text = f.read()
-    pattern = re.compile(r'(key: "' + re.escape(key) + r'"\s*value: \{\s*string_value: ")[^"]*(")')
-    text, count = pattern.subn(lambda m: m.group(1) + value + m.group(2), text)
-    assert count == 1, f"{key} is not in {config_path} once"
-    with open(config_path, "w") as f:
-        f.write(text)
 
 
 class BlsServer(unittest.TestCase):
@@ -66,17 +46,7 @@ class BlsServer(unittest.TestCase):
         return result.events
 
     def wait_idle(self):
-        deadline = time.monotonic() + 5
-        while True:
-            _, _, text = ic.get_metrics(self.server.metrics_port)
-            active = first_sample(text, ACTIVE_FAMILIES, request_type="active")
-            free = first_sample(text, KV_FAMILIES, kv_cache_block_type="free")
-            total = first_sample(text, KV_FAMILIES, kv_cache_block_type="max")
-            if active == 0 and free == total:
-                return
-            if time.monotonic() > deadline:
-                self.fail(f"still {active} active request(s), {free} of {total} KV blocks free")
-            time.sleep(0.05)
+        ic.wait_llm_idle(self.server.metrics_port)
 
 
 class BlsTest(BlsServer):

@@ -19,8 +19,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import unittest
 
 import grpc_client as gc
@@ -29,8 +27,6 @@ import inflight_client as ic
 PROMPT = "Born in north-east France, Soyer trained as a"
 END_ID = 50256  # GPT-2's <|endoftext|>, the script's default end and pad id
 
-KV_FAMILIES = ("nv_trt_llm_kv_cache_block_metrics", "inflight_kv_cache_block_metrics")
-ACTIVE_FAMILIES = ("nv_trt_llm_request_metrics", "inflight_request_metrics")
 
 
 def run_benchmark(port, *extra):
@@ -44,13 +40,6 @@ def run_benchmark(port, *extra):
                             capture_output=True, text=True, timeout=300, env=os.environ)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
-
-
-def first_sample(text, names, **labels):
-    for (name, sample_labels), value in ic.parse_metrics(text).items():
-        if name in names and set(labels.items()) <= set(sample_labels):
-            return value
-    raise AssertionError(f"none of {names} {labels} in the metrics")
 
 
 def e2e_inputs(prompt, output_len, streaming, stop_words=None, return_log_probs=False):
@@ -243,18 +232,7 @@ class LlmGrpcTest(unittest.TestCase):
         self.assertIn("TTFT", out)
 
     def wait_idle(self):
-        """No active request and every KV block free, within a few seconds (900 tokens take longer)."""
-        deadline = time.monotonic() + 5
-        while True:
-            status, _, text = ic.get_metrics(self.server.metrics_port)
-            active = first_sample(text, ACTIVE_FAMILIES, request_type="active")
-            free = first_sample(text, KV_FAMILIES, kv_cache_block_type="free")
-            total = first_sample(text, KV_FAMILIES, kv_cache_block_type="max")
-            if active == 0 and free == total:
-                return
-            if time.monotonic() > deadline:
-                self.fail(f"still {active} active request(s), {free} of {total} KV blocks free")
-            time.sleep(0.05)
+        ic.wait_llm_idle(self.server.metrics_port)
 
 
 class LlmGrpcUnaryTest(unittest.TestCase):
