@@ -222,7 +222,7 @@ class Server:
         self.log_path = os.path.join(work, "inflight-server.log")
         self.command = [runner.program("inflight-server"), f"--model-repository={repo}",
                         f"--backend-directory={runner.args.backend_dir}", "--http-address=127.0.0.1",
-                        "--http-port=0", "--allow-metrics=false"]
+                        "--http-port=0", "--allow-grpc=false", "--allow-metrics=false"]
         print("$ " + " ".join(self.command), file=sys.stderr, flush=True)
         self.log = open(self.log_path, "w", encoding="utf-8")
         self.lines = []

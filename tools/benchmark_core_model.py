@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Benchmark a served LLM over HTTP: offline (all requests at once) or at a request rate.
+"""Benchmark a served LLM over HTTP or gRPC: offline (all requests at once) or at a request rate.
 
 Command-line compatible with NVIDIA tensorrtllm_backend's tools/inflight_batcher_llm/benchmark_core_model.py
-and printing the same lines and table, with Python 3's standard library only:
+and printing the same lines and table, with Python 3's standard library only (plus grpcio for -i grpc):
 
     benchmark_core_model.py --max-input-len 1024 --num-requests 500 \\
         token-norm-dist --input-mean 256 --input-stdev 0 --output-mean 256 --output-stdev 0
@@ -31,16 +31,28 @@ Latencies are per request, from send to the last byte; P99/P90 are nearest-rank 
 (requests go to /generate_stream) TTFT avg/p50/p99 and TPOT ((last - first token) / (tokens - 1)) rows.
 --plot FILE.svg writes latency over time and a latency histogram; --dump-perfetto-trace writes a trace
 (NVIDIA's names it prfetto_dump.json; ours defaults to perfetto_dump.json); --op-stats-csv appends a row.
-Only -i http is served (inflight-server has no gRPC endpoint).
+
+-i grpc (NVIDIA's gRPC mode; -u default localhost:8001): the same requests as tensors of Triton's
+GRPCInferenceService, as tritonclient.grpc sends them (raw_input_contents, [1, n] INT32 ids, [1, 1]
+scalars): ModelInfer without --decoupled, ModelStreamInfer with it. Needs grpcio and protobuf for Python
+(Debian: python3-grpcio python3-protobuf) and the service's Python stubs: the folder in INFLIGHT_GRPC_PY,
+else generated once into a temporary folder from proto/grpc_service.proto (beside tools/ in the source
+tree, share/inflight/proto in an install) with protoc and grpc_python_plugin (Debian:
+protobuf-compiler-grpc).
 """
 import argparse
 import csv
 import http.client
 import json
 import math
+import os
 import queue
 import random
+import shutil
+import struct
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -117,13 +129,13 @@ def read_dataset(path):
 # HTTP
 
 
-def parse_url(url):
+def parse_url(url, default_port=8000):
     if "://" not in url:
         url = "http://" + url
     parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme != "http":
-        raise SystemExit(f"-u {url}: only http:// URLs are supported")
-    return parsed.hostname or "localhost", parsed.port or 8000
+    if parsed.scheme not in ("http", "grpc"):
+        raise SystemExit(f"-u {url}: only http:// (or grpc:// with -i grpc) URLs are supported")
+    return parsed.hostname or "localhost", parsed.port or default_port
 
 
 class RequestRecord:
@@ -260,6 +272,104 @@ def _first(value):
     while isinstance(value, list):
         value = value[0]
     return value
+
+
+# ----------------------------------------------------------------------------------------------------
+# gRPC (-i grpc)
+
+
+def grpc_modules():
+    """(grpc, grpc_service_pb2, grpc_service_pb2_grpc); SystemExit saying what is missing."""
+    try:
+        import grpc  # Debian: python3-grpcio
+    except ImportError as e:
+        raise SystemExit(f"-i grpc needs grpcio for this Python ({sys.executable}): {e}; "
+                         "Debian: apt-get install python3-grpcio python3-protobuf")
+    folder = os.environ.get("INFLIGHT_GRPC_PY")
+    if not folder:
+        here = os.path.dirname(os.path.abspath(__file__))
+        protos = [p for p in (os.path.join(here, "..", "proto"), os.path.join(here, "..", "share", "inflight", "proto"))
+                  if os.path.exists(os.path.join(p, "grpc_service.proto"))]
+        protoc, plugin = shutil.which("protoc"), shutil.which("grpc_python_plugin")
+        if not protos or not protoc or not plugin:
+            raise SystemExit("-i grpc needs the GRPCInferenceService Python stubs: set INFLIGHT_GRPC_PY to their "
+                             "folder, or have proto/grpc_service.proto beside tools/ and protoc and "
+                             "grpc_python_plugin on PATH (Debian: protobuf-compiler-grpc)")
+        folder = tempfile.mkdtemp(prefix="grpc_stubs_")
+        subprocess.run([protoc, "-I", protos[0], f"--python_out={folder}", f"--grpc_out={folder}",
+                        f"--plugin=protoc-gen-grpc={plugin}", os.path.join(protos[0], "grpc_service.proto"),
+                        os.path.join(protos[0], "model_config.proto")], check=True)
+    sys.path.insert(0, folder)
+    import grpc_service_pb2
+    import grpc_service_pb2_grpc
+    return grpc, grpc_service_pb2, grpc_service_pb2_grpc
+
+
+class GrpcSender(Sender):
+    """Sender over gRPC: the body's fields become [1, n] / [1, 1] tensors (the Triton types of the LLM
+    and ensemble models); replies and stream messages are read back into the same token counts."""
+
+    TYPES = {"input_ids": ("INT32", "i"), "input_lengths": ("INT32", "i"), "request_output_len": ("INT32", "i"),
+             "end_id": ("INT32", "i"), "streaming": ("BOOL", "?"), "stream": ("BOOL", "?"),
+             "max_tokens": ("INT32", "i")}
+
+    def __init__(self, models, decoupled, exclude_input_in_output, text_mode, host, port):
+        super().__init__(models, decoupled, exclude_input_in_output, text_mode)
+        self.grpc, self.pb, svc = grpc_modules()
+        options = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_receive_message_length", 2**31 - 1)]
+        self.channel = self.grpc.insecure_channel(f"{host}:{port}", options=options)  # thread-safe
+        self.stub = svc.GRPCInferenceServiceStub(self.channel)
+
+    def request(self, index, prompt):
+        request = self.pb.ModelInferRequest(model_name=self.models[index % len(self.models)])
+        for name, value in self.body(prompt).items():
+            tensor = request.inputs.add()
+            tensor.name = name
+            if name == "text_input":
+                data = value.encode("utf-8")
+                tensor.datatype, raw = "BYTES", struct.pack("<I", len(data)) + data
+                tensor.shape.extend([1, 1])
+            else:
+                tensor.datatype, fmt = self.TYPES[name]
+                values = value if isinstance(value, list) else [value]
+                raw = struct.pack("<" + fmt * len(values), *values)
+                tensor.shape.extend([1, len(values)])
+            request.raw_input_contents.append(raw)
+        return request
+
+    @staticmethod
+    def outputs(response):
+        out = {}
+        for tensor, raw in zip(response.outputs, response.raw_output_contents):
+            if tensor.datatype == "INT32":
+                out[tensor.name] = list(struct.unpack("<" + "i" * (len(raw) // 4), raw))
+            elif tensor.datatype == "BYTES":
+                out[tensor.name] = raw
+        return out
+
+    def send(self, client, record):
+        del client  # the channel is shared
+        record.start = time.perf_counter()
+        request = self.request(record.index, record.prompt)
+        try:
+            if self.decoupled:
+                for message in self.stub.ModelStreamInfer(iter([request]), timeout=600):
+                    if message.error_message:
+                        record.error = f"stream error: {message.error_message}"
+                        continue
+                    out = self.outputs(message.infer_response)
+                    tokens = (1 if out.get("text_output", b"")[4:] else 0) if self.text_mode else \
+                        count_ids(out.get("output_ids", []))
+                    if tokens and record.first_token is None:
+                        record.first_token = time.perf_counter()
+                    record.output_tokens += tokens
+            else:
+                out = self.outputs(self.stub.ModelInfer(request, timeout=600))
+                reply = {k: v for k, v in out.items() if k in ("sequence_length", "output_ids")}
+                record.output_tokens = self.output_tokens(record.prompt, reply)
+        except self.grpc.RpcError as e:
+            record.error = f"gRPC {e.code().name}: {e.details()}"
+        record.end = time.perf_counter()
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -515,7 +625,8 @@ def parse_arguments(argv=None):
                            ", ".join(sorted({k.rsplit('_', 1)[0] for k in HISTOGRAMS})) + ")")
 
     parser.add_argument("-v", "--verbose", action="store_true")
-    parser.add_argument("-u", "--url", default=None, help="server URL (default localhost:8000)")
+    parser.add_argument("-u", "--url", default=None,
+                        help="server URL (default localhost:8000, localhost:8001 with -i grpc)")
     parser.add_argument("-i", "--protocol", default="http", choices=["http", "grpc"],
                         help="only http is supported")
     parser.add_argument("--decoupled", action="store_true",
@@ -544,9 +655,6 @@ def parse_arguments(argv=None):
     parser.add_argument("--seed", type=int, default=420, help="random seed (default 420, as NVIDIA's)")
     parser.add_argument("--warmup-requests", type=int, default=10, help="ours: default 10, as NVIDIA's")
     args = parser.parse_args(argv)
-    if args.protocol == "grpc":
-        parser.error("-i grpc is not supported: this client and inflight-server speak HTTP only; use -i http "
-                     "(the HTTP port, default localhost:8000)")
     if args.concurrency < 1:
         parser.error(f"--concurrency {args.concurrency} is not accepted: it must be >= 1")
     if args.num_requests < 1:
@@ -604,13 +712,21 @@ def make_prompts(args, rng, host, port):
 
 def main(argv=None):
     args = parse_arguments(argv)
-    host, port = parse_url(args.url or "localhost:8000")
+    grpc_mode = args.protocol == "grpc"
+    host, port = parse_url(args.url or ("localhost:8001" if grpc_mode else "localhost:8000"),
+                           8001 if grpc_mode else 8000)
+    if grpc_mode and args.workload == "dataset" and args.tokenizer_dir:
+        raise SystemExit("-i grpc with --tokenizer-dir is not supported: tokenizing asks the server's "
+                         "preprocessing model over HTTP; drop --tokenizer-dir to send text to the ensemble")
     rng = random.Random(args.seed)
     prompts, text_mode = make_prompts(args, rng, host, port)
     if not prompts:
         raise SystemExit(f"no prompt fits --max-input-len {args.max_input_len}")
     models = args.models or (["ensemble"] if text_mode else ["tensorrt_llm"])
-    sender = Sender(models, args.decoupled, args.exclude_input_in_output, text_mode)
+    if grpc_mode:
+        sender = GrpcSender(models, args.decoupled, args.exclude_input_in_output, text_mode, host, port)
+    else:
+        sender = Sender(models, args.decoupled, args.exclude_input_in_output, text_mode)
     offsets = arrival_offsets(rng, args.request_rate, args.time_delay_dist, len(prompts))
 
     print("[INFO] Warm up for benchmarking.", flush=True)

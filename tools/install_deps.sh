@@ -10,6 +10,9 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev libpcre2-dev
+  libgrpc++-dev protobuf-compiler-grpc
+  # The gRPC e2e tests run Debian's python3 with its gRPC and protobuf modules.
+  python3-grpcio python3-protobuf
 )
 # Tools: checked as commands, since a machine may have them from elsewhere (a Node.js or Python
 # install of its own); only a missing command is installed from Debian.

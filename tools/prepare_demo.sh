@@ -23,7 +23,7 @@ rm -rf "$work" && mkdir -p "$work"
 
 repo="$work/triton_model_repo"
 mkdir -p "$repo"
-for m in preprocessing tensorrt_llm postprocessing ensemble; do
+for m in preprocessing tensorrt_llm postprocessing ensemble tensorrt_llm_bls; do
   cp -r "$root/all_models/inflight_batcher_llm/$m" "$repo/"
 done
 fill="python3 $root/tools/fill_template.py -i"
@@ -32,6 +32,8 @@ $fill "$repo/preprocessing/config.pbtxt" \
 $fill "$repo/postprocessing/config.pbtxt" \
   "tokenizer_dir:$work/gpt2-random,triton_max_batch_size:64,postprocessing_instance_count:1"
 $fill "$repo/ensemble/config.pbtxt" "triton_max_batch_size:64,logits_datatype:TYPE_FP32"
+$fill "$repo/tensorrt_llm_bls/config.pbtxt" \
+  "triton_max_batch_size:64,decoupled_mode:True,bls_instance_count:1,accumulate_tokens:False,logits_datatype:TYPE_FP32"
 subs="triton_backend:inflight,triton_max_batch_size:64,decoupled_mode:True,max_beam_width:1"
 subs+=",engine_dir:$work/engine,max_tokens_in_paged_kv_cache:65536,kv_cache_free_gpu_mem_fraction:0.5"
 subs+=",exclude_input_in_output:True,enable_kv_cache_reuse:True,batching_strategy:inflight_fused_batching"

@@ -230,29 +230,41 @@ void AddHttpOptions(Table& t, CommandLine& cl) {
         1, kIntMax, &cl.http_max_input_bytes);
 }
 
-void AddGrpcOptions(Table& t) {
-  const std::string why = "gRPC is not served by inflight-server (HTTP and metrics are)";
-  t.NotUsed({"allow-grpc"}, Kind::kBool, why);
-  t.NotUsed({"grpc-address"}, Kind::kString, why);
-  t.NotUsed({"grpc-port"}, Kind::kInt, why);
-  t.NotUsed({"reuse-grpc-port"}, Kind::kBool, why);
-  t.NotUsed({"grpc-header-forward-pattern"}, Kind::kString, why);
-  t.NotUsed({"grpc-infer-allocation-pool-size"}, Kind::kInt, why);
-  t.NotUsed({"grpc-use-ssl"}, Kind::kBool, why);
-  t.NotUsed({"grpc-use-ssl-mutual"}, Kind::kBool, why);
-  t.NotUsed({"grpc-server-cert"}, Kind::kString, why);
-  t.NotUsed({"grpc-server-key"}, Kind::kString, why);
-  t.NotUsed({"grpc-root-cert"}, Kind::kString, why);
-  t.NotUsed({"grpc-infer-response-compression-level"}, Kind::kString, why);
-  t.NotUsed({"grpc-keepalive-time"}, Kind::kInt, why);
-  t.NotUsed({"grpc-keepalive-timeout"}, Kind::kInt, why);
-  t.NotUsed({"grpc-keepalive-permit-without-calls"}, Kind::kBool, why);
-  t.NotUsed({"grpc-http2-max-pings-without-data"}, Kind::kInt, why);
-  t.NotUsed({"grpc-http2-min-recv-ping-interval-without-data"}, Kind::kInt, why);
-  t.NotUsed({"grpc-http2-max-ping-strikes"}, Kind::kInt, why);
-  t.NotUsed({"grpc-max-connection-age"}, Kind::kInt, why);
-  t.NotUsed({"grpc-max-connection-age-grace"}, Kind::kInt, why);
-  t.NotUsed({"grpc-restricted-protocol"}, Kind::kString, why);
+void AddGrpcOptions(Table& t, CommandLine& cl) {
+  t.Bool({"allow-grpc"}, "Serve gRPC, Triton's GRPCInferenceService (default true).",
+         &cl.allow_grpc);
+  t.Add({"grpc-address"}, Kind::kString, "gRPC bind address (default 0.0.0.0).",
+        [&cl](const auto&, const std::string& v) {
+          cl.grpc_address = v;
+          return Status::Ok();
+        });
+  t.Int({"grpc-port"}, "gRPC port (default 8001; 0 picks a free one).", 0, 65535, &cl.grpc_port);
+  t.OnlyValue({"reuse-grpc-port"}, Kind::kBool, "false",
+              "inflight-server does not share its gRPC port with other servers");
+  t.Refused({"grpc-header-forward-pattern"}, Kind::kString,
+            "gRPC headers are not forwarded as request parameters");
+  t.NotUsed({"grpc-infer-allocation-pool-size"}, Kind::kInt,
+            "gRPC calls hold no pooled allocations in inflight-server");
+  const std::string ssl = "TLS on the gRPC endpoint is not implemented; serve it behind a proxy";
+  t.OnlyValue({"grpc-use-ssl"}, Kind::kBool, "false", ssl);
+  t.OnlyValue({"grpc-use-ssl-mutual"}, Kind::kBool, "false", ssl);
+  t.Refused({"grpc-server-cert"}, Kind::kString, ssl);
+  t.Refused({"grpc-server-key"}, Kind::kString, ssl);
+  t.Refused({"grpc-root-cert"}, Kind::kString, ssl);
+  t.OnlyValue({"grpc-infer-response-compression-level"}, Kind::kString, "none",
+              "responses are sent uncompressed (clients may still compress requests)");
+  const std::string keepalive =
+      "inflight-server keeps gRPC's own keepalive and connection-age defaults";
+  t.NotUsed({"grpc-keepalive-time"}, Kind::kInt, keepalive);
+  t.NotUsed({"grpc-keepalive-timeout"}, Kind::kInt, keepalive);
+  t.NotUsed({"grpc-keepalive-permit-without-calls"}, Kind::kBool, keepalive);
+  t.NotUsed({"grpc-http2-max-pings-without-data"}, Kind::kInt, keepalive);
+  t.NotUsed({"grpc-http2-min-recv-ping-interval-without-data"}, Kind::kInt, keepalive);
+  t.NotUsed({"grpc-http2-max-ping-strikes"}, Kind::kInt, keepalive);
+  t.NotUsed({"grpc-max-connection-age"}, Kind::kInt, keepalive);
+  t.NotUsed({"grpc-max-connection-age-grace"}, Kind::kInt, keepalive);
+  t.Refused({"grpc-restricted-protocol"}, Kind::kString,
+            "gRPC methods cannot be restricted by header");
 }
 
 void AddOtherEndpointOptions(Table& t) {
@@ -382,7 +394,7 @@ std::vector<LongOption> Options(CommandLine& cl) {
   AddRepositoryOptions(t, cl);
   AddLoggingOptions(t, cl);
   AddHttpOptions(t, cl);
-  AddGrpcOptions(t);
+  AddGrpcOptions(t, cl);
   AddOtherEndpointOptions(t);
   AddMetricsOptions(t, cl);
   AddUnsupportedFeatureOptions(t);

@@ -1,7 +1,7 @@
 // inflight-server's command line: tritonserver's options, parsed as tritonserver parses them
 // (long_options.h: unambiguous prefixes, aliases, "=" and space forms). Every option of
 // tritonserver's (server src/command_line_parser.cc) is known by name: the ones inflight-server
-// implements take effect; the ones that configure something it does not have (gRPC, SageMaker,
+// implements take effect; the ones that configure something it does not have (SageMaker,
 // memory pools) are accepted and leave a note saying they are not used; the ones whose request
 // cannot be met (tracing, response cache, --model-control-mode=poll) are refused by name.
 #pragma once
@@ -26,6 +26,11 @@ struct CommandLine {
   std::optional<int> http_port;
   std::optional<int> http_thread_count;
   std::optional<std::size_t> http_max_input_bytes;
+
+  bool allow_grpc = true;
+  // Unset: the gRPC service's defaults (0.0.0.0, 8001).
+  std::optional<std::string> grpc_address;
+  std::optional<int> grpc_port;
 
   bool allow_metrics = true;
   std::optional<std::string> metrics_address;  // unset: the HTTP address

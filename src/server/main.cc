@@ -1,10 +1,11 @@
 // inflight-server: a Triton-compatible host. Takes tritonserver's command line (command_line.h),
-// loads the model repository through the Server core, serves KServe v2 over HTTP and Prometheus
-// metrics, and shuts down cleanly on SIGINT/SIGTERM.
+// loads the model repository through the Server core, serves KServe v2 over HTTP, Triton's
+// GRPCInferenceService over gRPC and Prometheus metrics, and shuts down cleanly on SIGINT/SIGTERM.
 #include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +21,9 @@
 #include "server/command_line.h"
 #include "server/http_service.h"
 #include "server/server_api.h"
+#ifdef INFLIGHT_SERVER_GRPC
+#include "server/grpc/grpc_service.h"
+#endif
 
 namespace {
 
@@ -165,8 +169,14 @@ int Run(int argc, char** argv) {
 
   std::unique_ptr<server::http::HttpService> http;
   std::unique_ptr<server::http::MetricsService> metrics;
+#ifdef INFLIGHT_SERVER_GRPC
+  std::unique_ptr<server::grpc_frontend::GrpcService> grpc;
+#endif
   auto fail = [&](const std::string& what, const Status& st) {
     LOG_ERROR("failed to start {}: {}", what, st.message());
+#ifdef INFLIGHT_SERVER_GRPC
+    if (grpc) grpc->Stop(std::chrono::milliseconds(0));
+#endif
     if (http) http->Stop();
     if (metrics) metrics->Stop();
     core->Shutdown();
@@ -181,12 +191,31 @@ int Run(int argc, char** argv) {
     http = std::make_unique<server::http::HttpService>(*core, http_options);
     if (Status st = http->Start(); !st.ok()) return fail("HTTP service", st);
   }
+#ifdef INFLIGHT_SERVER_GRPC
+  server::grpc_frontend::GrpcServiceOptions grpc_options;
+  if (cl.grpc_address) grpc_options.address = *cl.grpc_address;
+  if (cl.grpc_port) grpc_options.port = *cl.grpc_port;
+  grpc_options.explicit_model_control = cl.server.explicit_model_control;
+  if (cl.allow_grpc) {
+    grpc = std::make_unique<server::grpc_frontend::GrpcService>(*core, grpc_options);
+    if (Status st = grpc->Start(); !st.ok()) return fail("GRPC service", st);
+  }
+#else
+  if (cl.allow_grpc) {
+    LOG_WARN(
+        "this inflight-server was built without gRPC C++ (libgrpc++-dev): no gRPC endpoint "
+        "is served; pass --allow-grpc=false to silence this");
+  }
+#endif
   if (cl.allow_metrics) {
     metrics = std::make_unique<server::http::MetricsService>(
         *core, cl.metrics_address.value_or(http_options.address), cl.metrics_port);
     if (Status st = metrics->Start(); !st.ok()) return fail("Metrics service", st);
   }
   // Scripts and tests wait for these lines (tritonserver's words); both sockets already accept.
+#ifdef INFLIGHT_SERVER_GRPC
+  if (grpc) LOG_INFO("Started GRPCInferenceService at {}:{}", grpc_options.address, grpc->port());
+#endif
   if (http) LOG_INFO("Started HTTPService at {}:{}", http_options.address, http->port());
   if (metrics) {
     LOG_INFO("Started Metrics Service at {}:{}", cl.metrics_address.value_or(http_options.address),
@@ -199,7 +228,12 @@ int Run(int argc, char** argv) {
   LOG_INFO("Signal ({}) received.", signal_number);
   if (http) http->Stop();
   if (metrics) metrics->Stop();
+  // gRPC calls keep receiving their responses while the core drains (it fails what it cancels),
+  // then whatever is still open is cancelled.
   core->Shutdown();
+#ifdef INFLIGHT_SERVER_GRPC
+  if (grpc) grpc->Stop(std::chrono::seconds(5));
+#endif
   LOG_INFO("inflight-server stopped");
   spdlog::default_logger()->flush();
   return 0;

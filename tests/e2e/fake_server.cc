@@ -118,6 +118,17 @@ Result<std::shared_ptr<InflightRequest>> FakeServer::Infer(InferRequest request,
         base.model_version = 1;
         base.id = request.id;
         if (request.model_name == "echo") {
+          // DELAY_MS (optional) holds the answer back, in 10 ms steps that watch for a cancel.
+          for (int waited = 0; waited < ScalarInt(request, "DELAY_MS", 0); waited += 10) {
+            if (handle->cancelled) {
+              ++cancelled_;
+              InferResponse r = base;
+              r.error = Cancelled("request cancelled");
+              callback(std::move(r));
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
           InferResponse r = base;
           r.is_final = true;
           r.parameters = request.parameters;

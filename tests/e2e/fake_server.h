@@ -1,11 +1,11 @@
-// A Server core stand-in for testing the HTTP frontend alone: three models with known behaviour.
-//   echo    (not decoupled, no batching): INPUT0 INT32 [-1] → OUTPUT0 = INPUT0; optional TEXT BYTES
-//   [-1] →
-//           TEXT_OUT = TEXT; FP16 F16_IN [-1] optional → F16_OUT.
+// A Server core stand-in for testing the HTTP and gRPC frontends alone: models with known
+// behaviour.
+//   echo    (not decoupled, no batching): INPUT0 INT32 [-1] -> OUTPUT0; optional TEXT BYTES [-1] ->
+//           TEXT_OUT; optional FP16 F16_IN [-1] -> F16_OUT; the request's parameters come back as
+//           the response's. Optional DELAY_MS INT32 [1] holds the answer back (cancellable).
 //   stream  (decoupled, max_batch_size 4): COUNT INT32 [1], optional DELAY_MS INT32 [1], optional
-//   FAIL_AT
-//           INT32 [1]; sends INDEX = 0..COUNT-1 one response each, then a flag-only FINAL; at
-//           FAIL_AT it sends an error instead. Counts cancelled requests.
+//           FAIL_AT INT32 [1]; sends INDEX = 0..COUNT-1 one response each, then a flag-only FINAL;
+//           at FAIL_AT it sends an error instead. Counts cancelled requests.
 //   full    Infer always refuses as a full queue does.
 #pragma once
 

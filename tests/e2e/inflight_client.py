@@ -1,7 +1,8 @@
 """Helpers for end-to-end tests of inflight-server, Python 3 standard library only.
 
-InflightServer starts the real binary on 127.0.0.1 with free ports (--http-port=0 / --metrics-port=0: the
-server binds any free port and prints it in its "Started HTTPService at <addr>:<port>" line), waits for it,
+InflightServer starts the real binary on 127.0.0.1 with free ports (--http-port=0 / --grpc-port=0 /
+--metrics-port=0: the server binds any free port and prints it in its "Started HTTPService at <addr>:<port>"
+and "Started GRPCInferenceService at <addr>:<port>" lines), waits for it,
 and stops it with SIGTERM. The request helpers speak plain HTTP/1.1: JSON in and out, and Server-Sent
 Events for /generate_stream.
 
@@ -26,6 +27,7 @@ import unittest
 
 _STARTED_HTTP = re.compile(r"Started HTTPService at (\S+):(\d+)")
 _STARTED_METRICS = re.compile(r"Started Metrics Service at (\S+):(\d+)")
+_STARTED_GRPC = re.compile(r"Started GRPCInferenceService at (\S+):(\d+)")
 
 
 def make_llm_model(repo, name, substitutions):
@@ -65,6 +67,7 @@ class InflightServer:
         self.process = None
         self.http_port = None
         self.metrics_port = None
+        self.grpc_port = None  # None when the server serves no gRPC (--allow-grpc=false, or built without)
         self._lines = []
         self._lines_lock = threading.Lock()
         self._reader = None
@@ -72,7 +75,7 @@ class InflightServer:
     def command(self):
         return [self.binary, f"--model-repository={self.model_repository}",
                 f"--backend-directory={self.backend_directory}", "--http-address=127.0.0.1",
-                "--http-port=0", "--metrics-port=0", *self.args]
+                "--http-port=0", "--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-port=0", *self.args]
 
     def start(self):
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -91,6 +94,8 @@ class InflightServer:
             if http_match and (metrics_match or not metrics_wanted):
                 self.http_port = int(http_match.group(2))
                 self.metrics_port = int(metrics_match.group(2)) if metrics_match else None
+                grpc_match = _STARTED_GRPC.search(text)
+                self.grpc_port = int(grpc_match.group(2)) if grpc_match else None
                 break
             if self.process.poll() is not None:
                 raise RuntimeError(f"inflight-server exited with {self.process.returncode} before starting:\n"
@@ -254,3 +259,32 @@ def metric(samples, name, **labels):
 def get_metrics(port):
     status, headers, data = request("GET", port, "/metrics")
     return status, headers, data.decode("utf-8")
+
+
+# Metric family names of the LLM model's statistics, before and after they take NVIDIA's names.
+KV_FAMILIES = ("nv_trt_llm_kv_cache_block_metrics", "inflight_kv_cache_block_metrics")
+ACTIVE_FAMILIES = ("nv_trt_llm_request_metrics", "inflight_request_metrics")
+
+
+def first_sample(text, names, **labels):
+    """The value of the first sample of any of `names` whose labels include `labels`."""
+    for (name, sample_labels), value in parse_metrics(text).items():
+        if name in names and set(labels.items()) <= set(sample_labels):
+            return value
+    raise AssertionError(f"none of {names} {labels} in the metrics")
+
+
+def wait_llm_idle(metrics_port, timeout=5.0):
+    """Waits until the LLM model has no active request and every KV block is free; AssertionError with
+    what is left after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _, _, text = get_metrics(metrics_port)
+        active = first_sample(text, ACTIVE_FAMILIES, request_type="active")
+        free = first_sample(text, KV_FAMILIES, kv_cache_block_type="free")
+        total = first_sample(text, KV_FAMILIES, kv_cache_block_type="max")
+        if active == 0 and free == total:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still {active} active request(s), {free} of {total} KV blocks free")
+        time.sleep(0.05)

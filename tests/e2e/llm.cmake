@@ -4,7 +4,7 @@
 # test_seed_replay.py replays the seed documents' deployments on that engine; test_install_prefix.py installs
 # the build into a temporary prefix and serves from it.
 if(NOT TARGET inflight-server OR NOT TARGET triton_inflight OR NOT TARGET triton_inflight_tokenizer
-   OR NOT TARGET make_checkpoint OR NOT TARGET inflight-build)
+   OR NOT TARGET triton_inflight_bls OR NOT TARGET make_checkpoint OR NOT TARGET inflight-build)
   message(STATUS "e2e: the LLM tests need inflight-server, both backends and the model tools")
   return()
 endif()
@@ -54,3 +54,30 @@ add_test(NAME e2e_test_hf_folder_engine
   WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
 set_tests_properties(e2e_test_hf_folder_engine PROPERTIES LABELS e2e TIMEOUT 600
   ENVIRONMENT "${_llm_env};INFLIGHT_TOOLS_DIR=$<TARGET_FILE_DIR:make_checkpoint>")
+
+# The LLM repository over gRPC, with the requests NVIDIA's client scripts send (Python with Debian's
+# grpcio; see CMakeLists.txt beside this file).
+if(INFLIGHT_GRPC_PYTHON)
+  add_test(NAME e2e_test_llm_grpc
+    COMMAND ${INFLIGHT_GRPC_PYTHON} -m unittest -v test_llm_grpc
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+  set_tests_properties(e2e_test_llm_grpc PROPERTIES
+    LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED "llm_repos;grpc_py"
+    ENVIRONMENT "${_llm_env};INFLIGHT_GRPC_PY=${INFLIGHT_GRPC_PY_DIR}")
+endif()
+
+# tensorrt_llm_bls (the C++ BLS backend) against the ensemble, over HTTP and, where the Python that has
+# Debian's grpcio runs it, over gRPC too.
+if(INFLIGHT_GRPC_PYTHON)
+  set(_bls_python ${INFLIGHT_GRPC_PYTHON})
+  set(_bls_fixtures "llm_repos;grpc_py")
+else()
+  set(_bls_python ${Python3_EXECUTABLE})
+  set(_bls_fixtures llm_repos)
+endif()
+add_test(NAME e2e_test_llm_bls
+  COMMAND ${_bls_python} -m unittest -v test_llm_bls
+  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(e2e_test_llm_bls PROPERTIES
+  LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED "${_bls_fixtures}"
+  ENVIRONMENT "${_llm_env};INFLIGHT_GRPC_PY=${INFLIGHT_GRPC_PY_DIR}")

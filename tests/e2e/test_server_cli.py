@@ -2,11 +2,18 @@
 
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import unittest
 
 from inflight_client import InflightServer, env_or_skip, get_json, request
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def run_server(*args, timeout=30):
@@ -39,14 +46,14 @@ class ServerCliTest(unittest.TestCase):
         self.assertIn("needs a value", result.stderr)
 
     def test_whole_repository_reports_each_model(self):
-        # Space-separated flag values, the other accepted form; gRPC is accepted with a warning.
+        # Space-separated flag values, the other accepted form.
         server = InflightServer(["--grpc-port", "0", "--strict-readiness", "true"], wait_ready=False)
         with server:
             log = server.log()
             self.assertIn("| Model", log)
             self.assertRegex(log, r"\| echo\s+\| 1\s+\| READY")
             self.assertRegex(log, r"\| broken_config\s+\|.*UNAVAILABLE")
-            self.assertIn("gRPC is not served", log)
+            self.assertRegex(log, r"Started GRPCInferenceService at 127\.0\.0\.1:[1-9]\d*")
             status, index = get_json(server.http_port, "/v2/health/live")
             self.assertEqual(status, 200)
             # broken_config and friends never load, so a strictly ready server is not ready.
@@ -87,14 +94,14 @@ class TritonCommandLineTest(unittest.TestCase):
         #     --model-repo=${MODEL_FOLDER}  (free ports instead of 18000/18002)
         class PrefixedServer(InflightServer):
             def command(self):
-                return [self.binary, "--http-p", "0", "--metrics-port=0", "--grpc-port=18001",
+                return [self.binary, "--http-p", "0", "--metrics-port=0", f"--grpc-port={free_port()}",
                         f"--model-repo={self.model_repository}",
                         f"--backend-dir={self.backend_directory}", "--http-a=127.0.0.1",
                         "--model-control-mode=explicit", "--load-model=echo"]
 
         with PrefixedServer() as server:
             self.assertEqual(request("GET", server.http_port, "/v2/models/echo/ready")[0], 200)
-            self.assertIn("--grpc-port=18001 is not used: gRPC is not served", server.log())
+            self.assertRegex(server.log(), r"Started GRPCInferenceService at 0\.0\.0\.0:\d+")
 
     def test_ambiguous_and_misspelt_options_name_the_candidates(self):
         result = run_server("--model=/x")

@@ -1,4 +1,5 @@
-// Triton server C API, version 1.34: the part that backends and Inflight use.
+// Triton server C API, version 1.34: the part that backends and Inflight use, including what a
+// backend needs to call another model (BLS: TRITONSERVER_InferenceRequest*, ServerInferAsync).
 //
 // Written for Inflight from the published API (names, signatures, enum values and flags as Triton's
 // tritonserver.h). Enum values are part of the ABI: tests/unit/triton_abi checks each one.
@@ -231,6 +232,124 @@ TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_MetricObserve(TRITONSERVE
                                                                      double value);
 TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_GetMetricKind(TRITONSERVER_Metric* metric,
                                                                      TRITONSERVER_MetricKind* kind);
+
+
+// ---- Inference requests and responses (what a backend needs for BLS: calling another model) ----
+typedef struct TRITONSERVER_InferenceRequest TRITONSERVER_InferenceRequest;
+typedef struct TRITONSERVER_InferenceResponse TRITONSERVER_InferenceResponse;
+typedef struct TRITONSERVER_InferenceTrace TRITONSERVER_InferenceTrace;
+typedef struct TRITONSERVER_ResponseAllocator TRITONSERVER_ResponseAllocator;
+
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorAllocFn_t)(
+    TRITONSERVER_ResponseAllocator* allocator, const char* tensor_name, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id, void* userp, void** buffer,
+    void** buffer_userp, TRITONSERVER_MemoryType* actual_memory_type,
+    int64_t* actual_memory_type_id);
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorReleaseFn_t)(
+    TRITONSERVER_ResponseAllocator* allocator, void* buffer, void* buffer_userp, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id);
+typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorStartFn_t)(
+    TRITONSERVER_ResponseAllocator* allocator, void* userp);
+typedef void (*TRITONSERVER_InferenceRequestReleaseFn_t)(TRITONSERVER_InferenceRequest* request,
+                                                         const uint32_t flags, void* userp);
+typedef void (*TRITONSERVER_InferenceResponseCompleteFn_t)(
+    TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp);
+
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(
+    TRITONSERVER_ResponseAllocator** allocator, TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn,
+    TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn,
+    TRITONSERVER_ResponseAllocatorStartFn_t start_fn);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorDelete(
+    TRITONSERVER_ResponseAllocator* allocator);
+
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestNew(
+    TRITONSERVER_InferenceRequest** inference_request, TRITONSERVER_Server* server,
+    const char* model_name, const int64_t model_version);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestDelete(
+    TRITONSERVER_InferenceRequest* inference_request);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestId(
+    TRITONSERVER_InferenceRequest* inference_request, const char** id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetId(
+    TRITONSERVER_InferenceRequest* inference_request, const char* id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestFlags(
+    TRITONSERVER_InferenceRequest* inference_request, uint32_t* flags);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetFlags(
+    TRITONSERVER_InferenceRequest* inference_request, uint32_t flags);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestCorrelationId(
+    TRITONSERVER_InferenceRequest* inference_request, uint64_t* correlation_id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetCorrelationId(
+    TRITONSERVER_InferenceRequest* inference_request, uint64_t correlation_id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestPriorityUInt64(
+    TRITONSERVER_InferenceRequest* inference_request, uint64_t* priority);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetPriorityUInt64(
+    TRITONSERVER_InferenceRequest* inference_request, uint64_t priority);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestTimeoutMicroseconds(
+    TRITONSERVER_InferenceRequest* inference_request, uint64_t* timeout_us);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(
+    TRITONSERVER_InferenceRequest* inference_request, uint64_t timeout_us);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddInput(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name,
+    const TRITONSERVER_DataType datatype, const int64_t* shape, uint64_t dim_count);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveInput(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveAllInputs(
+    TRITONSERVER_InferenceRequest* inference_request);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestAppendInputData(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name, const void* base,
+    size_t byte_size, TRITONSERVER_MemoryType memory_type, int64_t memory_type_id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveAllInputData(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestAddRequestedOutput(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveRequestedOutput(
+    TRITONSERVER_InferenceRequest* inference_request, const char* name);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(
+    TRITONSERVER_InferenceRequest* inference_request);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetReleaseCallback(
+    TRITONSERVER_InferenceRequest* inference_request,
+    TRITONSERVER_InferenceRequestReleaseFn_t request_release_fn, void* request_release_userp);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetResponseCallback(
+    TRITONSERVER_InferenceRequest* inference_request,
+    TRITONSERVER_ResponseAllocator* response_allocator, void* response_allocator_userp,
+    TRITONSERVER_InferenceResponseCompleteFn_t response_fn, void* response_userp);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestCancel(
+    TRITONSERVER_InferenceRequest* inference_request);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestIsCancelled(
+    TRITONSERVER_InferenceRequest* inference_request, bool* is_cancelled);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetStringParameter(
+    TRITONSERVER_InferenceRequest* request, const char* key, const char* value);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetIntParameter(
+    TRITONSERVER_InferenceRequest* request, const char* key, const int64_t value);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetBoolParameter(
+    TRITONSERVER_InferenceRequest* request, const char* key, const bool value);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetDoubleParameter(
+    TRITONSERVER_InferenceRequest* request, const char* key, const double value);
+
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceResponseDelete(
+    TRITONSERVER_InferenceResponse* inference_response);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceResponseError(
+    TRITONSERVER_InferenceResponse* inference_response);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceResponseModel(
+    TRITONSERVER_InferenceResponse* inference_response, const char** model_name,
+    int64_t* model_version);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceResponseId(
+    TRITONSERVER_InferenceResponse* inference_response, const char** request_id);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceResponseParameterCount(
+    TRITONSERVER_InferenceResponse* inference_response, uint32_t* count);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceResponseParameter(
+    TRITONSERVER_InferenceResponse* inference_response, const uint32_t index, const char** name,
+    TRITONSERVER_ParameterType* type, const void** vvalue);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutputCount(
+    TRITONSERVER_InferenceResponse* inference_response, uint32_t* count);
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutput(
+    TRITONSERVER_InferenceResponse* inference_response, const uint32_t index, const char** name,
+    TRITONSERVER_DataType* datatype, const int64_t** shape, uint64_t* dim_count,
+    const void** base, size_t* byte_size, TRITONSERVER_MemoryType* memory_type,
+    int64_t* memory_type_id, void** userp);
+
+TRITONSERVER_DECLSPEC TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(
+    TRITONSERVER_Server* server, TRITONSERVER_InferenceRequest* inference_request,
+    TRITONSERVER_InferenceTrace* trace);
 
 #ifdef __cplusplus
 }

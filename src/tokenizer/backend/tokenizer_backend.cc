@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 
+#include "backend/api_version.h"
 #include "common/logging.h"
 #include "tokenizer/backend/model_state.h"
 #include "tokenizer/backend/triton_io.h"
@@ -90,18 +91,7 @@ using inflight::tokenizer::backend::ToTritonError;
 extern "C" {
 
 TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* /*backend*/) {
-  uint32_t major = 0, minor = 0;
-  TRITONSERVER_Error* err = TRITONBACKEND_ApiVersion(&major, &minor);
-  if (err != nullptr) return err;
-  if (major != TRITONBACKEND_API_VERSION_MAJOR || minor < TRITONBACKEND_API_VERSION_MINOR) {
-    const std::string msg =
-        "triton backend API version " + std::to_string(major) + "." + std::to_string(minor) +
-        " is not supported; the inflight_tokenizer backend needs " +
-        std::to_string(TRITONBACKEND_API_VERSION_MAJOR) + "." +
-        std::to_string(TRITONBACKEND_API_VERSION_MINOR) + " or a newer minor version";
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, msg.c_str());
-  }
-  return nullptr;
+  return inflight::backend::CheckBackendApiVersion("inflight_tokenizer");
 }
 
 TRITONSERVER_Error* TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model) {

@@ -102,7 +102,7 @@ TEST(TemplatesTest, BackendsFollowOurDifferences) {
   EXPECT_EQ(configs["tensorrt_llm"].backend(), "inflight");
   EXPECT_EQ(configs["preprocessing"].backend(), "inflight_tokenizer");
   EXPECT_EQ(configs["postprocessing"].backend(), "inflight_tokenizer");
-  EXPECT_EQ(configs["tensorrt_llm_bls"].backend(), "python");
+  EXPECT_EQ(configs["tensorrt_llm_bls"].backend(), "inflight_bls");
   EXPECT_EQ(configs["ensemble"].platform(), "ensemble");
   // The tokenizer backend tells the roles apart by these inputs.
   EXPECT_NE(FindInput(configs["preprocessing"], "QUERY"), nullptr);

@@ -29,9 +29,9 @@ TEST(CommandLineTest, Seed004CommandLineParses) {
               ElementsAre("/triton_model_repo/Qwen2-14B-Instruct-Int4-2Gpu"));
   EXPECT_EQ(cl->http_port, 18000);
   EXPECT_EQ(cl->metrics_port, 18002);
-  // gRPC is not served: the port is accepted and a note says it is not used.
-  ASSERT_EQ(cl->notes.size(), 1u);
-  EXPECT_THAT(cl->notes[0], HasSubstr("--grpc-port=18001 is not used: gRPC"));
+  EXPECT_EQ(cl->grpc_port, 18001);
+  EXPECT_TRUE(cl->allow_grpc);
+  EXPECT_TRUE(cl->notes.empty());
 }
 
 TEST(CommandLineTest, LaunchTritonServerCommandLineParses) {
@@ -78,11 +78,17 @@ TEST(CommandLineTest, PrefixesAliasesAndBothValueForms) {
 
 TEST(CommandLineTest, ExactNameWinsOverLongerNames) {
   // --grpc-keepalive-time is also a prefix of --grpc-keepalive-timeout: typed whole, it is itself.
-  auto cl = Parse({"--model-store=/a", "--grpc-keepalive-time=5", "--grpc-use-ssl=false"});
+  auto cl = Parse({"--model-store=/a", "--grpc-keepalive-time=5", "--grpc-use-ssl=false",
+                   "--grpc-addr=127.0.0.1", "--allow-grpc=false"});
   ASSERT_TRUE(cl.ok()) << cl.status().message();
-  ASSERT_EQ(cl->notes.size(), 2u);
+  ASSERT_EQ(cl->notes.size(), 1u);
   EXPECT_THAT(cl->notes[0], HasSubstr("--grpc-keepalive-time=5 is not used"));
-  EXPECT_THAT(cl->notes[1], HasSubstr("--grpc-use-ssl=false is not used"));
+  EXPECT_EQ(cl->grpc_address, "127.0.0.1");
+  EXPECT_FALSE(cl->allow_grpc);
+  auto tls = Parse({"--model-store=/a", "--grpc-use-ssl=true"});
+  ASSERT_FALSE(tls.ok());
+  EXPECT_EQ(tls.status().code(), StatusCode::kUnsupported);
+  EXPECT_THAT(tls.status().message(), HasSubstr("--grpc-use-ssl=true is not supported: TLS"));
   auto shorter = Parse({"--model-store=/a", "--grpc-keepalive-ti=5"});
   ASSERT_FALSE(shorter.ok());
   EXPECT_THAT(shorter.status().message(), HasSubstr("is ambiguous"));
@@ -130,8 +136,8 @@ TEST(CommandLineTest, BadValuesNameOptionValueAndWhatIsAccepted) {
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.status().message(), HasSubstr("--model-repository needs a value"));
   auto grpc = Parse({"--model-store=/a", "--grpc-port=x"});
-  ASSERT_FALSE(grpc.ok());  // not used, but checked as tritonserver checks it
-  EXPECT_THAT(grpc.status().message(), HasSubstr("--grpc-port=x"));
+  ASSERT_FALSE(grpc.ok());
+  EXPECT_THAT(grpc.status().message(), HasSubstr("--grpc-port=x is not an integer in 0..65535"));
 }
 
 TEST(CommandLineTest, UnsupportedRequestsAreRefusedByName) {

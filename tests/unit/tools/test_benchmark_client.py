@@ -235,13 +235,53 @@ class EndToEndTest(unittest.TestCase):
                          {"text_input": "one two three four", "max_tokens": 13, "stream": False})
         self.assertEqual(sender.path(0), "/v2/models/ensemble/generate")
 
-    def test_grpc_is_refused_with_a_clear_message(self):
-        result = subprocess.run([sys.executable, SCRIPT, "-i", "grpc", "--max-input-len", "10", "token-norm-dist",
+    def test_grpc_without_a_server_fails_with_a_clear_message(self):
+        # Nothing listens on port 1: whether this Python has grpcio or not, the run ends with a message
+        # saying what is missing or what failed, not a traceback.
+        result = subprocess.run([sys.executable, SCRIPT, "-i", "grpc", "-u", "127.0.0.1:1", "--max-input-len", "10",
+                                 "--num-requests", "2", "--warmup-requests", "1", "token-norm-dist",
                                  "--input-mean", "1", "--input-stdev", "0", "--output-mean", "1",
-                                 "--output-stdev", "0"], capture_output=True, text=True, timeout=30)
-        self.assertEqual(result.returncode, 2)
-        self.assertIn("-i grpc is not supported", result.stderr)
+                                 "--output-stdev", "0"], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(result.returncode, 0)
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertRegex(result.stdout + result.stderr,
+                         r"-i grpc needs grpcio|Failed receiving responses: gRPC UNAVAILABLE")
 
+    def test_grpc_request_has_the_tensors_tritonclient_sends(self):
+        # The request builder alone (no channel): the body's fields as [1, n] / [1, 1] raw tensors.
+        prompt = bench.Prompt(3, 5, input_ids=[11, 12, 13])
+        sender = bench.GrpcSender.__new__(bench.GrpcSender)
+        bench.Sender.__init__(sender, ["tensorrt_llm"], True, False, False)
+
+        class Message:
+            def __init__(self, **kw):
+                self.model_name = kw.get("model_name")
+                self.inputs, self.raw_input_contents = [], []
+
+        class Tensor:
+            def __init__(self):
+                self.name, self.datatype, self.shape = None, None, []
+
+        class Inputs(list):
+            def add(self):
+                self.append(Tensor())
+                return self[-1]
+
+        class Pb:
+            @staticmethod
+            def ModelInferRequest(**kw):
+                m = Message(**kw)
+                m.inputs = Inputs()
+                return m
+
+        sender.pb = Pb
+        request = sender.request(0, prompt)
+        tensors = {t.name: (t.datatype, t.shape, raw) for t, raw in zip(request.inputs, request.raw_input_contents)}
+        self.assertEqual(request.model_name, "tensorrt_llm")
+        self.assertEqual(tensors["input_ids"], ("INT32", [1, 3], bytes.fromhex("0b0000000c0000000d000000")))
+        self.assertEqual(tensors["request_output_len"], ("INT32", [1, 1], (5).to_bytes(4, "little")))
+        self.assertEqual(tensors["end_id"], ("INT32", [1, 1], (-1).to_bytes(4, "little", signed=True)))
+        self.assertEqual(tensors["streaming"], ("BOOL", [1, 1], b"\x01"))
 
 if __name__ == "__main__":
     unittest.main()
