@@ -36,7 +36,8 @@ struct SamplingConfig {
   std::optional<std::uint64_t> seed;        // 0; same seed and inputs give the same output
   std::optional<float> length_penalty;      // beam search only; accepted and ignored for beam 1
   std::optional<bool> early_stopping;       // beam search only
-  // Greedy when top_k == 1, or temperature == 0, or neither top_k nor top_p nor temperature is set.
+  // Greedy when top_k == 1, or temperature == 0, or neither top_k (> 0) nor top_p (> 0) is set,
+  // whatever the temperature (TensorRT-LLM's rule; sampling_config.cc).
   bool IsGreedy() const;
   Status Validate() const;  // names the field, its value and the accepted range
 };

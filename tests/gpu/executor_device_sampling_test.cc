@@ -128,6 +128,7 @@ Request Seeded(std::size_t i, float temperature) {
   Request r = Plain(i);
   r.sampling_config.seed = Seed() + i;
   r.sampling_config.temperature = temperature;
+  r.sampling_config.top_p = 1.0f;  // a draw from the whole vocabulary: temperature alone is greedy
   return r;
 }
 

@@ -103,7 +103,8 @@ HostRow RandomHostRow(int r, int vocab) {
       c.top_p = 0.3f + 0.6f * unit(rng);
       break;
     default:
-      c.temperature = 0.7f + unit(rng);  // the full vocabulary
+      c.temperature = 0.7f + unit(rng);
+      c.top_p = 1.0f;  // the full vocabulary (temperature alone is greedy)
       break;
   }
   if (r % 3 != 0) c.repetition_penalty = r % 2 == 0 ? 0.6f : 1.7f;

@@ -18,12 +18,17 @@ Status OutOfRange(const char* field, double value, const char* accepted) {
 }  // namespace
 
 // "Set" means set to a value that does something: top_k 0 and top_p <= 0 are "off", as documented.
+// NOTE: with neither top_k nor top_p on, the request is greedy whatever its temperature, as in
+// TensorRT-LLM, whose sampling set-up turns top_k 0 with top_p 0 into top-k 1 (setupTopKRuntimeArgs
+// in cpp/tensorrt_llm/kernels/samplingTopKKernels.cu, from FasterTransformer): NVIDIA's clients
+// send temperature 1.0 with top_k 0 and top_p 0 and expect the greedy answer. A sample from the
+// whole distribution asks for it with top_p 1 (the OpenAI routes do that for their default).
 bool SamplingConfig::IsGreedy() const {
   if (top_k && *top_k == 1) return true;
   if (temperature && *temperature == 0.0f) return true;
   const bool top_k_active = top_k && *top_k > 0;
   const bool top_p_active = top_p && *top_p > 0.0f;
-  return !top_k_active && !top_p_active && !temperature;
+  return !top_k_active && !top_p_active;
 }
 
 Status SamplingConfig::Validate() const {

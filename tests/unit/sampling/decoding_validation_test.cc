@@ -133,8 +133,12 @@ TEST(SamplingConfig, IsGreedy) {
   c.top_k = 0;
   c.top_p = 0.0f;
   EXPECT_TRUE(c.IsGreedy());  // set, but off
-  c.temperature = 1.0f;
-  EXPECT_FALSE(c.IsGreedy());  // temperature alone samples from the full distribution
+  c.temperature = 0.7f;
+  // Temperature alone is greedy, as in TensorRT-LLM: neither top_k nor top_p asks for a sample.
+  EXPECT_TRUE(c.IsGreedy());
+  c.top_p = 1.0f;
+  EXPECT_FALSE(c.IsGreedy());  // top_p 1 samples from the whole (tempered) distribution
+  c.top_p = 0.0f;
   c.temperature = 0.0f;
   c.top_k = 50;
   EXPECT_TRUE(c.IsGreedy());

@@ -193,14 +193,15 @@ TEST(SampleFrequency, MatchesTheDistribution) {
 }
 
 TEST(SampleFrequency, MatchesTheTemperedDistribution) {
-  // Temperature 2 takes the square root of the probabilities before renormalising.
+  // Temperature 2 takes the square root of the probabilities before renormalising; top_p 1 asks for
+  // a sample from all of it (temperature alone is greedy, as in TensorRT-LLM).
   const std::vector<double> probs = {0.1, 0.2, 0.3, 0.15, 0.25};
   std::vector<double> tempered;
   double sum = 0.0;
   for (double p : probs) sum += std::sqrt(p);
   for (double p : probs) tempered.push_back(std::sqrt(p) / sum);
   const std::vector<int> counts =
-      Histogram(LogitsOf(probs), SamplingWith(std::nullopt, std::nullopt, 2.0f), 99, kDraws);
+      Histogram(LogitsOf(probs), SamplingWith(std::nullopt, 1.0f, 2.0f), 99, kDraws);
   EXPECT_LT(ChiSquare(counts, tempered, kDraws), kChi2Df4P001);
 }
 
