@@ -1,17 +1,16 @@
-// The executor end to end on the CPU runner with sliding-window attention: a random Mistral engine
-// whose layers attend the last 16 keys, and a full-attention engine limited at run time by
-// max_attention_window_size and sink_token_length. Greedy outputs of prompts longer than the window
-// must equal NaiveForward's, which recomputes every step from scratch (no cache, no paging) with
-// the window applied key by key, alone, batched and in chunks.
+// The executor end to end on the CPU runner with sliding-window attention: a random Mistral
+// checkpoint with sliding_window 16 through the converter, and a full-attention engine limited at
+// run time by max_attention_window_size and sink_token_length. Greedy outputs of prompts longer
+// than the window must equal NaiveForward's, which recomputes every step from scratch (no cache, no
+// paging) with the window applied key by key, alone, batched and in chunks.
 #include <gtest/gtest.h>
 
-
 #include "inflight/executor.h"
+#include "model/engine_config.h"
 #include "model/model_shard.h"
 #include "model/safetensors.h"
 #include "unit/executor/run_requests.h"
 #include "unit/executor/test_engine.h"
-#include "unit/model_cpu/engine_edit.h"
 #include "unit/model_cpu/naive_forward.h"
 
 namespace inflight {
@@ -19,21 +18,15 @@ namespace {
 
 using Window = kernels::cpu::AttentionWindow;
 
-testing::TinyEngineOptions MistralOptions() {
-  testing::TinyEngineOptions o;
-  o.arch = "mistral";
-  o.seed = 23;
-  return o;
-}
-
-// The Mistral engine with sliding_window 16 in every layer (as the converter writes
-// attention_windows for Mistral-7B-v0.1's sliding_window).
+// A random Mistral checkpoint with sliding_window 16 (Mistral-7B-v0.1's field, smaller), through
+// the converter: every layer of the engine attends the last 16 keys.
 std::string WindowedEngine() {
   static const std::string dir = [] {
-    std::string d = testing::TinyEngine(MistralOptions(), "window_mistral");
-    if (d.rfind("error", 0) == 0) return d;
-    const Status set = model::testing::SetAttentionWindows(d, {16, 16});
-    return set.ok() ? d : "error: " + set.ToString();
+    testing::TinyEngineOptions o;
+    o.arch = "mistral";
+    o.seed = 23;
+    o.sliding_window = 16;
+    return testing::TinyEngine(o, "window_mistral");
   }();
   return dir;
 }
@@ -89,6 +82,9 @@ constexpr int kNewTokens = 24;
 
 TEST(ExecutorWindow, SlidingWindowGreedyMatchesNaiveRecompute) {
   ASSERT_EQ(WindowedEngine().rfind("error", 0), std::string::npos) << WindowedEngine();
+  auto config = model::LoadEngineConfig(WindowedEngine());
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->attention_windows, (std::vector<std::int64_t>{16, 16}));
   const std::vector<Window> windows = {{16, 0}, {16, 0}};
   std::vector<Request> reqs;
   std::vector<VecTokens> expected;
