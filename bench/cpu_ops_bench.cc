@@ -140,7 +140,8 @@ Row BenchAttention(cpu::ThreadPool* pool, const Options& opt, std::int32_t num_s
   r.seconds = TimeMedian(
       [&] {
         cpu::PagedAttention(out.data(), q.data(), heads * head_dim, k.data(), v.data(), batch,
-                            shape, heads, 1.0f / std::sqrt(static_cast<float>(head_dim)), pool);
+                            shape, heads, 1.0f / std::sqrt(static_cast<float>(head_dim)),
+                            cpu::AttentionWindow{}, pool);
       },
       opt.min_time_s);
   // Keys and values each row attends to: positions [0, p] for the row at position p.

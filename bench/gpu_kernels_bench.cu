@@ -2,9 +2,10 @@
 // of 128; hidden 4096; intermediate 14336; vocabulary 128256; 64-token KV blocks as the runner),
 // each figure next to the ceiling measured at the start of the same run:
 //
-//   decode    paged decode attention, batch x context; GB/s = K and V bytes read / time, against
-//             the copy ceiling, the read-only stream, and one read-only kernel over the same
-//             number of bytes (the floor at that size: launch and ramp included);
+//   decode    paged decode attention, batch x context (x sliding window); GB/s = K and V bytes
+//             read (of the window's keys only, with one) / time, against the copy ceiling, the
+//             read-only stream, and one read-only kernel over the same number of bytes (the
+//             floor at that size: launch and ramp included);
 //   context   paged causal context attention (prefill), TFLOP/s counting 2*2*S^2*d*heads/2 per
 //             sequence of S tokens, against cuBLASLt's 8192^3 bf16 rate;
 //   norm      RMSNorm (with and without the fused residual) and SwiGLU, GB/s of bytes that must
@@ -12,7 +13,8 @@
 //   mlp       the MLP's gate/up layer and SwiGLU: cuBLASLt then the SwiGLU kernel (the separate
 //             path) against kernels/cuda/gemm_swiglu.h (one kernel), TFLOP/s against the 8192^3
 //             rate;
-//   rope      RoPE + KV-cache write (decode rows and prefill chunks), GB/s;
+//   rope      RoPE + KV-cache write (decode rows and prefill chunks), with and without Qwen3's
+//             fused q/k norm, GB/s;
 //   sampling  argmax and top-k/top-p over 128256 fp32 logits per row, GB/s of logits read.
 //
 // Random inputs (never zeros), random non-monotonic block tables, warm-up first, median of many
@@ -20,7 +22,7 @@
 // them between calls.
 //
 //   inflight-bench-gpu-kernels [--sections decode,context,norm,mlp,rope,sampling]
-//       [--batches 1,8,64,256] [--contexts 512,2048,4096,8192,16384,32768]
+//       [--batches 1,8,64,256] [--contexts 512,2048,4096,8192,16384,32768] [--decode_windows 0]
 //       [--prefill 512,1024,2048,4096,8192,16384] [--mlp_tokens 256,1024,2048,3790,8192]
 //       [--budget_ms 200]
 #include <cuda_runtime_api.h>
@@ -61,6 +63,7 @@ struct Options {
   std::vector<std::int64_t> contexts = {512, 2048, 4096, 8192, 16384, 32768};
   std::vector<std::int64_t> prefill = {512, 1024, 2048, 4096, 8192, 16384};
   std::vector<std::int64_t> decode_partitions = {0};  // keys per split; 0: the runner's choice
+  std::vector<std::int64_t> decode_windows = {0};     // sliding windows; 0: full attention
   std::vector<std::int64_t> mlp_tokens = {256, 1024, 2048, 3790, 8192};
   double budget_ms = 200;
 };
@@ -99,6 +102,12 @@ Options ParseArgs(int argc, char** argv) {
               }
               return Status::Ok();
             });
+  flags.Add("decode_windows", "LIST",
+            "decode sliding windows, one row each; 0 is full attention (default 0). A window "
+            "reads min(context, window) keys a sequence: its floor is those keys' bytes",
+            [&](const std::string& v) {
+              return tools::ParseIntList("--decode_windows", v, 0, 1 << 20, &o.decode_windows);
+            });
   flags.Add("mlp_tokens", "LIST", "gate/up + SwiGLU rows (default 256,1024,2048,3790,8192)",
             [&](const std::string& v) {
               return tools::ParseIntList("--mlp_tokens", v, 1, 1 << 16, &o.mlp_tokens);
@@ -126,13 +135,14 @@ std::string Range(const Timing& t) {
 
 void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
   std::cout << "## Paged decode attention (bf16, 32 q / 8 kv heads, head dim 128, 64-token blocks)"
-               "\n\nGB/s = K and V bytes read (batch x context x 8 kv heads x 128 x 2 bytes x 2) / "
-               "median. Copy ceiling this run: "
+               "\n\nGB/s = K and V bytes read (batch x keys x 8 kv heads x 128 x 2 bytes x 2) / "
+               "median, keys = the context, or with a sliding window min(context, window). Copy "
+               "ceiling this run: "
             << Fmt(c.copy.copy_gbps(), 1) << " GB/s; read-only stream: " << Fmt(c.copy.read_gbps, 1)
             << " GB/s. Target (issue 5): >= 85% of copy from 4k context. Same-bytes read: one "
                "kernel that only reads as many bytes (rotated past L2), its time and its share "
                "of copy; % of it: this kernel's rate against that read's.\n\n";
-  Table t({"batch", "context", "KV read", "splits x keys", "median", "p10..p90", "GB/s",
+  Table t({"batch", "context", "window", "KV read", "splits x keys", "median", "p10..p90", "GB/s",
            "% of copy", "% of read-only", "same-bytes read", "% of it", "sets"});
   for (std::int64_t batch : opt.batches) {
     for (std::int64_t context : opt.contexts) {
@@ -142,9 +152,9 @@ void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
       const std::size_t free_now = FreeBytes();
       const int sets = Rotations(set_bytes, c.device.l2_bytes,
                                  std::min<std::size_t>(free_now / 3, std::size_t{4} << 30));
-      const double kv_bytes = 2.0 * B * C * kKvHeads * kHeadDim * kBf16;
       if (static_cast<double>(set_bytes) * sets > 0.85 * static_cast<double>(free_now)) {
-        t.AddRow({std::to_string(B), std::to_string(C), Mb(kv_bytes) + " MB",
+        t.AddRow({std::to_string(B), std::to_string(C), "-",
+                  Mb(2.0 * B * C * kKvHeads * kHeadDim * kBf16) + " MB",
                   "skipped: needs " + Gb(static_cast<double>(set_bytes)) + ", " +
                       Gb(static_cast<double>(free_now)) + " free"});
         continue;
@@ -155,41 +165,48 @@ void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
       DeviceBuffer out(static_cast<std::size_t>(B * kHeads * kHeadDim * kBf16));
       FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, 503, stream);
       const kc::PagedBatch first = p.Batch(0);
-      // The floor at this size: one kernel that only reads the same bytes (launch and ramp
-      // included), where memory allows rotating that many separate buffers beside the pools.
-      const auto read_bytes = static_cast<std::size_t>(kv_bytes);
-      const bool read_fits = static_cast<double>(read_bytes) * sets < 0.25 * FreeBytes();
-      const Timing read = read_fits
-                              ? TimeRead(read_bytes, sets, c.device.sm_count, opt.budget_ms, stream)
-                              : Timing{};
-      for (std::int64_t asked : opt.decode_partitions) {
-        // 0: the runner's choice of split (kernels/cuda/paged_attention_decode.h).
-        const auto partition = asked > 0 ? static_cast<std::int32_t>(asked)
-                                         : kc::DecodePartitionTokens(first, kKvHeads);
-        const std::size_t ws_bytes =
-            kc::PagedAttentionDecodeWorkspaceBytes(first, kHeads, kHeadDim, partition);
-        DeviceBuffer ws(ws_bytes);
-        TimingOptions to;
-        to.budget_ms = opt.budget_ms;
-        to.rotations = sets;
-        const Timing tm = TimeCalls(
-            [&](int call) {
-              return kc::PagedAttentionDecode(
-                  out.get(), q.get(), kQkvDim, pools.k.get(), pools.v.get(), p.Batch(call % sets),
-                  kShape, kHeads, kScale, kDType, partition, ws.get(), ws_bytes, stream);
-            },
-            stream, to);
-        const double gbps = kv_bytes / (tm.median_us * 1e3);
-        const std::int64_t splits = (C + partition - 1) / partition;
-        t.AddRow({std::to_string(B), std::to_string(C), Mb(kv_bytes) + " MB",
-                  std::to_string(splits) + " x " + std::to_string(partition), FmtUs(tm.median_us),
-                  Range(tm), Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()),
-                  Percent(gbps, c.copy.read_gbps),
-                  read_fits ? FmtUs(read.median_us) + " (" +
-                                  Percent(kv_bytes / (read.median_us * 1e3), c.copy.copy_gbps()) +
-                                  " of copy)"
-                            : "-",
-                  read_fits ? Percent(read.median_us, tm.median_us) : "-", std::to_string(sets)});
+      for (std::int64_t window_keys : opt.decode_windows) {
+        const kc::AttentionWindow window{static_cast<std::int32_t>(window_keys), 0};
+        // Keys each sequence reads: its window's, when it has one.
+        const std::int64_t keys = window.windowed() ? std::min<std::int64_t>(C, window_keys) : C;
+        const double kv_bytes = 2.0 * B * static_cast<double>(keys) * kKvHeads * kHeadDim * kBf16;
+        // The floor at this size: one kernel that only reads the same bytes (launch and ramp
+        // included), where memory allows rotating that many separate buffers beside the pools.
+        const auto read_bytes = static_cast<std::size_t>(kv_bytes);
+        const bool read_fits = static_cast<double>(read_bytes) * sets < 0.25 * FreeBytes();
+        const Timing read =
+            read_fits ? TimeRead(read_bytes, sets, c.device.sm_count, opt.budget_ms, stream)
+                      : Timing{};
+        for (std::int64_t asked : opt.decode_partitions) {
+          // 0: the runner's choice of split (kernels/cuda/paged_attention_decode.h).
+          const auto partition = asked > 0 ? static_cast<std::int32_t>(asked)
+                                           : kc::DecodePartitionTokens(first, kKvHeads, window);
+          const std::size_t ws_bytes =
+              kc::PagedAttentionDecodeWorkspaceBytes(first, kHeads, kHeadDim, partition, window);
+          DeviceBuffer ws(ws_bytes);
+          TimingOptions to;
+          to.budget_ms = opt.budget_ms;
+          to.rotations = sets;
+          const Timing tm = TimeCalls(
+              [&](int call) {
+                return kc::PagedAttentionDecode(
+                    out.get(), q.get(), kQkvDim, pools.k.get(), pools.v.get(), p.Batch(call % sets),
+                    kShape, kHeads, kScale, window, kDType, partition, ws.get(), ws_bytes, stream);
+              },
+              stream, to);
+          const double gbps = kv_bytes / (tm.median_us * 1e3);
+          const std::int64_t splits = (keys + partition - 1) / partition;
+          t.AddRow({std::to_string(B), std::to_string(C),
+                    window.windowed() ? std::to_string(window_keys) : "-", Mb(kv_bytes) + " MB",
+                    std::to_string(splits) + " x " + std::to_string(partition), FmtUs(tm.median_us),
+                    Range(tm), Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()),
+                    Percent(gbps, c.copy.read_gbps),
+                    read_fits ? FmtUs(read.median_us) + " (" +
+                                    Percent(kv_bytes / (read.median_us * 1e3), c.copy.copy_gbps()) +
+                                    " of copy)"
+                              : "-",
+                    read_fits ? Percent(read.median_us, tm.median_us) : "-", std::to_string(sets)});
+        }
       }
     }
   }
@@ -224,7 +241,7 @@ void Context(const Options& opt, const Ceilings& c, cudaStream_t stream) {
           [&](int) {
             return kc::PagedAttentionContext(out.get(), q.get(), kQkvDim, pools.k.get(),
                                              pools.v.get(), p.Batch(0), kShape, kHeads, kScale,
-                                             kDType, stream);
+                                             kc::AttentionWindow{}, kDType, stream);
           },
           stream, to);
       const double flops = static_cast<double>(n) * 2.0 * 2.0 * static_cast<double>(s) *
@@ -392,6 +409,11 @@ void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
   DeviceBuffer d_per_seq(per_seq.size() * sizeof(float));
   BENCH_CUDA(
       cudaMemcpy(d_per_seq.get(), per_seq.data(), d_per_seq.bytes(), cudaMemcpyHostToDevice));
+  // Qwen3's q/k norm weights, fused into the same kernel (the "+ qk norm" rows): the same bytes.
+  DeviceBuffer d_q_norm(static_cast<std::size_t>(kHeadDim * kBf16)),
+      d_k_norm(static_cast<std::size_t>(kHeadDim * kBf16));
+  FillUniform(d_q_norm.get(), kDType, kHeadDim, 0.5f, 1.5f, 702, stream);
+  FillUniform(d_k_norm.get(), kDType, kHeadDim, 0.5f, 1.5f, 703, stream);
   Table t({"mode", "tokens", "bytes/call", "median", "p10..p90", "GB/s", "% of copy", "sets"});
   // rope: one table with scale 1 (every engine but yarn and dynamic), yarn's attention factor on
   // cos and sin, or dynamic RoPE's table per sequence.
@@ -400,6 +422,7 @@ void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
     const char* mode;
     std::int32_t seqs, query_len, cached;
     Rope rope = Rope::kPlain;
+    bool qk_norm = false;
   };
   const std::vector<Case> cases = {{"decode", 1, 1, 63},
                                    {"decode", 8, 1, 63},
@@ -411,7 +434,10 @@ void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
                                    {"decode, yarn scale", 64, 1, 63, Rope::kYarnScale},
                                    {"decode, table per sequence", 64, 1, 63, Rope::kPerSequence},
                                    {"prefill, yarn scale", 1, 2048, 0, Rope::kYarnScale},
-                                   {"prefill, table per sequence", 1, 2048, 0, Rope::kPerSequence}};
+                                   {"prefill, table per sequence", 1, 2048, 0, Rope::kPerSequence},
+                                   {"decode + qk norm", 1, 1, 63, Rope::kPlain, true},
+                                   {"decode + qk norm", 64, 1, 63, Rope::kPlain, true},
+                                   {"prefill + qk norm", 1, 2048, 0, Rope::kPlain, true}};
   for (const Case& cs : cases) {
     const std::int64_t T = static_cast<std::int64_t>(cs.seqs) * cs.query_len;
     // A set: the qkv rows read and the pool blocks written (whole blocks are allocated).
@@ -443,8 +469,10 @@ void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
           char* q = qkv[i].get<char>();
           char* k = q + kHeads * kHeadDim * kBf16;
           char* v = k + kKvHeads * kHeadDim * kBf16;
+          kc::QkNormWeights norm;
+          if (cs.qk_norm) norm = {d_q_norm.get(), d_k_norm.get(), 1e-6f};
           return kc::RopeKvWrite(q, k, v, kQkvDim, kHeads, pools.k.get(), pools.v.get(), p.Batch(i),
-                                 kShape, rope, kDType, stream);
+                                 kShape, rope, norm, kDType, stream);
         },
         stream, to);
     const double bytes = kBytesPerToken * static_cast<double>(T);

@@ -217,15 +217,16 @@ void Overlap(const Options& opt, cudaStream_t main) {
   PagedSetup p = MakePagedSetup(B, 1, C - 1, kTokensPerBlock, 1, 4242);
   Pools pools(p.num_blocks, main);
   const kc::PagedBatch batch = p.Batch(0);
-  const std::int32_t partition = kc::DecodePartitionTokens(batch, kKvHeads);
-  DeviceBuffer ws(kc::PagedAttentionDecodeWorkspaceBytes(batch, kHeads, kHeadDim, partition));
+  const kc::AttentionWindow full{};  // full attention
+  const std::int32_t partition = kc::DecodePartitionTokens(batch, kKvHeads, full);
+  DeviceBuffer ws(kc::PagedAttentionDecodeWorkspaceBytes(batch, kHeads, kHeadDim, partition, full));
   kc::CublasLtGemm decode_gemm;
   Check(decode_gemm.status(), "CublasLtGemm()");
   BENCH_CUDA(cudaStreamSynchronize(main));
 
   auto attention = [&](cudaStream_t s) {
     BENCH_CUDA(kc::PagedAttentionDecode(decode.attn.get(), decode.qkv.get(), kQkvDim, pools.k.get(),
-                                        pools.v.get(), batch, kShape, kHeads, kScale, kDType,
+                                        pools.v.get(), batch, kShape, kHeads, kScale, full, kDType,
                                         partition, ws.get(), ws.bytes(), s));
   };
   auto decode_side = [&](bool gemms, cudaStream_t s) {
@@ -324,8 +325,10 @@ void Attention(const Options& opt, cudaStream_t main) {
   PagedSetup cp = MakePagedSetup(S, Q, 0, kTokensPerBlock, 1, 4343);
   Pools dpools(dp.num_blocks, main), cpools(cp.num_blocks, main);
   const kc::PagedBatch dbatch = dp.Batch(0), cbatch = cp.Batch(0);
-  const std::int32_t partition = kc::DecodePartitionTokens(dbatch, kKvHeads);
-  DeviceBuffer ws(kc::PagedAttentionDecodeWorkspaceBytes(dbatch, kHeads, kHeadDim, partition));
+  const kc::AttentionWindow full{};  // full attention
+  const std::int32_t partition = kc::DecodePartitionTokens(dbatch, kKvHeads, full);
+  DeviceBuffer ws(
+      kc::PagedAttentionDecodeWorkspaceBytes(dbatch, kHeads, kHeadDim, partition, full));
   DeviceBuffer dq(B * kQkvDim * kBf16), dout(B * kHidden * kBf16);
   DeviceBuffer cq(static_cast<std::int64_t>(S) * Q * kQkvDim * kBf16);
   DeviceBuffer cout_(static_cast<std::int64_t>(S) * Q * kHidden * kBf16);
@@ -334,13 +337,13 @@ void Attention(const Options& opt, cudaStream_t main) {
   BENCH_CUDA(cudaStreamSynchronize(main));
   auto decode = [&](cudaStream_t s) {
     BENCH_CUDA(kc::PagedAttentionDecode(dout.get(), dq.get(), kQkvDim, dpools.k.get(),
-                                        dpools.v.get(), dbatch, kShape, kHeads, kScale, kDType,
-                                        partition, ws.get(), ws.bytes(), s));
+                                        dpools.v.get(), dbatch, kShape, kHeads, kScale, full,
+                                        kDType, partition, ws.get(), ws.bytes(), s));
   };
   auto context = [&](cudaStream_t s) {
     BENCH_CUDA(kc::PagedAttentionContext(cout_.get(), cq.get(), kQkvDim, cpools.k.get(),
-                                         cpools.v.get(), cbatch, kShape, kHeads, kScale, kDType,
-                                         s));
+                                         cpools.v.get(), cbatch, kShape, kHeads, kScale, full,
+                                         kDType, s));
   };
   // Context on a and, unless b is null, decode on b, forked from and joined back to main.
   auto forked = [&](cudaStream_t a, cudaStream_t b) {

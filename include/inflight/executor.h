@@ -98,8 +98,13 @@ struct KvCacheConfig {
   std::optional<std::int64_t> max_tokens;  // max_tokens_in_paged_kv_cache; >= tokens_per_block
   std::optional<float> free_gpu_memory_fraction;  // 0.9 on GPU; range (0, 1]
   std::int64_t host_cache_size = 0;               // bytes of host offload pool (not used yet)
-  std::optional<std::vector<SizeType>> max_attention_window;  // unset: max_seq_len
-  std::optional<SizeType> sink_token_length;                  // unset: 0
+  // max_attention_window_size: per layer, the most keys a query attends (itself included), each
+  // >= 1, repeated over the layers when the list is shorter; combined with the engine's own
+  // sliding windows (the smaller wins). Unset: max_seq_len (no limit).
+  std::optional<std::vector<SizeType>> max_attention_window;
+  // Of a limited layer's keys, the sequence's first this many stay visible (attention sinks; the
+  // recent window shrinks by as many). Unset: 0.
+  std::optional<SizeType> sink_token_length;
   Status Validate() const;
 };
 

@@ -3,12 +3,26 @@
 #include <algorithm>
 
 #include "common/logging.h"
-#include "model/runner_support.h"
 #ifdef INFLIGHT_HAVE_CUDA_RUNNER
 #include "model/cuda_model_runner.h"
 #endif
 
 namespace inflight::executor {
+namespace {
+
+// The runtime's attention limits from the KV cache config, which the runners resolve against the
+// engine's own windows (model/attention_windows.h).
+model::AttentionLimits AttentionLimitsOf(const KvCacheConfig& kv) {
+  model::AttentionLimits limits;
+  if (kv.max_attention_window) {
+    limits.max_attention_window.assign(kv.max_attention_window->begin(),
+                                       kv.max_attention_window->end());
+  }
+  limits.sink_token_length = kv.sink_token_length.value_or(0);
+  return limits;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string& engine_dir,
                                                               const model::EngineConfig& engine,
@@ -22,8 +36,7 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string&
     if (config.kv_cache_config.max_tokens) o.max_kv_tokens = *config.kv_cache_config.max_tokens;
     if (config.gpu_device_ids && !config.gpu_device_ids->empty())
       o.device = config.gpu_device_ids->front();
-    // Before any device memory is touched: an engine the runner cannot compute is refused by name.
-    RETURN_IF_ERROR(model::CheckRunnerSupports(engine, "cuda model runner"));
+    o.attention_limits = AttentionLimitsOf(config.kv_cache_config);
     LOG_INFO("executor: CUDA runner on device {}", o.device);
     return model::CreateCudaModelRunner(engine_dir, o);
   }
@@ -50,6 +63,7 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string&
   }
   model::RunnerOptions options;
   options.max_kv_tokens = tokens;
+  options.attention_limits = AttentionLimitsOf(config.kv_cache_config);
   LOG_INFO("executor: CPU runner, KV cache {} tokens ({} MiB)", tokens,
            tokens * bytes_per_token / (1 << 20));
   return model::CreateCpuModelRunner(engine_dir, options);

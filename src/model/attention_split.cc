@@ -10,7 +10,11 @@ double ContextAttentionFlops(std::int64_t query_len, std::int64_t num_cached,
   // Row r attends num_cached + r + 1 keys; QKᵀ and PV are 2 flops per key per dimension each.
   const auto q = static_cast<double>(query_len);
   const double keys = q * static_cast<double>(num_cached) + q * (q + 1) / 2;
-  return 4.0 * keys * static_cast<double>(num_heads * head_dim);
+  return AttentionPairFlops(keys, num_heads, head_dim);
+}
+
+double AttentionPairFlops(double row_keys, std::int64_t num_heads, std::int64_t head_dim) {
+  return 4.0 * row_keys * static_cast<double>(num_heads * head_dim);
 }
 
 double DecodeAttentionBytes(std::int64_t kv_len, std::int64_t num_kv_heads, std::int64_t head_dim,

@@ -20,6 +20,8 @@ struct AttentionWork {
 // A prompt chunk of query_len rows after num_cached positions: QKᵀ and PV over its causal window.
 double ContextAttentionFlops(std::int64_t query_len, std::int64_t num_cached,
                              std::int64_t num_heads, std::int64_t head_dim);
+// QKᵀ and PV over `row_keys` (row, key) pairs, e.g. those a sliding window leaves.
+double AttentionPairFlops(double row_keys, std::int64_t num_heads, std::int64_t head_dim);
 // One decode row over kv_len keys: every K and V element of its KV heads read once.
 double DecodeAttentionBytes(std::int64_t kv_len, std::int64_t num_kv_heads, std::int64_t head_dim,
                             std::int64_t element_bytes);

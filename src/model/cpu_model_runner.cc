@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "common/logging.h"
-#include "model/runner_support.h"
+#include "model/attention_windows.h"
 #include "model/step_validation.h"
 
 namespace inflight::model {
@@ -14,7 +14,6 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
   std::unique_ptr<CpuModelRunner> r(new CpuModelRunner());
   ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
   const EngineConfig& c = r->config_;
-  RETURN_IF_ERROR(CheckRunnerSupports(c, "cpu model runner"));
   const std::int64_t tpb = c.build.tokens_per_block;
   if (tpb < 1) {
     return InvalidArgument("engine build.tokens_per_block is " + std::to_string(tpb) +
@@ -31,6 +30,8 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
   const Collectives& group = *r->collectives_;
   ASSIGN_OR_RETURN(r->shard_, MakeModelShard(c, group.tp_rank(), group.tp_size(), group.pp_rank(),
                                              group.pp_size()));
+  ASSIGN_OR_RETURN(std::vector<kernels::cpu::AttentionWindow> windows,
+                   ResolveAttentionWindows(c, options.attention_limits));
   const std::string path = (std::filesystem::path(engine_dir) / r->shard_.file_name()).string();
   ASSIGN_OR_RETURN(r->weights_file_, SafetensorsFile::Open(path));
   ASSIGN_OR_RETURN(TransformerWeights weights,
@@ -52,11 +53,13 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
     }
   }
   r->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.num_threads);
-  r->transformer_ = std::make_unique<Transformer>(c, r->shard_, std::move(weights), tpb,
-                                                  r->pool_.get(), *r->collectives_);
-  LOG_INFO("cpu model runner: {} ({} layers, hidden {}), {} KV blocks of {} tokens, {} threads",
+  const std::string window_text = DescribeAttentionWindows(windows);
+  r->transformer_ = std::make_unique<Transformer>(
+      c, r->shard_, std::move(weights), std::move(windows), tpb, r->pool_.get(), *r->collectives_);
+  LOG_INFO("cpu model runner: {} ({} layers, hidden {}), {} KV blocks of {} tokens, {} threads{}",
            c.architecture_name, c.num_layers, c.hidden_size, r->num_blocks_, tpb,
-           r->pool_->num_threads());
+           r->pool_->num_threads(),
+           window_text.empty() ? "" : "; attention windows: " + window_text);
   return r;
 }
 

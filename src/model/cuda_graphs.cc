@@ -13,12 +13,10 @@ namespace inflight::model {
 
 namespace kc = kernels::cuda;
 
-CudaDecodeGraphs::CudaDecodeGraphs(const EngineConfig& config, const ModelShard& shard,
-                                   CudaTransformer& transformer, CudaSamplingStage& sampling,
-                                   cudaStream_t stream, std::int64_t scratch_block, bool enabled)
+CudaDecodeGraphs::CudaDecodeGraphs(const EngineConfig& config, CudaTransformer& transformer,
+                                   CudaSamplingStage& sampling, cudaStream_t stream,
+                                   std::int64_t scratch_block, bool enabled)
     : config_(config),
-      num_q_heads_(shard.num_q_heads),
-      num_kv_heads_(shard.num_kv_heads),
       transformer_(transformer),
       sampling_(sampling),
       stream_(stream),
@@ -73,10 +71,7 @@ Status CudaDecodeGraphs::SetUp() {
   std::int64_t ws = 0;
   for (std::int32_t b = 1;; b = std::min(2 * b, slots_)) {
     for (std::int32_t keys = GraphKeys(1);; keys = GraphKeys(2 * keys)) {
-      const kc::PagedBatch batch = GraphBatch(b, keys);
-      const std::int32_t partition = kc::DecodePartitionTokens(batch, num_kv_heads_);
-      ws = std::max(ws, static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
-                            batch, num_q_heads_, c.head_dim, partition)));
+      ws = std::max(ws, transformer_.DecodeWorkspaceBytes(GraphBatch(b, keys)));
       if (keys == GraphKeys(keys + 1)) break;  // max_seq_len
     }
     if (b == slots_) break;
@@ -172,7 +167,6 @@ Result<std::int32_t> CudaDecodeGraphs::Enqueue(const StepInput& input) {
     l.sampled_log_probs = ids_.get<float>() + bucket;
     l.num_decode_seqs = bucket;
     l.decode_max_kv_len = l.batch.max_kv_len;
-    l.partition = kc::DecodePartitionTokens(l.batch, num_kv_heads_);
     l.decode_ws = ws_.get();
     l.decode_ws_bytes = static_cast<std::size_t>(ws_.bytes());
     // First use of the bucket: run it as is (which also warms up cuBLASLt's plans and loads the

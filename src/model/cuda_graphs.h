@@ -19,7 +19,6 @@
 #include "model/cuda_transformer.h"
 #include "model/engine_config.h"
 #include "model/model_runner.h"
-#include "model/model_shard.h"
 
 namespace inflight::model {
 
@@ -27,9 +26,9 @@ class CudaDecodeGraphs {
  public:
   // Everything passed by reference is the runner's and outlives the graphs. `scratch_block`: the
   // KV block of padding slots. `enabled` false: Eligible never holds (INFLIGHT_CUDA_GRAPHS=0).
-  CudaDecodeGraphs(const EngineConfig& config, const ModelShard& shard,
-                   CudaTransformer& transformer, CudaSamplingStage& sampling, cudaStream_t stream,
-                   std::int64_t scratch_block, bool enabled);
+  CudaDecodeGraphs(const EngineConfig& config, CudaTransformer& transformer,
+                   CudaSamplingStage& sampling, cudaStream_t stream, std::int64_t scratch_block,
+                   bool enabled);
   ~CudaDecodeGraphs();
   CudaDecodeGraphs(const CudaDecodeGraphs&) = delete;
   CudaDecodeGraphs& operator=(const CudaDecodeGraphs&) = delete;
@@ -61,7 +60,6 @@ class CudaDecodeGraphs {
   static constexpr std::int32_t kMinGraphKeys = 256;
 
   const EngineConfig& config_;
-  const std::int64_t num_q_heads_, num_kv_heads_;  // the shard's
   CudaTransformer& transformer_;
   CudaSamplingStage& sampling_;
   const cudaStream_t stream_;

@@ -25,6 +25,7 @@
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/sm_subset_streams.h"
 #include "model/attention_split.h"
+#include "model/attention_windows.h"
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
 #include "model/cuda_graphs.h"
@@ -35,7 +36,6 @@
 #include "model/device_sampling_batch.h"
 #include "model/model_shard.h"
 #include "model/rope_frequencies.h"
-#include "model/runner_support.h"
 #include "model/step_validation.h"
 
 namespace inflight::model {
@@ -169,7 +169,6 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
 
   ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
   const EngineConfig& c = r->config_;
-  RETURN_IF_ERROR(CheckRunnerSupports(c, "cuda model runner"));
   r->rope_per_sequence_ = RopeVariesWithLength(c);
   r->collectives_ = options.collectives != nullptr ? options.collectives
                                                    : std::make_shared<SingleProcessCollectives>();
@@ -180,6 +179,14 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
     return Unsupported("head_dim " + std::to_string(c.head_dim) +
                        " has no CUDA attention kernel; accepted: 64, 80, 96, 128");
   }
+  if (c.qk_norm && c.position_embedding != PositionEmbedding::kRope) {
+    return Unsupported(
+        "qk_norm without the rotary embedding has no CUDA kernel (the q/k norm is fused into the "
+        "rotation); this engine has learned positions");
+  }
+  ASSIGN_OR_RETURN(std::vector<kc::AttentionWindow> windows,
+                   ResolveAttentionWindows(c, options.attention_limits));
+  const std::string window_text = DescribeAttentionWindows(windows);
   r->dtype_ = c.dtype == DType::kFloat16 ? DType::kFloat16 : DType::kBFloat16;
   if (c.dtype == DType::kFloat32) LOG_INFO("cuda model runner: fp32 engine runs in bfloat16");
   r->max_tokens_ = std::max<std::int64_t>(c.build.max_num_tokens, c.build.max_batch_size);
@@ -191,9 +198,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   // kernel.
   const char* fused_env = std::getenv("INFLIGHT_FUSED_SWIGLU");
   const bool fused_swiglu = fused_env == nullptr || std::string(fused_env) != "0";
-  r->transformer_ =
-      std::make_unique<CudaTransformer>(c, r->shard_, r->dtype_, r->weights_, r->kv_, *r->gemm_,
-                                        r->stream_, *r->collectives_, fused_swiglu);
+  r->transformer_ = std::make_unique<CudaTransformer>(c, r->shard_, r->dtype_, r->weights_, r->kv_,
+                                                      *r->gemm_, r->stream_, *r->collectives_,
+                                                      fused_swiglu, std::move(windows));
   RETURN_IF_ERROR(r->transformer_->AllocateActivations(r->max_tokens_));
   RETURN_IF_ERROR(r->AllocateStepBuffers());
 
@@ -231,8 +238,8 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
     graphs_enabled = false;
   }
   // One more block than the executor sees: the scratch block of graph padding slots.
-  r->graphs_ = std::make_unique<CudaDecodeGraphs>(c, r->shard_, *r->transformer_, *r->sampling_,
-                                                  r->stream_, blocks, graphs_enabled);
+  r->graphs_ = std::make_unique<CudaDecodeGraphs>(c, *r->transformer_, *r->sampling_, r->stream_,
+                                                  blocks, graphs_enabled);
   // INFLIGHT_MIXED_DECODE_SPLIT=0 sends a mixed step's decodes through the context kernel too.
   const char* split_env = std::getenv("INFLIGHT_MIXED_DECODE_SPLIT");
   r->mixed_decode_split_ = split_env == nullptr || std::string(split_env) != "0";
@@ -240,10 +247,10 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   LOG_INFO(
       "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
       "blocks x {} tokens = {} "
-      "tokens ({}), activation workspace {}",
+      "tokens ({}), activation workspace {}{}",
       r->device_name_, prop.name, c.architecture_name, c.num_layers,
       MiB(r->weights_.buffer.bytes()), blocks, tpb, blocks * tpb, MiB(r->kv_.buffer.bytes()),
-      MiB(r->workspace_bytes_));
+      MiB(r->workspace_bytes_), window_text.empty() ? "" : "; attention windows: " + window_text);
   return r;
 }
 
@@ -403,24 +410,24 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   l.num_decode_seqs = num_decodes;
   l.decode_max_kv_len = decode_max_kv;
   if (num_decodes > 0) {
-    const kc::PagedBatch decodes = LeadingDecodes(batch, num_decodes, decode_max_kv);
-    l.partition = kc::DecodePartitionTokens(decodes, shard_.num_kv_heads);
-    const auto ws = static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
-        decodes, shard_.num_q_heads, c.head_dim, l.partition));
+    const std::int64_t ws =
+        transformer_->DecodeWorkspaceBytes(LeadingDecodes(batch, num_decodes, decode_max_kv));
     if (ws > decode_ws_.bytes()) RETURN_IF_ERROR(decode_ws_.Allocate(ws));
     l.decode_ws = decode_ws_.get();
     l.decode_ws_bytes = static_cast<std::size_t>(decode_ws_.bytes());
     if (context_streams_ != nullptr && num_decodes < num_seqs) {
+      // The keys each row attends, averaged over the layers (windows make them differ).
       AttentionWork work;
       for (std::int32_t i = 0; i < num_seqs; ++i) {
         const SequenceStep& s = input.sequences[static_cast<std::size_t>(i)];
+        const double keys =
+            transformer_->MeanRowKeys(s.num_cached, static_cast<std::int64_t>(s.tokens.size()));
         if (i < num_decodes) {
           work.decode_bytes +=
-              DecodeAttentionBytes(s.num_cached + 1, shard_.num_kv_heads, c.head_dim,
+              DecodeAttentionBytes(std::llround(keys), shard_.num_kv_heads, c.head_dim,
                                    static_cast<std::int64_t>(DTypeSize(dtype_)));
         } else {
-          work.context_flops += ContextAttentionFlops(static_cast<std::int64_t>(s.tokens.size()),
-                                                      s.num_cached, shard_.num_q_heads, c.head_dim);
+          work.context_flops += AttentionPairFlops(keys, shard_.num_q_heads, c.head_dim);
         }
       }
       const std::vector<int>& offered = context_streams_->sms();

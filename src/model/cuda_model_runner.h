@@ -21,6 +21,7 @@ struct CudaRunnerOptions {
   // This process's tensor- and pipeline-parallel group (collectives.h); its sizes must equal the
   // engine's tp_size and pp_size. Null: one process runs the whole engine (tp 1, pp 1).
   std::shared_ptr<Collectives> collectives;
+  AttentionLimits attention_limits;
 };
 
 // Loads <engine_dir>/config.json and the weights of the group's rank (rank0.safetensors for one

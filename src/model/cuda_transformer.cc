@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/embedding.h"
@@ -42,7 +43,8 @@ kc::PagedBatch AfterDecodes(const kc::PagedBatch& batch, std::int32_t skip) {
 CudaTransformer::CudaTransformer(const EngineConfig& config, const ModelShard& shard, DType dtype,
                                  const CudaWeights& weights, const CudaKvCache& kv,
                                  kc::CublasLtGemm& gemm, cudaStream_t stream,
-                                 Collectives& collectives, bool fused_swiglu)
+                                 Collectives& collectives, bool fused_swiglu,
+                                 std::vector<kc::AttentionWindow> windows)
     : config_(config),
       shard_(shard),
       dtype_(dtype),
@@ -52,7 +54,40 @@ CudaTransformer::CudaTransformer(const EngineConfig& config, const ModelShard& s
       stream_(stream),
       collectives_(collectives),
       fused_swiglu_(fused_swiglu),
-      rope_scale_(RopeScale(config)) {}
+      rope_scale_(RopeScale(config)),
+      windows_(std::move(windows)) {
+  for (std::int64_t layer = shard_.first_layer; layer < shard_.last_layer; ++layer) {
+    const kc::AttentionWindow& w = windows_[static_cast<std::size_t>(layer)];
+    const auto seen = std::find_if(
+        distinct_windows_.begin(), distinct_windows_.end(),
+        [&](const kc::AttentionWindow& d) { return d.window == w.window && d.sink == w.sink; });
+    if (seen == distinct_windows_.end()) {
+      distinct_windows_.push_back(w);
+      distinct_window_layers_.push_back(1);
+    } else {
+      ++distinct_window_layers_[static_cast<std::size_t>(seen - distinct_windows_.begin())];
+    }
+  }
+}
+
+std::int64_t CudaTransformer::DecodeWorkspaceBytes(const kc::PagedBatch& decodes) const {
+  std::int64_t bytes = 0;
+  for (const kc::AttentionWindow& w : distinct_windows_) {
+    const std::int32_t partition = kc::DecodePartitionTokens(decodes, shard_.num_kv_heads, w);
+    bytes = std::max(bytes, static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
+                                decodes, shard_.num_q_heads, config_.head_dim, partition, w)));
+  }
+  return bytes;
+}
+
+double CudaTransformer::MeanRowKeys(std::int64_t first, std::int64_t n) const {
+  double keys = 0;
+  for (std::size_t i = 0; i < distinct_windows_.size(); ++i) {
+    keys +=
+        static_cast<double>(distinct_windows_[i].SumVisible(first, n) * distinct_window_layers_[i]);
+  }
+  return keys / static_cast<double>(shard_.num_layers());
+}
 
 CudaTransformer::~CudaTransformer() {
   for (cudaEvent_t ev : {attn_fork_, attn_join_}) {
@@ -176,16 +211,19 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
     const kc::RopeTable rope{
         launch.rope_inv_freq != nullptr ? launch.rope_inv_freq : weights_.inv_freq.get<float>(),
         launch.rope_inv_freq != nullptr ? static_cast<std::int32_t>(hd / 2) : 0, rope_scale_};
-    CUDA_RETURN(
-        kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape, rope, dtype_, stream_));
+    kc::QkNormWeights qk_norm;
+    if (c.qk_norm) qk_norm = {l.q_norm, l.k_norm, c.norm_eps};
+    CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape, rope, qk_norm,
+                                dtype_, stream_));
+    const kc::AttentionWindow& window = windows_[static_cast<std::size_t>(shard_.first_layer) + i];
     const auto decode_attention = [&](cudaStream_t s) {
       return kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, decodes, shape, nq,
-                                      scale, dtype_, launch.partition, launch.decode_ws,
+                                      scale, window, dtype_, 0, launch.decode_ws,
                                       launch.decode_ws_bytes, s);
     };
     const auto context_attention = [&](cudaStream_t s) {
       return kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, contexts, shape, nq,
-                                       scale, dtype_, s);
+                                       scale, window, dtype_, s);
     };
     if (cudaStream_t side = launch.context_stream) {
       CUDA_RETURN(cudaEventRecord(attn_fork_, stream_));

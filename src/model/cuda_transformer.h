@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "common/dtype.h"
 #include "inflight/status.h"
@@ -64,9 +65,10 @@ class CudaTransformer {
     // Sequences [0, num_decode_seqs) have one query row each and go to the decode kernel, which
     // reads each KV head once for all its query heads; the context kernel, which takes the rest,
     // would give each of them a whole query tile per head. A decode-only step sends them all.
+    // Each layer's decode attention picks its split for its window (partition_tokens 0);
+    // decode_ws holds DecodeWorkspaceBytes(the decodes).
     std::int32_t num_decode_seqs = 0;
     std::int32_t decode_max_kv_len = 0;  // over those sequences
-    std::int32_t partition = 0;
     void* decode_ws = nullptr;
     std::size_t decode_ws_bytes = 0;
     // Set: the context attention runs there (a few SMs, high priority) beside the decode attention
@@ -76,11 +78,12 @@ class CudaTransformer {
 
   // Everything passed by reference is the runner's and outlives the transformer; `weights` and
   // `kv` are filled before the first Enqueue. `fused_swiglu`: kernels/cuda/gemm_swiglu.h for
-  // prompt-sized steps (INFLIGHT_FUSED_SWIGLU).
+  // prompt-sized steps (INFLIGHT_FUSED_SWIGLU). windows: the keys each layer of the engine attends
+  // (num_layers entries, model/attention_windows.h).
   CudaTransformer(const EngineConfig& config, const ModelShard& shard, DType dtype,
                   const CudaWeights& weights, const CudaKvCache& kv,
                   kernels::cuda::CublasLtGemm& gemm, cudaStream_t stream, Collectives& collectives,
-                  bool fused_swiglu);
+                  bool fused_swiglu, std::vector<kernels::cuda::AttentionWindow> windows);
   ~CudaTransformer();
   CudaTransformer(const CudaTransformer&) = delete;
   CudaTransformer& operator=(const CudaTransformer&) = delete;
@@ -95,6 +98,13 @@ class CudaTransformer {
   // Queues the forward pass on the stream: no host synchronisation, no allocation, so that a
   // decode step can be captured into a CUDA graph.
   Status Enqueue(const Launch& l);
+
+  // Decode attention workspace for `decodes` (Launch::decode_ws): the most any of the shard's
+  // layers needs for its window.
+  std::int64_t DecodeWorkspaceBytes(const kernels::cuda::PagedBatch& decodes) const;
+  // (Row, key) pairs the rows at positions [first, first + n) attend, averaged over the shard's
+  // layers (windows make them differ): the attention split's measure of work.
+  double MeanRowKeys(std::int64_t first, std::int64_t n) const;
 
  private:
   Status Norm(void* out, const void* x, const void* w, const void* b, std::int64_t rows);
@@ -124,6 +134,10 @@ class CudaTransformer {
   Collectives& collectives_;
   const bool fused_swiglu_;
   const float rope_scale_;  // on cos and sin: yarn's attention factor, else 1
+  const std::vector<kernels::cuda::AttentionWindow> windows_;  // by engine layer
+  // The distinct windows of the shard's layers, and how many layers have each.
+  std::vector<kernels::cuda::AttentionWindow> distinct_windows_;
+  std::vector<std::int64_t> distinct_window_layers_;
   cudaEvent_t attn_fork_ = nullptr, attn_join_ = nullptr;
 
   // Activations for up to max_num_tokens rows; logits in chunks of logit_chunk_ rows: at most

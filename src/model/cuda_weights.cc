@@ -47,6 +47,8 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
     add(l.attn_norm_bias, H, &d.attn_norm_bias);
     add(l.qkv, qkv_rows * H, &d.qkv);
     add(l.qkv_bias, qkv_rows, &d.qkv_bias);
+    add(l.q_norm, c.head_dim, &d.q_norm);
+    add(l.k_norm, c.head_dim, &d.k_norm);
     add(l.attn_out, H * q_dim, &d.attn_out);
     add(l.attn_out_bias, H, &d.attn_out_bias);
     add(l.mlp_norm, H, &d.mlp_norm);

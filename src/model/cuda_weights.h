@@ -17,9 +17,9 @@ namespace inflight::model {
 // mlp_in is gate_up (swiglu) or fc (gelu_new).
 struct DeviceLayer {
   const void *attn_norm = nullptr, *attn_norm_bias = nullptr, *qkv = nullptr, *qkv_bias = nullptr,
-             *attn_out = nullptr, *attn_out_bias = nullptr, *mlp_norm = nullptr,
-             *mlp_norm_bias = nullptr, *mlp_in = nullptr, *mlp_in_bias = nullptr, *down = nullptr,
-             *down_bias = nullptr;
+             *q_norm = nullptr, *k_norm = nullptr, *attn_out = nullptr, *attn_out_bias = nullptr,
+             *mlp_norm = nullptr, *mlp_norm_bias = nullptr, *mlp_in = nullptr,
+             *mlp_in_bias = nullptr, *down = nullptr, *down_bias = nullptr;
 };
 
 struct CudaWeights {

@@ -113,6 +113,17 @@ class ModelRunner {
   virtual bool supports_device_sampling() const { return false; }
 };
 
+// The runtime's limits on attention (TensorRT-LLM's max_attention_window_size and
+// sink_token_length), which each runner combines with the engine's own windows
+// (model/attention_windows.h).
+struct AttentionLimits {
+  // Per layer, the most keys a query attends (itself included), repeated over the layers when
+  // shorter than num_layers; each >= 1. Empty: max_seq_len (no limit).
+  std::vector<std::int32_t> max_attention_window;
+  // Of a limited layer's keys, this many are the sequence's first (attention sinks); >= 0.
+  std::int32_t sink_token_length = 0;
+};
+
 struct RunnerOptions {
   // KV pool size: at most max_kv_tokens tokens (rounded down to whole blocks).
   std::int64_t max_kv_tokens = 0;
@@ -120,6 +131,7 @@ struct RunnerOptions {
   // This process's tensor- and pipeline-parallel group (collectives.h); its sizes must equal the
   // engine's tp_size and pp_size. Null: one process runs the whole engine (tp 1, pp 1).
   std::shared_ptr<Collectives> collectives;
+  AttentionLimits attention_limits;
 };
 
 // Loads <engine_dir>/config.json and the weights of the group's rank (rank0.safetensors for one

@@ -24,11 +24,13 @@ void Grow(std::vector<float>& v, std::int64_t n) {
 }  // namespace
 
 Transformer::Transformer(const EngineConfig& config, const ModelShard& shard,
-                         TransformerWeights weights, std::int64_t tokens_per_block,
-                         k::ThreadPool* pool, Collectives& collectives)
+                         TransformerWeights weights, std::vector<k::AttentionWindow> windows,
+                         std::int64_t tokens_per_block, k::ThreadPool* pool,
+                         Collectives& collectives)
     : config_(config),
       shard_(shard),
       weights_(std::move(weights)),
+      windows_(std::move(windows)),
       kv_shape_{shard.num_kv_heads, tokens_per_block, config.head_dim},
       pool_(pool),
       collectives_(collectives) {
@@ -68,8 +70,9 @@ void Transformer::Norm(float* out, const float* x, float* residual, WeightPtr we
 //   residual = embed(tokens) [+ pos_embed(positions)]          (later stages: the previous stage's
 //                                                               hidden and residual)
 //   per layer:  normed = attn_norm(hidden + residual)       (layer 0: attn_norm(residual))
-//               qkv = normed · Wqkvᵀ + b;  rope(q, k);  write k, v to the pools
-//               hidden = Σ_ranks attention(q, cached k/v) · Woutᵀ + b
+//               qkv = normed · Wqkvᵀ + b;  [qk_norm: rmsnorm each head of q, k];  rope(q, k)
+//               write k, v to the pools
+//               hidden = Σ_ranks attention(q, cached k/v in the layer's window) · Woutᵀ + b
 //               normed = mlp_norm(hidden + residual)
 //               hidden = Σ_ranks down(act(normed · W1ᵀ + b)) + b    act: swiglu on gate_up, or
 //               gelu_new on fc
@@ -128,10 +131,15 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
     float* q = qkv_.data();
     float* kk = q + q_dim;
     float* v = kk + nkv * hd;
+    if (config_.qk_norm) {
+      k::HeadRmsNorm(q, T, nq, hd, qkv_dim, l.q_norm, config_.norm_eps);
+      k::HeadRmsNorm(kk, T, nkv, hd, qkv_dim, l.k_norm, config_.norm_eps);
+    }
     if (config_.position_embedding == PositionEmbedding::kRope) Rotate(batch, q, kk);
     k::KvCacheWrite(kv[i].k, kv[i].v, kk, v, qkv_dim, batch.paged, kv_shape_);
+    const auto layer = static_cast<std::size_t>(shard_.first_layer) + i;
     k::PagedAttention(attn_.data(), q, qkv_dim, kv[i].k, kv[i].v, batch.paged, kv_shape_, nq, scale,
-                      pool_);
+                      windows_[layer], pool_);
     RETURN_IF_ERROR(RowParallelLinear(attn_.data(), q_dim, l.attn_out, l.attn_out_bias, T));
 
     Norm(normed_.data(), hidden_.data(), residual_.data(), l.mlp_norm, l.mlp_norm_bias, T);

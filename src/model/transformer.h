@@ -1,8 +1,9 @@
 // The decoder-only transformer forward pass on CPU over the paged KV cache: one sequence of ops for
-// the Llama family (RMSNorm, RoPE, GQA, SwiGLU) and GPT-2 (learned positions, LayerNorm, gelu_new),
-// chosen by EngineConfig flags, over one shard of the engine (model_shard.h): its layers, its heads
-// and MLP columns, with the shard's collectives (collectives.h) where a split engine joins up.
-// model/cuda_transformer.h is the same pass on the device.
+// the Llama family (RMSNorm, RoPE, GQA, SwiGLU; Qwen3's per-head q/k RMSNorm; sliding windows) and
+// GPT-2 (learned positions, LayerNorm, gelu_new), chosen by EngineConfig flags, over one shard of
+// the engine (model_shard.h): its layers, its heads and MLP columns, with the shard's collectives
+// (collectives.h) where a split engine joins up. model/cuda_transformer.h is the same pass on the
+// device.
 #pragma once
 
 #include <cstdint>
@@ -36,10 +37,11 @@ struct ForwardBatch {
 class Transformer {
  public:
   // `weights` (the shard's) point into storage that must outlive the Transformer, and so must
-  // `collectives`; `pool` may be nullptr.
+  // `collectives`; `pool` may be nullptr. windows: the keys each layer of the engine attends
+  // (num_layers entries, model/attention_windows.h).
   Transformer(const EngineConfig& config, const ModelShard& shard, TransformerWeights weights,
-              std::int64_t tokens_per_block, kernels::cpu::ThreadPool* pool,
-              Collectives& collectives);
+              std::vector<kernels::cpu::AttentionWindow> windows, std::int64_t tokens_per_block,
+              kernels::cpu::ThreadPool* pool, Collectives& collectives);
 
   // Computes the batch's rows through the shard's layers, writes their K/V into `kv` (one entry
   // per layer of the shard) and, on the last stage, fills logits [num_logit_rows, vocab].
@@ -65,6 +67,7 @@ class Transformer {
   EngineConfig config_;
   ModelShard shard_;
   TransformerWeights weights_;
+  std::vector<kernels::cpu::AttentionWindow> windows_;  // by engine layer
   kernels::cpu::PagedKvShape kv_shape_;
   kernels::cpu::ThreadPool* pool_;
   Collectives& collectives_;

@@ -70,6 +70,10 @@ Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c, const M
     if (c.norm_bias) RETURN_IF_ERROR(b.Bind(p + "attn_norm.bias", {h}, true, &l.attn_norm_bias));
     RETURN_IF_ERROR(b.Bind(p + "qkv.weight", {qkv_rows, h}, true, &l.qkv));
     if (c.qkv_bias) RETURN_IF_ERROR(b.Bind(p + "qkv.bias", {qkv_rows}, true, &l.qkv_bias));
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(b.Bind(p + "q_norm.weight", {c.head_dim}, true, &l.q_norm));
+      RETURN_IF_ERROR(b.Bind(p + "k_norm.weight", {c.head_dim}, true, &l.k_norm));
+    }
     RETURN_IF_ERROR(b.Bind(p + "attn_out.weight", {h, q_dim}, true, &l.attn_out));
     if (c.attn_out_bias) RETURN_IF_ERROR(b.Bind(p + "attn_out.bias", {h}, true, &l.attn_out_bias));
     RETURN_IF_ERROR(b.Bind(p + "mlp_norm.weight", {h}, true, &l.mlp_norm));

@@ -18,6 +18,7 @@ using kernels::cpu::WeightPtr;
 struct LayerWeights {
   WeightPtr attn_norm, attn_norm_bias;
   WeightPtr qkv, qkv_bias;            // [(nq + 2 nkv) hd, hidden], [(nq + 2 nkv) hd]
+  WeightPtr q_norm, k_norm;           // [hd] each, qk_norm only
   WeightPtr attn_out, attn_out_bias;  // [hidden, nq hd], [hidden]
   WeightPtr mlp_norm, mlp_norm_bias;
   WeightPtr gate_up, gate_up_bias;  // swiglu: [2 inter, hidden] (gate rows, then up rows)

@@ -1,10 +1,12 @@
 // The CUDA runner against the CPU runner on the same random-weight engines (bf16 and fp16 weights):
-// a prompt step, then decode steps, with logits compared relative to their scale. Built only in the
-// main build (it needs the engine loader); skipped without a device.
+// a prompt step, then decode steps, with logits compared relative to their scale; also with sliding
+// windows (the checkpoint's, and the runtime's limits with sinks) and Qwen3's q/k norm. Built only
+// in the main build (it needs the engine loader); skipped without a device.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "gpu_test_util.h"
@@ -15,15 +17,34 @@
 namespace inflight::gpu_test {
 namespace {
 
+// Which keys a case's layers attend: the checkpoint's sliding_window (mistral: every layer; qwen2 /
+// qwen3: layers >= max_window_layers) and the runtime's limits.
+struct AttentionCase {
+  std::optional<std::int64_t> sliding_window;
+  std::optional<std::int64_t> max_window_layers;
+  model::AttentionLimits limits;
+  std::string Describe() const {
+    std::string d;
+    if (sliding_window) d += " sliding_window=" + std::to_string(*sliding_window);
+    if (!limits.max_attention_window.empty()) {
+      d += " max_attention_window=" + std::to_string(limits.max_attention_window[0]) +
+           ",... sink=" + std::to_string(limits.sink_token_length);
+    }
+    return d;
+  }
+};
+
 // max_position_embeddings 2048 unless given; fewer (dynamic RoPE, whose theta grows past them)
 // build max_seq_len 128.
 std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_dim,
                        std::int64_t intermediate = 300, std::int64_t max_num_tokens = 512,
-                       const model::RopeConfig& rope = {}, std::int64_t positions = 2048) {
+                       const model::RopeConfig& rope = {}, std::int64_t positions = 2048,
+                       const AttentionCase& attention = {}) {
   const auto root =
       std::filesystem::temp_directory_path() /
-      ("inflight_gpu_runner_" + arch + "_" + DTypeName(dtype) + "_" + std::to_string(intermediate) +
-       "_" + model::RopeTypeName(rope.type) + "_" + std::to_string(Seed()));
+      ("inflight_gpu_runner_" + arch + "_" + DTypeName(dtype) + "_" + std::to_string(head_dim) +
+       "_" + std::to_string(intermediate) + "_" + model::RopeTypeName(rope.type) + "_w" +
+       std::to_string(attention.sliding_window.value_or(0)) + "_" + std::to_string(Seed()));
   model::RandomCheckpointOptions ck;
   ck.arch = arch;
   ck.hidden_size = 4 * head_dim;
@@ -37,6 +58,8 @@ std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_d
   ck.init_std = 0.05;
   if (arch != "gpt2") ck.rope = rope;
   ck.max_position_embeddings = positions;
+  ck.sliding_window = attention.sliding_window;
+  ck.max_window_layers = attention.max_window_layers;
   auto written = model::WriteRandomCheckpoint(ck, (root / "hf").string());
   GPU_CHECK(written.ok(), written.status().ToString());
   model::BuildOptions b;
@@ -56,17 +79,21 @@ std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_d
 }
 
 void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim,
-                    const model::RopeConfig& rope = {}, std::int64_t positions = 2048) {
+                    const model::RopeConfig& rope = {}, std::int64_t positions = 2048,
+                    const AttentionCase& attention = {}) {
   const std::string name = "runner " + arch + " " + Describe(dtype) +
                            " hd=" + std::to_string(head_dim) + " rope " +
-                           model::RopeTypeName(rope.type);
-  const std::string engine = MakeEngine(arch, dtype, head_dim, 300, 512, rope, positions);
+                           model::RopeTypeName(rope.type) + attention.Describe();
+  const std::string engine =
+      MakeEngine(arch, dtype, head_dim, 300, 512, rope, positions, attention);
   model::RunnerOptions cpu_opts;
   cpu_opts.max_kv_tokens = std::int64_t{64} * 16;
+  cpu_opts.attention_limits = attention.limits;
   auto cpu = model::CreateCpuModelRunner(engine, cpu_opts);
   GPU_CHECK(cpu.ok(), cpu.status().ToString());
   model::CudaRunnerOptions gpu_opts;
   gpu_opts.max_kv_tokens = std::int64_t{64} * 16;
+  gpu_opts.attention_limits = attention.limits;
   auto gpu = model::CreateCudaModelRunner(engine, gpu_opts);
   GPU_CHECK(gpu.ok(), gpu.status().ToString());
 
@@ -187,6 +214,37 @@ GPU_TEST(CudaRunnerMatchesCpuRunnerForEveryRopeType) {
   rope.factor = 2.0;
   CompareRunners("llama", DType::kBFloat16, 64, rope, 16);
   CompareRunners("mistral", DType::kFloat16, 128, rope, 16);
+}
+
+// Sliding windows shorter than the 37-token prompt (Mistral's in every layer; Qwen2's and Qwen3's in
+// the layers from max_window_layers, beside full ones), the runtime's max_attention_window_size
+// with sinks, and Qwen3's q/k norm (head dims 64, 80 and 128: 4, 5 and 8 threads a head in the
+// fused kernel), alone and together, and with yarn's table.
+GPU_TEST(CudaRunnerMatchesCpuRunnerWithWindowsAndQkNorm) {
+  AttentionCase mistral_window;
+  mistral_window.sliding_window = 16;
+  AttentionCase upper_layers;  // layer 0 full, layer 1 windowed
+  upper_layers.sliding_window = 9;
+  upper_layers.max_window_layers = 1;
+  AttentionCase limits;
+  limits.limits.max_attention_window = {20, 33};
+  limits.limits.sink_token_length = 3;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    CompareRunners("mistral", dtype, 64, {}, 2048, mistral_window);
+    CompareRunners("llama", dtype, 128, {}, 2048, limits);
+    CompareRunners("qwen3", dtype, 128);
+    CompareRunners("qwen3", dtype, 80, {}, 2048, upper_layers);
+    CompareRunners("qwen2", dtype, 64, {}, 2048, upper_layers);
+  }
+  model::RopeConfig yarn;
+  yarn.theta = 1000000.0;
+  yarn.factor = 4.0;
+  yarn.type = model::RopeType::kYarn;
+  yarn.original_max_position_embeddings = 32;
+  CompareRunners("qwen3", DType::kBFloat16, 64, yarn, 2048, upper_layers);
+  setenv("INFLIGHT_ATTENTION_SM_SPLIT", "force", 1);
+  CompareRunners("qwen3", DType::kBFloat16, 128, {}, 2048, upper_layers);
+  unsetenv("INFLIGHT_ATTENTION_SM_SPLIT");
 }
 
 GPU_TEST(CudaRunnerMatchesCpuRunnerOnLongPrompts) {

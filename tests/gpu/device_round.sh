@@ -141,13 +141,16 @@ if want gpu; then
   for exe in "${gpu_tests[@]}"; do
     run_test "$(basename "$exe")" "$out/$(basename "$exe").log" "$exe"
   done
-  # As tests/gpu/CMakeLists.txt: decode attention once with each of its Hopper kernels forced.
+  # As tests/gpu/CMakeLists.txt: decode attention once with each of its Hopper kernels forced, and
+  # context attention with the mma.sync kernel forced at every head dim.
   exe="$pkg/libexec/gpu_paged_attention_test"
   if [[ -x "$exe" ]]; then
     for bulk in 0 1; do
       run_test "gpu_paged_attention_test INFLIGHT_DECODE_BULK=$bulk" \
         "$out/gpu_paged_attention_test.bulk$bulk.log" env INFLIGHT_DECODE_BULK=$bulk "$exe"
     done
+    run_test "gpu_paged_attention_test INFLIGHT_CONTEXT_WGMMA=0" \
+      "$out/gpu_paged_attention_test.mma_sync.log" env INFLIGHT_CONTEXT_WGMMA=0 "$exe"
   fi
 fi
 

@@ -10,8 +10,9 @@
 //            GEMM shapes, so a late divergence is reported but only an early one fails
 // The requests mix plain greedy and seeded sampling with every logits processor: repetition /
 // presence / frequency penalties, multi-token bad words, min_tokens, an embedding bias, and
-// log-prob outputs. Also prints the batch-1 decode step time of each set-up. Main build only;
-// skipped without a device.
+// log-prob outputs. Also prints the batch-1 decode step time of each set-up. Once more, greedy
+// only, on an engine with sliding windows (decode graphs capture the windowed kernels). Main build
+// only; skipped without a device.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,6 +27,7 @@
 #include "inflight/executor.h"
 #include "model/checkpoint_converter.h"
 #include "model/random_checkpoint.h"
+#include "unit/model_cpu/engine_edit.h"
 
 namespace inflight::gpu_test {
 namespace {
@@ -33,9 +35,11 @@ namespace {
 constexpr std::int64_t kVocab = 32003;  // odd, and big enough that the host row costs something
 constexpr SizeType kMaxTokens = 40;
 
-std::string MakeEngine() {
+// windows: per-layer sliding windows written into the engine (empty: full attention).
+std::string MakeEngine(const std::vector<std::int64_t>& windows = {}) {
   const auto root = std::filesystem::temp_directory_path() /
-                    ("inflight_gpu_exec_sampling_" + std::to_string(Seed()));
+                    ("inflight_gpu_exec_sampling_" + std::to_string(windows.size()) + "_" +
+                     std::to_string(Seed()));
   model::RandomCheckpointOptions ck;
   ck.arch = "llama";
   ck.hidden_size = 256;
@@ -62,6 +66,10 @@ std::string MakeEngine() {
   b.tokens_per_block = 16;
   auto built = model::BuildEngine(b);
   GPU_CHECK(built.ok(), built.status().ToString());
+  if (!windows.empty()) {
+    const Status set = model::testing::SetAttentionWindows(b.output_dir, windows);
+    GPU_CHECK(set.ok(), set.ToString());
+  }
   return b.output_dir;
 }
 
@@ -322,6 +330,21 @@ GPU_TEST(DeviceSamplingMatchesHostSampling) {
   Compare("graphs vs device, batched", cases, graphs.batched, device.batched, 4, 0.1f);
   std::printf("batch-1 decode step with device sampling + CUDA graphs: %.3f ms\n",
               graphs.batch1_ms);
+}
+
+// Windows of 24 and 48 keys under sequences of up to 83 tokens: the eager decode and the graphs'
+// (whose attention is split for a key bucket) give the host's tokens one request at a time.
+GPU_TEST(WindowedDecodeGraphsMatchHost) {
+  const std::string engine = MakeEngine({24, 48});
+  std::vector<Case> cases;
+  for (std::size_t i = 0; i < 4; ++i) cases.push_back({"greedy", Plain(i)});
+  const Outcome host = Run(engine, Setup::kHost, cases);
+  const Outcome device = Run(engine, Setup::kDevice, cases);
+  const Outcome graphs = Run(engine, Setup::kGraphs, cases);
+  unsetenv("INFLIGHT_CUDA_GRAPHS");
+  Compare("windowed, device vs host, alone", cases, device.alone, host.alone, kMaxTokens);
+  Compare("windowed, graphs vs device, alone", cases, graphs.alone, device.alone, kMaxTokens);
+  Compare("windowed, graphs vs device, batched", cases, graphs.batched, device.batched, 4, 0.1f);
 }
 
 }  // namespace

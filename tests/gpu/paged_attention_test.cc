@@ -1,6 +1,7 @@
 // Paged attention (context and decode kernels) against cpu::PagedAttention on the same pools, and
-// against cpu::ReferenceAttention on contiguous K/V. Pools hold NaN everywhere a sequence has no
-// token; block tables are random and non-monotonic.
+// against cpu::ReferenceAttention on contiguous K/V, with and without sliding windows and sinks.
+// Pools hold NaN everywhere a sequence has no token, and with a window also at the positions none
+// of its queries sees; block tables are random and non-monotonic.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -30,6 +31,7 @@ struct AttentionCase {
   // Decode only: launch as a captured CUDA graph does, for this max_kv_len (above every sequence's)
   // with table rows that long.
   int graph_max_kv_len = 0;
+  kernels::cpu::AttentionWindow window = {};  // {0, 0}: full causal attention
 };
 
 // hb's block tables with rows of `width` entries, the new ones far out of range.
@@ -54,6 +56,9 @@ void CheckAttention(const AttentionCase& c) {
   if (c.query_lens.size() > 6) name += "...(" + std::to_string(c.query_lens.size()) + ")";
   if (c.decode) name += " partition=" + std::to_string(c.partition_tokens);
   if (c.graph_max_kv_len > 0) name += " graph_max_kv_len=" + std::to_string(c.graph_max_kv_len);
+  if (c.window.windowed()) {
+    name += " window=" + std::to_string(c.window.window) + " sink=" + std::to_string(c.window.sink);
+  }
 
   const HostPagedBatch hb = MakePagedBatch(c.query_lens, c.cached, c.tokens_per_block);
   const kernels::cpu::PagedKvShape shape{c.num_kv_heads, c.tokens_per_block, D};
@@ -79,6 +84,16 @@ void CheckAttention(const AttentionCase& c) {
           k_pool[dst] = k[src];
           v_pool[dst] = v[src];
         }
+    // Positions no query of the sequence sees (past the sinks, before its first query's window)
+    // back to NaN: a kernel that reads one puts NaN in the output.
+    const int first_query = c.cached[static_cast<std::size_t>(s)];
+    for (int p = c.window.sink; p < c.window.RecentBegin(first_query); ++p)
+      for (int h = 0; h < c.num_kv_heads; ++h)
+        for (int d = 0; d < D; ++d) {
+          const std::size_t dst =
+              static_cast<std::size_t>(shape.Offset(hb.Block(s, p), h, p % c.tokens_per_block) + d);
+          k_pool[dst] = v_pool[dst] = std::numeric_limits<float>::quiet_NaN();
+        }
     contiguous_k[static_cast<std::size_t>(s)] = std::move(k);
     contiguous_v[static_cast<std::size_t>(s)] = std::move(v);
   }
@@ -102,19 +117,19 @@ void CheckAttention(const AttentionCase& c) {
     batch.block_tables = wide_tables.get();
     batch.max_blocks_per_seq = width;
     batch.max_kv_len = std::max(hb.max_kv_len, c.graph_max_kv_len);
-    const std::int32_t partition =
-        c.partition_tokens > 0 ? c.partition_tokens
-                               : kernels::cuda::DecodePartitionTokens(batch, c.num_kv_heads);
-    const std::size_t ws_bytes =
-        kernels::cuda::PagedAttentionDecodeWorkspaceBytes(batch, c.num_heads, D, partition);
+    const std::int32_t partition = c.partition_tokens > 0 ? c.partition_tokens
+                                                          : kernels::cuda::DecodePartitionTokens(
+                                                                batch, c.num_kv_heads, c.window);
+    const std::size_t ws_bytes = kernels::cuda::PagedAttentionDecodeWorkspaceBytes(
+        batch, c.num_heads, D, partition, c.window);
     DeviceArray<unsigned char> ws(ws_bytes);
     CUDA_OK(kernels::cuda::PagedAttentionDecode(
         d_out.get(), d_q.get(), q_stride, d_k.get(), d_v.get(), batch, shape, c.num_heads, scale,
-        c.dtype, c.partition_tokens, ws.get(), ws_bytes, nullptr));
+        c.window, c.dtype, c.partition_tokens, ws.get(), ws_bytes, nullptr));
   } else {
     CUDA_OK(kernels::cuda::PagedAttentionContext(d_out.get(), d_q.get(), q_stride, d_k.get(),
                                                  d_v.get(), db.batch, shape, c.num_heads, scale,
-                                                 c.dtype, nullptr));
+                                                 c.window, c.dtype, nullptr));
   }
   const auto found = FromBits(c.dtype, d_out.Download());
 
@@ -122,7 +137,7 @@ void CheckAttention(const AttentionCase& c) {
   const kernels::cpu::PagedBatch cb{hb.num_seqs(), hb.query_start.data(), hb.num_cached.data(),
                                     hb.block_tables.data(), hb.max_blocks_per_seq};
   kernels::cpu::PagedAttention(ref.data(), q.data(), q_stride, k_pool.data(), v_pool.data(), cb,
-                               shape, c.num_heads, scale, &Pool());
+                               shape, c.num_heads, scale, c.window, &Pool());
   const float e = Epsilon(c.dtype);
   // Outputs are convex combinations of V rows in [-1, 1]: an absolute bound of a few roundings.
   ExpectClose(name + " vs paged cpu", found, ref, 2 * e, e);
@@ -137,7 +152,7 @@ void CheckAttention(const AttentionCase& c) {
   std::vector<float> ref0(q0.size());
   kernels::cpu::ReferenceAttention(ref0.data(), q0.data(), contiguous_k[0].data(),
                                    contiguous_v[0].data(), n_q, kv_len, c.num_heads, c.num_kv_heads,
-                                   D, scale);
+                                   D, scale, c.window);
   ExpectClose(
       name + " seq0 vs unpaged",
       std::vector<float>(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(q0.size())),
@@ -233,6 +248,89 @@ GPU_TEST(DecodeAttentionTilingEdgesMatchCpu) {
   for (int& x : cached) x = len(Rng());
   CheckAttention({DType::kBFloat16, ones, cached, 32, 8, 128, 64, true});
   CheckAttention({DType::kFloat16, ones, cached, 8, 2, 64, 16, true, 64});
+}
+
+// Sliding windows in the context kernels: W = 1 (each row sees itself), windows smaller than a
+// query tile, than a key tile, crossing paged blocks and tiles at every offset, larger than the
+// sequence, with sinks that end mid tile or cover whole tiles, over chunks whose first rows need
+// keys from before the chunk (cached prefixes longer than the window), and peaked softmaxes.
+GPU_TEST(ContextAttentionWindowsMatchCpu) {
+  using W = kernels::cpu::AttentionWindow;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (int D : {64, 80, 96, 128}) {
+      for (W w : {W{1, 0}, W{7, 0}, W{40, 3}, W{2000, 0}, W{100, 130}}) {
+        CheckAttention({dtype, {1, 3, 19, 99}, {0, 17, 5, 130}, 8, 2, D, 16, false, 0, 1.0f, 0, w});
+      }
+    }
+    CheckAttention({dtype, {989, 19}, {40, 0}, 4, 1, 128, 64, false, 0, 1.0f, 0, {256, 4}});
+    CheckAttention({dtype, {989}, {0}, 8, 2, 64, 16, false, 0, 4.0f, 0, {129, 0}});
+    CheckAttention(
+        {dtype, {300, 1, 129}, {900, 2000, 0}, 8, 2, 128, 7, false, 0, 1.0f, 0, {300, 2}});
+    CheckAttention({dtype, {257, 64}, {1000, 130}, 6, 2, 96, 48, false, 0, 8.0f, 0, {64, 0}});
+    CheckAttention({dtype, {200, 70}, {60, 3}, 4, 2, 64, 128, false, 0, 1.0f, 0, {128, 64}});
+    CheckAttention({dtype, {150, 40}, {70, 0}, 4, 4, 128, 1, false, 0, 1.0f, 0, {33, 200}});
+    CheckAttention({dtype, {1500, 1}, {3000, 4000}, 4, 2, 128, 32, false, 0, 4.0f, 0, {500, 1}});
+  }
+  std::vector<int> lens, cached;
+  for (int i = 0; i < 32; ++i) {
+    lens.push_back(1 + (i * 97) % 300);
+    cached.push_back((i * 53) % 700);
+  }
+  CheckAttention({DType::kBFloat16, lens, cached, 32, 8, 128, 16, false, 0, 1.0f, 0, {96, 0}});
+  CheckAttention({DType::kFloat16, lens, cached, 16, 4, 64, 32, false, 0, 1.0f, 0, {250, 16}});
+}
+
+// Sliding windows in the decode kernels (each run with the bulk and the register-stream kernel by
+// the tests' INFLIGHT_DECODE_BULK): W = 1, windows above and below the split size, sinks over more
+// than one split (70 sinks in 64-key splits), sequences shorter than the window, long sequences of
+// which only the window is visible (all else NaN), pool blocks of 1, 7 and 48 tokens, and launches
+// sized for graphs (most splits past a sequence's visible keys).
+GPU_TEST(DecodeAttentionWindowsMatchCpu) {
+  using W = kernels::cpu::AttentionWindow;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (int D : {64, 80, 96, 128}) {
+      for (W w : {W{1, 0}, W{64, 0}, W{100, 3}, W{1000, 0}, W{300, 70}}) {
+        CheckAttention({dtype, {1, 1, 1}, {2, 130, 700}, 32, 8, D, 16, true, 0, 1.0f, 0, w});
+        CheckAttention({dtype, {1, 1, 1}, {2, 130, 700}, 32, 8, D, 16, true, 64, 1.0f, 0, w});
+      }
+    }
+    CheckAttention({dtype, {1, 1}, {4096, 5000}, 32, 8, 128, 64, true, 0, 1.0f, 0, {512, 4}});
+    CheckAttention({dtype, {1, 1}, {4096, 5000}, 32, 8, 128, 64, true, 64, 1.0f, 0, {700, 0}});
+    CheckAttention(
+        {dtype, {1, 1, 1, 1}, {15, 16, 63, 79}, 8, 8, 128, 7, true, 64, 1.0f, 0, {17, 2}});
+    CheckAttention({dtype, {1, 1, 1}, {1, 0, 333}, 8, 1, 96, 1, true, 128, 1.0f, 0, {129, 1}});
+    CheckAttention({dtype, {1, 1, 1}, {3000, 500, 9}, 16, 4, 64, 32, true, 0, 8.0f, 0, {200, 8}});
+    CheckAttention({dtype, {1, 1, 1}, {40, 700, 3}, 32, 8, 128, 64, true, 0, 1.0f, 8192, {128, 0}});
+    CheckAttention({dtype, {1, 1}, {100, 2000}, 8, 2, 80, 48, true, 128, 1.0f, 4099, {300, 5}});
+  }
+  std::uniform_int_distribution<int> len(0, 3000);
+  std::vector<int> ones(64, 1), cached(64);
+  for (int& x : cached) x = len(Rng());
+  CheckAttention({DType::kBFloat16, ones, cached, 32, 8, 128, 64, true, 0, 1.0f, 0, {1024, 4}});
+  CheckAttention({DType::kFloat16, ones, cached, 8, 2, 64, 16, true, 64, 1.0f, 0, {333, 0}});
+}
+
+// Bad windows are refused, not run: a negative window or sink, sinks without a window.
+GPU_TEST(AttentionRefusesBadWindows) {
+  const HostPagedBatch hb = MakePagedBatch({1}, {10}, 16);
+  DevicePagedBatch db(hb);
+  const kernels::cpu::PagedKvShape shape{1, 16, 64};
+  DeviceArray<std::uint16_t> q(3 * 64), pool(static_cast<std::size_t>(hb.num_blocks) * 16 * 64),
+      out(64);
+  for (kernels::cpu::AttentionWindow w :
+       {kernels::cpu::AttentionWindow{-1, 0}, kernels::cpu::AttentionWindow{8, -1},
+        kernels::cpu::AttentionWindow{0, 4}}) {
+    const std::string what =
+        "window " + std::to_string(w.window) + " sink " + std::to_string(w.sink);
+    const cudaError_t context = kernels::cuda::PagedAttentionContext(
+        out.get(), q.get(), 3 * 64, pool.get(), pool.get(), db.batch, shape, 1, 0.125f, w,
+        DType::kBFloat16, nullptr);
+    GPU_CHECK(context == cudaErrorInvalidValue, "context, " + what);
+    const cudaError_t decode = kernels::cuda::PagedAttentionDecode(
+        out.get(), q.get(), 3 * 64, pool.get(), pool.get(), db.batch, shape, 1, 0.125f, w,
+        DType::kBFloat16, 64, nullptr, 0, nullptr);
+    GPU_CHECK(decode == cudaErrorInvalidValue, "decode, " + what);
+  }
 }
 
 }  // namespace

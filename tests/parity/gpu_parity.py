@@ -19,8 +19,8 @@ dynamic RoPE, which depends on each call's length, is judged as generate compute
     gap is within rounding (<= 2 x max(ours, hf) x max|logit|); that step is reported, and tokens after
     it are not compared (two correct computations may pick either token there).
 
-Cases whose engine the runners refuse (sliding-window attention, Qwen3's q/k norm, until the attention
-computes them) are reported per case with the runner's error; they do not hide the others.
+A case whose engine the builder or a runner refuses is reported with the tool's error; it does not hide
+the others.
 
 Prints a markdown table and writes it, with the device name and date, to --out_md; --json keeps the
 numbers. Exit status 1 when a case fails.

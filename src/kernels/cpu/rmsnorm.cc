@@ -23,4 +23,12 @@ void RmsNorm(float* out, const float* x, float* residual, WeightPtr weight, std:
   }
 }
 
+void HeadRmsNorm(float* x, std::int64_t num_tokens, std::int64_t num_heads, std::int64_t head_dim,
+                 std::int64_t token_stride, WeightPtr weight, float eps) {
+  for (std::int64_t t = 0; t < num_tokens; ++t) {
+    float* heads = x + t * token_stride;
+    RmsNorm(heads, heads, nullptr, weight, num_heads, head_dim, eps);
+  }
+}
+
 }  // namespace inflight::kernels::cpu

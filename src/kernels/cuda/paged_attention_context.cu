@@ -10,7 +10,7 @@ namespace inflight::kernels::cuda {
 cudaError_t PagedAttentionContext(void* out, const void* q, std::int64_t q_token_stride,
                                   const void* k_pool, const void* v_pool, const PagedBatch& batch,
                                   const PagedKvShape& shape, std::int64_t num_heads, float scale,
-                                  DType dtype, cudaStream_t stream) {
+                                  const AttentionWindow& window, DType dtype, cudaStream_t stream) {
   if (batch.num_seqs < 0 || batch.max_query_len < 0 || num_heads <= 0 || shape.num_kv_heads <= 0 ||
       num_heads % shape.num_kv_heads != 0 || shape.tokens_per_block <= 0 || num_heads > 65535 ||
       batch.num_seqs > 65535) {
@@ -21,7 +21,8 @@ cudaError_t PagedAttentionContext(void* out, const void* q, std::int64_t q_token
     return reinterpret_cast<std::uintptr_t>(p) % bytes != 0;
   };
   if (misaligned(q, 16) || misaligned(k_pool, 16) || misaligned(v_pool, 16) || misaligned(out, 4) ||
-      q_token_stride % 8 != 0 || !(scale > 0.0f)) {
+      q_token_stride % 8 != 0 || !(scale > 0.0f) || window.window < 0 || window.sink < 0 ||
+      (window.window == 0 && window.sink != 0)) {
     return cudaErrorInvalidValue;
   }
   if (batch.num_seqs == 0 || batch.max_query_len == 0) return cudaSuccess;
@@ -34,7 +35,9 @@ cudaError_t PagedAttentionContext(void* out, const void* q, std::int64_t q_token
                            static_cast<int>(num_heads),
                            static_cast<int>(shape.num_kv_heads),
                            static_cast<int>(shape.tokens_per_block),
-                           scale * static_cast<float>(M_LOG2E)};
+                           scale * static_cast<float>(M_LOG2E),
+                           window.window,
+                           window.sink};
   switch (shape.head_dim) {
     case 64:
       return detail::LaunchContextAttentionHd64(args, dtype, stream);

@@ -22,6 +22,10 @@ struct ContextArgs {
   int num_kv_heads;
   int tokens_per_block;
   float scale_log2;  // scale * log2(e) > 0: scores are kept in base 2 so that ex2 does the softmax
+  // cpu::AttentionWindow: window > 0 launches the kWindow kernels, which visit only the key tiles
+  // some row of the query tile sees; window 0 launches the full-attention ones (sink unused).
+  int window;
+  int sink;
 };
 
 // Slots enumerate the query tiles sequence after sequence; within a sequence the last tile (the
@@ -115,18 +119,75 @@ __device__ __forceinline__ bool LocateContextTile(const ContextArgs& args, Conte
   return true;
 }
 
+// The key tiles a query tile visits, in order: the tiles holding sinks below the recent range,
+// then every tile from the one where the tile's first row's window starts up to the diagonal.
+// Visit j goes to key tile Tile(j). Without a window: tiles 0 .. ceil(kv_end / keys) - 1.
+//
+//   W = 6, sink = 2, 4-key tiles, rows at positions 12..15:   tiles  [0 1 2 3][4 5 6 7][8 9 ..]
+//   first row's window starts at 7: visits tile 0 (sinks), then tiles 1, 2, 3 (7 .. 15)
+struct KeyTileRange {
+  int num_sink_tiles;  // visits [0, num_sink_tiles) go to tiles [0, num_sink_tiles)
+  int first_recent;    // the rest to tiles first_recent, first_recent + 1, ... end - 1
+  int end;
+  __device__ __forceinline__ int Count() const { return num_sink_tiles + end - first_recent; }
+  __device__ __forceinline__ int Tile(int j) const {
+    return j < num_sink_tiles ? j : first_recent + (j - num_sink_tiles);
+  }
+};
+
+template <bool kWindow>
+__device__ __forceinline__ KeyTileRange ContextKeyTiles(const ContextArgs& args,
+                                                        const ContextTile& tile, int keys) {
+  const int end = (tile.kv_end + keys - 1) / keys;
+  if (!kWindow) return {0, 0, end};
+  const int first_recent = max(0, tile.pos0 - args.window + 1) / keys;
+  return {min((args.sink + keys - 1) / keys, first_recent), first_recent, end};
+}
+
+// Which keys of a key tile (first key at position k0) the two rows hr = 0, 1 of a thread see: key
+// c of the tile is hidden from row hr when c > causal[hr] (past the row: its position - k0), and
+// with a window also when c <= below[hr] (out of its window: its position - window - k0) unless c
+// < sink (a sink: sink - k0).
+struct TileMask {
+  int causal[2];
+  int below[2];
+  int sink;
+};
+
+// The mask of the tile at k0 for rows row_pos[hr] (kWindow: also the window's limits).
+template <bool kWindow>
+__device__ __forceinline__ TileMask MakeTileMask(const ContextArgs& args, const int (&row_pos)[2],
+                                                 int k0) {
+  TileMask mask;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    mask.causal[hr] = row_pos[hr] - k0;
+    mask.below[hr] = kWindow ? row_pos[hr] - args.window - k0 : 0;
+  }
+  mask.sink = kWindow ? args.sink - k0 : 0;
+  return mask;
+}
+
+// Whether some row at positions [first_pos, last_pos] sees a key of the tile [k0, k0 + keys) only
+// through the window mask: a key below the last row's window that is not a sink.
+__device__ __forceinline__ bool WindowEdgeTile(const ContextArgs& args, int k0, int keys,
+                                               int last_pos) {
+  return k0 <= last_pos - args.window && k0 + keys > args.sink;
+}
+
 // One key tile's online-softmax update for the 16 rows of an m16 fragment. Scores and outputs are
 // in the accumulator layout of mma.sync m16n8 (and of each warp's part of wgmma m64nN): thread
 // (g = lane / 4, t = lane % 4) holds rows g and g + 8 (hr = 0, 1); s[n][2 hr + e] is key 8 n + 2 t
 // + e of the tile and o[n][2 hr + e] output column 8 n + 2 t + e. m: the row's running max (base 2,
 // scaled), l: its thread-partial sum of exponentials (the quad sums it at the end). kMask: key c of
-// the tile is masked for row hr when c > mask_limit[hr] (row position - first key of the tile).
+// the tile is masked for row hr when c > mask.causal[hr]; kWindowMask: also where the window hides
+// it (TileMask).
 // On return s holds the unnormalised probabilities and alpha[hr] the factor that rescales the
 // row's output to the new max (RescaleOutput), which a caller may apply later: the pipelined wgmma
 // kernel computes this tile's scores while the previous tile's P V still accumulates into o.
-template <bool kMask, int kKeyFrags>
+template <bool kMask, bool kWindowMask, int kKeyFrags>
 __device__ __forceinline__ void OnlineSoftmaxScores(float (&s)[kKeyFrags][4], float (&m)[2],
-                                                    float (&l)[2], const int (&mask_limit)[2],
+                                                    float (&l)[2], const TileMask& mask,
                                                     float scale_log2, int lane, float (&alpha)[2]) {
   const int t2 = 2 * (lane & 3);
 #pragma unroll
@@ -135,8 +196,12 @@ __device__ __forceinline__ void OnlineSoftmaxScores(float (&s)[kKeyFrags][4], fl
 #pragma unroll
       for (int n = 0; n < kKeyFrags; ++n)
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
-          if (8 * n + t2 + e > mask_limit[hr]) s[n][2 * hr + e] = -INFINITY;
+        for (int e = 0; e < 2; ++e) {
+          const int c = 8 * n + t2 + e;
+          bool hidden = c > mask.causal[hr];
+          if (kWindowMask) hidden = hidden || (c <= mask.below[hr] && c >= mask.sink);
+          if (hidden) s[n][2 * hr + e] = -INFINITY;
+        }
     }
     // A tree, not a chain: log2(kKeyFrags) dependent steps on the softmax's critical path.
     float pair_max[kKeyFrags];
@@ -181,13 +246,13 @@ __device__ __forceinline__ void RescaleOutput(float (&o)[kOutFrags][4], const fl
 }
 
 // OnlineSoftmaxScores with the output rescaled at once.
-template <bool kMask, int kKeyFrags, int kOutFrags>
+template <bool kMask, bool kWindowMask, int kKeyFrags, int kOutFrags>
 __device__ __forceinline__ void OnlineSoftmaxStep(float (&s)[kKeyFrags][4],
                                                   float (&o)[kOutFrags][4], float (&m)[2],
-                                                  float (&l)[2], const int (&mask_limit)[2],
+                                                  float (&l)[2], const TileMask& mask,
                                                   float scale_log2, int lane) {
   float alpha[2];
-  OnlineSoftmaxScores<kMask>(s, m, l, mask_limit, scale_log2, lane, alpha);
+  OnlineSoftmaxScores<kMask, kWindowMask>(s, m, l, mask, scale_log2, lane, alpha);
   RescaleOutput(o, alpha);
 }
 

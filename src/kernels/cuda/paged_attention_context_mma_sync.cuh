@@ -53,14 +53,14 @@ struct ContextLaneAddrs {
 };
 
 // Scores of one key tile against the warp's rows, the online softmax update, and O += P V. kFull:
-// both m tiles take part and no key of the tile lies past any of their rows (no mask). Otherwise m
-// tile mt takes part when active[mt], and key k0 + c is masked for a row at position p when
-// k0 + c > p; mask_limit[mt][hr] = (position of the thread's row) - k0.
-template <typename T, int D, typename Cfg, bool kFull>
+// both m tiles take part and every row sees every key of the tile (no mask). Otherwise m tile mt
+// takes part when active[mt], and mask[mt] hides the keys its rows do not see: past the row, and
+// with kWindow out of its window.
+template <typename T, int D, typename Cfg, bool kFull, bool kWindow>
 __device__ __forceinline__ void AttendKeyTile(ContextWarpState<D, Cfg::kMTiles>& st,
                                               const ContextLaneAddrs& a, std::uint32_t stage_bytes,
                                               const bool (&active)[Cfg::kMTiles],
-                                              const int (&mask_limit)[Cfg::kMTiles][2],
+                                              const TileMask (&mask)[Cfg::kMTiles],
                                               float scale_log2, int lane) {
   constexpr int kPitchBytes = Cfg::kPitch * 2;
   float s[Cfg::kMTiles][Cfg::kKeyFrags][4];
@@ -96,8 +96,8 @@ __device__ __forceinline__ void AttendKeyTile(ContextWarpState<D, Cfg::kMTiles>&
 #pragma unroll
   for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
     if (kFull || active[mt]) {
-      OnlineSoftmaxStep<!kFull>(s[mt], st.o[mt], st.m[mt], st.l[mt], mask_limit[mt], scale_log2,
-                                lane);
+      OnlineSoftmaxStep<!kFull, !kFull && kWindow>(s[mt], st.o[mt], st.m[mt], st.l[mt], mask[mt],
+                                                   scale_log2, lane);
     }
   }
 
@@ -127,8 +127,10 @@ __device__ __forceinline__ void AttendKeyTile(ContextWarpState<D, Cfg::kMTiles>&
 // run side by side and share its K/V tiles in L2. Block: Cfg::kThreads. K/V tiles are double
 // buffered: tile j + 1 is in flight (cp.async) while tile j is computed. Keys past the tile's
 // causal range, and query rows past the sequence, are zero-filled, never loaded: a pool slot past a
-// sequence's end may hold NaN, and NaN * 0 is NaN in an mma.
-template <typename T, int D, typename Cfg>
+// sequence's end may hold NaN, and NaN * 0 is NaN in an mma. kWindow: the CTA visits only the key
+// tiles of ContextKeyTiles (sinks, then its rows' windows), zero-fills the keys no row of it sees
+// (never read: a cache may drop them), and an m tile skips a tile none of its rows sees.
+template <typename T, int D, typename Cfg, bool kWindow>
 __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArgs args) {
   static_assert(D % 16 == 0, "head_dim must be a multiple of 16");
   constexpr int kPitch = Cfg::kPitch;
@@ -144,7 +146,8 @@ __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArg
   const int head = tile.head, q_begin = tile.q_begin, q0 = tile.q0, rows = tile.rows;
   const int pos0 = tile.pos0, kv_end = tile.kv_end, kvh = tile.kvh;
   const std::int32_t* table = tile.table;
-  const int num_key_tiles = (kv_end + Cfg::kKeys - 1) / Cfg::kKeys;
+  const KeyTileRange key_tiles = ContextKeyTiles<kWindow>(args, tile, Cfg::kKeys);
+  const int num_key_tiles = key_tiles.Count();
   const int tpb = args.tokens_per_block;
   const T* k_pool = static_cast<const T*>(args.k_pool);
   const T* v_pool = static_cast<const T*>(args.v_pool);
@@ -162,12 +165,14 @@ __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArg
       CpAsync16(SharedAddress(sQ + r * kPitch + c * 8), src, valid ? 16 : 0);
     }
   }
-  // Pool element offset of each key of a tile (-1 past kv_end): one integer division per key.
-  auto key_offsets = [&](int key_tile, std::int64_t* dst) {
+  // Pool element offset of each key of visit j's tile (-1, a zero row, past kv_end and, with a
+  // window, for keys no row of the CTA sees): one integer division per key.
+  const int first_seen = kWindow ? max(0, pos0 - args.window + 1) : 0;
+  auto key_offsets = [&](int j, std::int64_t* dst) {
     if (tid < Cfg::kKeys) {
-      const int pos = key_tile * Cfg::kKeys + tid;
+      const int pos = key_tiles.Tile(j) * Cfg::kKeys + tid;
       std::int64_t offset = -1;
-      if (pos < kv_end) {
+      if (pos < kv_end && (!kWindow || pos >= first_seen || pos < args.sink)) {
         const int block_index = pos / tpb;
         offset = ((static_cast<std::int64_t>(table[block_index]) * args.num_kv_heads + kvh) * tpb +
                   (pos - block_index * tpb)) *
@@ -204,6 +209,7 @@ __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArg
     valid[mt] = warp_row0 + 16 * mt < rows;
     last_pos[mt] = pos0 + min(rows, warp_row0 + 16 * mt + 16) - 1;
   }
+  const int warp_last_pos = pos0 + min(rows, warp_row0 + Cfg::kWarpRows) - 1;
   ContextWarpState<D, Cfg::kMTiles> st;
 #pragma unroll
   for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
@@ -232,31 +238,39 @@ __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArg
     }
     if (j + 2 < num_key_tiles) key_offsets(j + 2, sKeyOffset + (j & 1) * Cfg::kKeys);
 
-    const int k0 = j * Cfg::kKeys;
+    const int k0 = key_tiles.Tile(j) * Cfg::kKeys;
     bool active[Cfg::kMTiles];
-    int mask_limit[Cfg::kMTiles][2];
+    TileMask mask[Cfg::kMTiles];
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt) {
+      const int first_pos = pos0 + warp_row0 + 16 * mt;
       active[mt] = valid[mt] && k0 <= last_pos[mt];
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr)
-        mask_limit[mt][hr] = pos0 + warp_row0 + 16 * mt + g + 8 * hr - k0;
+      // Some row of the m tile sees a sink of the tile, or a key at or after its first row's
+      // window start.
+      if (kWindow) {
+        active[mt] =
+            active[mt] && (k0 < args.sink || k0 + Cfg::kKeys - 1 > first_pos - args.window);
+      }
+      const int row_pos[2] = {first_pos + g, first_pos + g + 8};
+      mask[mt] = MakeTileMask<kWindow>(args, row_pos, k0);
     }
-    // Keys past the warp's first row exist only in the tiles on the diagonal.
+    // Keys past the warp's first row exist only in the tiles on the diagonal; keys out of a row's
+    // window only in the tiles that WindowEdgeTile finds.
     const bool diagonal = k0 + Cfg::kKeys - 1 > pos0 + warp_row0;
+    const bool edge = kWindow && WindowEdgeTile(args, k0, Cfg::kKeys, warp_last_pos);
     const std::uint32_t stage_bytes = static_cast<std::uint32_t>((j & 1) * Cfg::kTileElems * 2);
-    bool all_active = !diagonal;
+    bool all_active = !diagonal && !edge;
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt) all_active = all_active && active[mt];
     bool any_active = false;
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMTiles; ++mt) any_active = any_active || active[mt];
     if (all_active) {
-      AttendKeyTile<T, D, Cfg, true>(st, addrs, stage_bytes, active, mask_limit, args.scale_log2,
-                                     lane);
+      AttendKeyTile<T, D, Cfg, true, kWindow>(st, addrs, stage_bytes, active, mask, args.scale_log2,
+                                              lane);
     } else if (any_active) {
-      AttendKeyTile<T, D, Cfg, false>(st, addrs, stage_bytes, active, mask_limit, args.scale_log2,
-                                      lane);
+      AttendKeyTile<T, D, Cfg, false, kWindow>(st, addrs, stage_bytes, active, mask,
+                                               args.scale_log2, lane);
     }
   }
 
@@ -269,23 +283,22 @@ __global__ void __launch_bounds__(Cfg::kThreads) MmaSyncContextKernel(ContextArg
   }
 }
 
-template <typename T, int D, typename Cfg = ContextTiling<D>>
+template <typename T, int D, bool kWindow, typename Cfg = ContextTiling<D>>
 cudaError_t LaunchContextAttentionMmaSync(const ContextArgs& args, cudaStream_t stream) {
   constexpr int kSmemBytes = Cfg::kSmemBytes;
+  const auto kernel = MmaSyncContextKernel<T, D, Cfg, kWindow>;
   // NOTE: above 48 KiB dynamic shared memory needs an opt-in per kernel; it is idempotent. The
   // carveout asks for the largest shared memory split so that two CTAs fit on an SM.
-  cudaError_t err = cudaFuncSetAttribute(MmaSyncContextKernel<T, D, Cfg>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
-  err = cudaFuncSetAttribute(MmaSyncContextKernel<T, D, Cfg>,
-                             cudaFuncAttributePreferredSharedMemoryCarveout,
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) return err;
   const std::int64_t blocks = ContextGridBlocks(args, Cfg::kRows);
   if (blocks > INT_MAX) return cudaErrorInvalidValue;
   if (blocks == 0) return cudaSuccess;
-  MmaSyncContextKernel<T, D, Cfg>
-      <<<static_cast<unsigned>(blocks), Cfg::kThreads, kSmemBytes, stream>>>(args);
+  kernel<<<static_cast<unsigned>(blocks), Cfg::kThreads, kSmemBytes, stream>>>(args);
   return cudaGetLastError();
 }
 

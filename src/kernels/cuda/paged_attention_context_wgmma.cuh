@@ -64,8 +64,9 @@ __device__ __forceinline__ std::uint32_t BarrierAt(std::uint32_t bars, int index
 // The loading warpgroup: Q, then K_0, and per step j K_j (stage j % 2) and V_{j-1}, the order in
 // which the computing warpgroups use them. Each thread copies one fixed 16-byte unit of every
 // kRowStep-th row: a trip count known at compile time, so that the copies unroll into straight code
-// and the swizzle term, which depends on row % 8, is one constant per thread.
-template <typename T, int D, typename Cfg>
+// and the swizzle term, which depends on row % 8, is one constant per thread. Step j loads the key
+// tile of visit j (ContextKeyTiles: every tile without a window).
+template <typename T, int D, typename Cfg, bool kWindow>
 __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const ContextTile& tile,
                                                  std::uint32_t sQ, std::uint32_t bars,
                                                  std::int64_t* sKeyOffset) {
@@ -79,7 +80,8 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
   const std::uint32_t sK = sQ + Cfg::kQBytes;
   const std::uint32_t sV = sK + 2 * Cfg::kTileBytes;
   const int kv_end = tile.kv_end, kvh = tile.kvh, tpb = args.tokens_per_block;
-  const int num_key_tiles = (kv_end + Cfg::kKeys - 1) / Cfg::kKeys;
+  const KeyTileRange key_tiles = ContextKeyTiles<kWindow>(args, tile, Cfg::kKeys);
+  const int num_key_tiles = key_tiles.Count();
   const std::int32_t* table = tile.table;
   const auto bar = [bars](int index) { return BarrierAt(bars, index); };
 
@@ -98,21 +100,23 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
     }
     CpAsyncMbarrierArrive(bar(Cfg::kQFull));
   }
-  // Pool byte offset of each key of a tile (-1 past kv_end), in a ring of three slots: step j
-  // writes tile j + 1's after reading tiles j's and j - 1's, and the loaders' barrier at the top
-  // of each step orders the writes against the reads. (Reading the block-table entry a step
+  // Keys below it that are no sink no row of the CTA sees: zero-filled like those past kv_end.
+  const int first_seen = kWindow ? max(0, tile.pos0 - args.window + 1) : 0;
+  // Pool byte offset of each key of visit j's tile (-1: zero it), in a ring of three slots: step
+  // j writes visit j + 1's after reading visits j's and j - 1's, and the loaders' barrier at the
+  // top of each step orders the writes against the reads. (Reading the block-table entry a step
   // earlier measured 2-4% slower: a second integer division and a longer-lived register.)
-  const auto key_offsets = [&](int key_tile) {
-    if (tid < Cfg::kKeys && key_tile < num_key_tiles) {
-      const int pos = key_tile * Cfg::kKeys + tid;
+  const auto key_offsets = [&](int visit) {
+    if (tid < Cfg::kKeys && visit < num_key_tiles) {
+      const int pos = key_tiles.Tile(visit) * Cfg::kKeys + tid;
       std::int64_t offset = -1;
-      if (pos < kv_end) {
+      if (pos < kv_end && (!kWindow || pos >= first_seen || pos < args.sink)) {
         const int block_index = pos / tpb;
         offset = ((static_cast<std::int64_t>(table[block_index]) * args.num_kv_heads + kvh) * tpb +
                   (pos - block_index * tpb)) *
                  (D * static_cast<std::int64_t>(sizeof(T)));
       }
-      sKeyOffset[(key_tile % 3) * Cfg::kKeys + tid] = offset;
+      sKeyOffset[(visit % 3) * Cfg::kKeys + tid] = offset;
     }
   };
   // Rows load_row0 + k kRowStep share the swizzle term (kRowStep is a multiple of 8): this
@@ -128,11 +132,14 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
   constexpr int kCopies = Cfg::kKeys / kRowStep;
   constexpr int kBatch = kCopies < 8 ? kCopies : 8;
   static_assert(kCopies % kBatch == 0, "whole batches");
-  const auto load_tile = [&](const char* base, std::uint32_t dst, int key_tile) {
-    const std::int64_t* offsets = sKeyOffset + (key_tile % 3) * Cfg::kKeys + load_row0;
+  const auto load_tile = [&](const char* base, std::uint32_t dst, int visit) {
+    const std::int64_t* offsets = sKeyOffset + (visit % 3) * Cfg::kKeys + load_row0;
     dst += load_dst;
-    // Every key of the tile exists in all tiles but a sequence's last: no checks, no zero fill.
-    const bool whole = (key_tile + 1) * Cfg::kKeys <= kv_end;
+    // Every key of the tile exists in all tiles but a sequence's last (and, with a window, those
+    // holding keys no row sees): no checks, no zero fill.
+    const int k0 = key_tiles.Tile(visit) * Cfg::kKeys;
+    const bool whole =
+        k0 + Cfg::kKeys <= kv_end && (!kWindow || k0 >= first_seen || k0 + Cfg::kKeys <= args.sink);
 #pragma unroll
     for (int b = 0; b < kCopies; b += kBatch) {
       std::int64_t batch[kBatch];
@@ -174,7 +181,9 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
   CpAsyncWait<0>();
 }
 
-template <typename T, int D, typename Cfg>
+// kWindow: the key tiles of ContextKeyTiles only (sinks, then the rows' windows), and the tiles on
+// a window's edge masked as those on the diagonal are.
+template <typename T, int D, typename Cfg, bool kWindow>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextArgs args) {
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw_addr = SharedAddress(smem_raw);
@@ -202,7 +211,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   if (!LocateContextTile<Cfg::kRows>(args, &tile)) return;
   if (tid < Cfg::kLoaderThreads) {
     SetMaxRegistersDecrease<Cfg::kLoaderRegs>();
-    LoadContextTiles<T, D, Cfg>(args, tile, sQ, bars, sKeyOffset);
+    LoadContextTiles<T, D, Cfg, kWindow>(args, tile, sQ, bars, sKeyOffset);
     return;
   }
   SetMaxRegistersIncrease<Cfg::kMathRegs>();
@@ -211,8 +220,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   // Broadcast from lane 0, the warpgroup and the trip count are warp-uniform to the compiler too,
   // so the wgmma descriptors and the loop live in uniform registers: computed in vector registers,
   // each wgmma waited on ~10 instructions of 64-bit adds and moves (ncu, 1 x 4096).
-  const int num_key_tiles =
-      __shfl_sync(0xffffffffu, (tile.kv_end + Cfg::kKeys - 1) / Cfg::kKeys, 0);
+  const KeyTileRange key_tiles = ContextKeyTiles<kWindow>(args, tile, Cfg::kKeys);
+  const int num_key_tiles = __shfl_sync(0xffffffffu, key_tiles.Count(), 0);
   const int group = __shfl_sync(0xffffffffu, warp >> 2, 0);
   const int group_row0 = 64 * group;
   const int warp_row0 = group_row0 + 16 * (warp & 3);
@@ -223,9 +232,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  int mask_base[2];
-#pragma unroll
-  for (int hr = 0; hr < 2; ++hr) mask_base[hr] = pos0 + warp_row0 + (lane >> 2) + 8 * hr;
+  const int row_pos[2] = {pos0 + warp_row0 + (lane >> 2), pos0 + warp_row0 + (lane >> 2) + 8};
   std::uint32_t p[Cfg::kKeys / 16][4];  // the previous tile's probabilities, the A of its P V
 
   // K-major operands: no leading offset (1 by convention), 8-row groups 1024 bytes apart. V:
@@ -266,15 +273,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
     }
     WgmmaCommit();
   };
-  // Scores of tile j to unnormalised probabilities, in place; alpha rescales o to the new max.
+  // Scores of visit j's tile to unnormalised probabilities, in place; alpha rescales o to the new
+  // max.
   const auto softmax = [&](float(&s)[Cfg::kKeyFrags][4], int j, float(&alpha)[2]) {
-    const int k0 = j * Cfg::kKeys;
-    const int mask_limit[2] = {mask_base[0] - k0, mask_base[1] - k0};
-    // Keys past the warpgroup's first row exist only in the tiles on the diagonal.
-    if (k0 + Cfg::kKeys - 1 > pos0 + group_row0) {
-      OnlineSoftmaxScores<true>(s, m, l, mask_limit, args.scale_log2, lane, alpha);
+    const int k0 = key_tiles.Tile(j) * Cfg::kKeys;
+    const TileMask mask = MakeTileMask<kWindow>(args, row_pos, k0);
+    // Keys past the warpgroup's first row exist only in the tiles on the diagonal, keys out of a
+    // row's window only in the tiles WindowEdgeTile finds (for the group's last row, which may be
+    // past the query tile's: a conservative test).
+    if (k0 + Cfg::kKeys - 1 > pos0 + group_row0 ||
+        (kWindow && WindowEdgeTile(args, k0, Cfg::kKeys, pos0 + group_row0 + 63))) {
+      OnlineSoftmaxScores<true, kWindow>(s, m, l, mask, args.scale_log2, lane, alpha);
     } else {
-      OnlineSoftmaxScores<false>(s, m, l, mask_limit, args.scale_log2, lane, alpha);
+      OnlineSoftmaxScores<false, false>(s, m, l, mask, args.scale_log2, lane, alpha);
     }
   };
   const auto pack = [&](const float(&s)[Cfg::kKeyFrags][4]) {
@@ -337,17 +348,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
                   tile.rows, lane);
 }
 
-template <typename T, int D, typename Cfg = WgmmaContextTiling<D>>
+template <typename T, int D, bool kWindow, typename Cfg = WgmmaContextTiling<D>>
 cudaError_t LaunchContextAttentionWgmma(const ContextArgs& args, cudaStream_t stream) {
   constexpr int kSmemBytes = Cfg::kSmemBytes;
-  cudaError_t err = cudaFuncSetAttribute(WgmmaContextKernel<T, D, Cfg>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  const auto kernel = WgmmaContextKernel<T, D, Cfg, kWindow>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
   const std::int64_t blocks = ContextGridBlocks(args, Cfg::kRows);
   if (blocks > INT_MAX) return cudaErrorInvalidValue;
   if (blocks == 0) return cudaSuccess;
-  WgmmaContextKernel<T, D, Cfg>
-      <<<static_cast<unsigned>(blocks), Cfg::kThreads, kSmemBytes, stream>>>(args);
+  kernel<<<static_cast<unsigned>(blocks), Cfg::kThreads, kSmemBytes, stream>>>(args);
   return cudaGetLastError();
 }
 

@@ -16,8 +16,25 @@ constexpr std::int64_t kBlocksPerSm = 2;
 constexpr std::int64_t kMinPartition = detail::kDecPartition;
 constexpr std::int64_t kMaxPartition = 4096;
 
-int MaxSplits(const PagedBatch& batch, std::int32_t partition_tokens) {
-  return static_cast<int>(CeilDiv(batch.max_kv_len, partition_tokens));
+// Splits of partition_tokens keys the longest sequence's visible keys need: with a window, those of
+// its sinks plus those of its recent keys (the kernels' DecodeWindowSplit), which bound every
+// shorter sequence's.
+int MaxSplits(const PagedBatch& batch, std::int32_t partition_tokens,
+              const AttentionWindow& window) {
+  if (!window.windowed()) return static_cast<int>(CeilDiv(batch.max_kv_len, partition_tokens));
+  const std::int64_t recent = std::min<std::int64_t>(batch.max_kv_len, window.window);
+  const std::int64_t sinks = std::min<std::int64_t>(
+      window.sink, std::max<std::int64_t>(0, std::int64_t{batch.max_kv_len} - window.window));
+  return static_cast<int>(CeilDiv(sinks, partition_tokens) + CeilDiv(recent, partition_tokens));
+}
+
+// The batch as the split rules see it: its longest sequence shortened to the keys `window` shows.
+PagedBatch VisibleKeysBatch(const PagedBatch& batch, const AttentionWindow& window) {
+  PagedBatch visible = batch;
+  if (window.windowed() && batch.max_kv_len > 0) {
+    visible.max_kv_len = static_cast<std::int32_t>(window.NumVisible(batch.max_kv_len - 1));
+  }
+  return visible;
 }
 
 std::int64_t RoundUp(std::int64_t x, std::int64_t to) {
@@ -93,15 +110,17 @@ std::int32_t PartitionTokensFor(const PagedBatch& batch, std::int64_t num_kv_hea
 
 }  // namespace
 
-std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads) {
-  return PartitionTokensFor(batch, num_kv_heads, UseBulkKernel(batch, num_kv_heads));
+std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads,
+                                   const AttentionWindow& window) {
+  const PagedBatch visible = VisibleKeysBatch(batch, window);
+  return PartitionTokensFor(visible, num_kv_heads, UseBulkKernel(visible, num_kv_heads));
 }
 
 std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int64_t num_heads,
-                                               std::int64_t head_dim,
-                                               std::int32_t partition_tokens) {
+                                               std::int64_t head_dim, std::int32_t partition_tokens,
+                                               const AttentionWindow& window) {
   if (partition_tokens <= 0 || batch.max_kv_len <= 0) return 0;
-  const int splits = MaxSplits(batch, partition_tokens);
+  const int splits = MaxSplits(batch, partition_tokens, window);
   if (splits <= 1) return 0;
   const std::size_t slots = static_cast<std::size_t>(batch.num_seqs) *
                             static_cast<std::size_t>(num_heads) * static_cast<std::size_t>(splits);
@@ -111,7 +130,8 @@ std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int
 cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_stride,
                                  const void* k_pool, const void* v_pool, const PagedBatch& batch,
                                  const PagedKvShape& shape, std::int64_t num_heads, float scale,
-                                 DType dtype, std::int32_t partition_tokens, void* workspace,
+                                 const AttentionWindow& window, DType dtype,
+                                 std::int32_t partition_tokens, void* workspace,
                                  std::size_t workspace_bytes, cudaStream_t stream) {
   const auto misaligned = [](const void* p) {
     return reinterpret_cast<std::uintptr_t>(p) % 16 != 0;
@@ -119,16 +139,21 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
   if (batch.num_seqs < 0 || batch.num_seqs > 65535 || num_heads <= 0 || shape.num_kv_heads <= 0 ||
       num_heads % shape.num_kv_heads != 0 || shape.tokens_per_block <= 0 || partition_tokens < 0 ||
       partition_tokens % detail::kDecPartition != 0 || q_token_stride % 8 != 0 || misaligned(q) ||
-      misaligned(k_pool) || misaligned(v_pool) || misaligned(workspace)) {
+      misaligned(k_pool) || misaligned(v_pool) || misaligned(workspace) || window.window < 0 ||
+      window.sink < 0 || (window.window == 0 && window.sink != 0)) {
     return cudaErrorInvalidValue;
   }
   if (batch.num_seqs == 0) return cudaSuccess;
-  const bool bulk = UseBulkKernel(batch, shape.num_kv_heads);
-  if (partition_tokens == 0) partition_tokens = PartitionTokensFor(batch, shape.num_kv_heads, bulk);
-  const int max_splits = MaxSplits(batch, partition_tokens);
+  // The split rules see the visible keys: a long sequence with a window is a short one to them.
+  const PagedBatch visible = VisibleKeysBatch(batch, window);
+  const bool bulk = UseBulkKernel(visible, shape.num_kv_heads);
+  if (partition_tokens == 0) {
+    partition_tokens = PartitionTokensFor(visible, shape.num_kv_heads, bulk);
+  }
+  const int max_splits = MaxSplits(batch, partition_tokens, window);
   if (max_splits > 65535) return cudaErrorInvalidValue;
-  const std::size_t need =
-      PagedAttentionDecodeWorkspaceBytes(batch, num_heads, shape.head_dim, partition_tokens);
+  const std::size_t need = PagedAttentionDecodeWorkspaceBytes(batch, num_heads, shape.head_dim,
+                                                              partition_tokens, window);
   if (need > 0 && (workspace == nullptr || workspace_bytes < need)) return cudaErrorInvalidValue;
   const std::size_t slots = static_cast<std::size_t>(batch.num_seqs) *
                             static_cast<std::size_t>(num_heads) *
@@ -156,7 +181,9 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                           PrefetchTokens(batch, shape.num_kv_heads, shape.head_dim, dtype,
                                          partition_tokens, max_splits),
                           CurrentDeviceIsSm90OrLater(),
-                          bulk};
+                          bulk,
+                          window.window,
+                          window.sink};
   switch (shape.head_dim) {
     case 64:
       return detail::LaunchDecodeAttentionHd64(args, dtype, stream);

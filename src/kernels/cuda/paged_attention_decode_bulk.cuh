@@ -47,8 +47,9 @@ __device__ __forceinline__ void DecodeCopyChunk(const DecodeArgs& args, const st
   }
 }
 
-// Grid and block as DecodeAttentionKernel; dynamic shared memory DecodeBulkTiling::kSmemBytes.
-template <typename T, int D>
+// Grid, block and kWindow as DecodeAttentionKernel; dynamic shared memory
+// DecodeBulkTiling::kSmemBytes.
+template <typename T, int D, bool kWindow>
 __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args) {
   using Tiling = DecodeBulkTiling<T, D>;
   constexpr int kChunk = Tiling::kChunkKeys, kStages = Tiling::kStages;
@@ -56,15 +57,22 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   __shared__ __align__(8) std::uint64_t full[kStages];
 
   const PagedBatch& batch = args.batch;
-  const DecodeBlock b(args);
+  DecodeBlock b(args);
   // Up to the wait the block reads only the lengths and tables and copies cached rows: the kernel
   // before may write q and each sequence's newest row (see PagedAttentionDecode), not those.
   const int kv_len = batch.num_cached[b.s] + 1;
-  // A split past this sequence's end does nothing (graphs size for the longest).
-  if (b.k_begin >= kv_len) return;
-  const int k_end = min(kv_len, b.k_begin + args.partition_tokens);
+  int k_end;
+  if constexpr (kWindow) {
+    k_end = DecodeWindowSplit(args, b.split, kv_len, &b.k_begin);
+    if (b.k_begin >= k_end) return;
+  } else {
+    // A split past this sequence's end does nothing (graphs size for the longest).
+    if (b.k_begin >= kv_len) return;
+    k_end = min(kv_len, b.k_begin + args.partition_tokens);
+  }
   const int chunks = (k_end - b.k_begin + kChunk - 1) / kChunk;
-  const int newest_chunk = (kv_len - 1 - b.k_begin) / kChunk;  // copied after the wait
+  // Copied after the wait (none in a split of sinks, which ends before the newest row).
+  const int newest_chunk = kWindow && k_end < kv_len ? chunks : (kv_len - 1 - b.k_begin) / kChunk;
   const auto smem_base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
   const auto bar0 = static_cast<std::uint32_t>(__cvta_generic_to_shared(full));
   const auto copy_chunk = [&](int c) {
@@ -83,8 +91,9 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
     }
   }
   const int ring_end = b.k_begin + kStages * kChunk;
-  if (args.prefetch_tokens > kStages * kChunk && ring_end < kv_len) {
-    PrefetchKeysL2<T, D>(b.table, ring_end, min(kv_len, b.k_begin + args.prefetch_tokens),
+  const int keys_end = kWindow ? k_end : kv_len;
+  if (args.prefetch_tokens > kStages * kChunk && ring_end < keys_end) {
+    PrefetchKeysL2<T, D>(b.table, ring_end, min(keys_end, b.k_begin + args.prefetch_tokens),
                          args.tokens_per_block, args.num_kv_heads, b.kv_head,
                          static_cast<const T*>(args.k_pool), static_cast<const T*>(args.v_pool));
   }

@@ -1,13 +1,13 @@
-// The decode attention kernel, its split reduce and their launch; instantiated per head dim in
-// paged_attention_decode_hd*.cu.
+// The decode attention kernel and its launch (the split reduce: paged_attention_decode_reduce.cuh);
+// instantiated per head dim in paged_attention_decode_hd*.cu.
 //
-// Block (kv head x head tile, sequence, split) attends the keys [split * partition_tokens, ...) of
-// one sequence for up to 8 query heads of one kv head: the keys go through the tensor cores as the
-// M side of S^T = K Q^T (16 keys per mma, query heads as the 8 columns), and O^T = V^T P^T. Each
-// warp streams its own 16-key steps straight from global memory into registers, one step ahead of
-// the one it computes, with its own online softmax (base 2); the four warps' states merge in shared
-// memory at the end. No shared-memory staging, so the loads in flight are bounded by registers
-// alone.
+// Block (kv head x head tile, sequence, split) attends the keys of split `split` of one sequence
+// ([split * partition_tokens, ...) without a window, DecodeWindowSplit's with one) for up to 8
+// query heads of one kv head: the keys go through the tensor cores as the M side of S^T = K Q^T (16
+// keys per mma, query heads as the 8 columns), and O^T = V^T P^T. Each warp streams its own 16-key
+// steps straight from global memory into registers, one step ahead of the one it computes, with its
+// own online softmax (base 2); the four warps' states merge in shared memory at the end. No
+// shared-memory staging, so the loads in flight are bounded by registers alone.
 #pragma once
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -42,6 +42,10 @@ struct DecodeArgs {
   bool programmatic;
   // Run DecodeBulkKernel (paged_attention_decode_bulk.cuh) where its sm_90a code runs.
   bool bulk;
+  // cpu::AttentionWindow: window > 0 launches the kWindow kernels, whose splits cover only the keys
+  // the query sees (DecodeWindowSplit); window 0 the full-attention ones (sink unused).
+  int window;
+  int sink;
 };
 
 constexpr int kDecWarps = 4;
@@ -54,6 +58,7 @@ constexpr int kDecPartition = 64;  // partition_tokens must be a multiple of thi
 // kv_head, of sequence s, over the keys of split `split` (from k_begin); and where this thread sits
 // in it (warp, and its mma coordinates g = lane / 4, q = lane % 4).
 struct DecodeBlock {
+  // k_begin: split * partition_tokens; a kWindow kernel moves it to DecodeWindowSplit's.
   int kv_head, head0, tile_heads, s, split, k_begin, warp, lane, g, q;
   const std::int32_t* table;  // the sequence's row of block_tables
 
@@ -72,6 +77,45 @@ struct DecodeBlock {
     table = args.batch.block_tables + static_cast<std::int64_t>(s) * args.batch.max_blocks_per_seq;
   }
 };
+
+// With a window, the keys the decode query of a sequence of kv_len keys sees are two ranges
+// (cpu::AttentionWindow for position kv_len - 1): the sinks [0, sink_end) and the recent keys
+// [recent, kv_len). The first ceil(sink_end / P) splits (P = partition_tokens) cut the sinks, the
+// next ones the recent keys, so that no split reads a hidden key and a long sequence reads its
+// window only:
+//
+//   kv_len 1000, window 300, sink 4, P 128:   split 0: [0, 4)   splits 1-3: [700, 828) [828, 956)
+//                                             [956, 1000)
+//
+// Returns the end of split `split` and sets *begin; a split past the last gets begin = end =
+// kv_len.
+__device__ __forceinline__ int DecodeWindowSplit(const DecodeArgs& args, int split, int kv_len,
+                                                 int* begin) {
+  const int recent = max(0, kv_len - args.window);
+  const int sink_end = min(args.sink, recent);
+  const int sink_splits = (sink_end + args.partition_tokens - 1) / args.partition_tokens;
+  int first, last;
+  if (split < sink_splits) {
+    first = split * args.partition_tokens;
+    last = min(sink_end, first + args.partition_tokens);
+  } else {
+    first = recent + (split - sink_splits) * args.partition_tokens;
+    last = min(kv_len, first + args.partition_tokens);
+  }
+  if (first >= last) first = last = kv_len;
+  *begin = first;
+  return last;
+}
+
+// Splits the keys of a sequence of kv_len keys take (DecodeWindowSplit with kWindow).
+template <bool kWindow>
+__device__ __forceinline__ int DecodeNumSplits(const DecodeArgs& args, int kv_len) {
+  const int p = args.partition_tokens;
+  if (!kWindow) return (kv_len + p - 1) / p;
+  const int recent = max(0, kv_len - args.window);
+  const int sink_end = min(args.sink, recent);
+  return (sink_end + p - 1) / p + (kv_len - recent + p - 1) / p;
+}
 
 // Where the head-dim elements of K and V rows sit in the mma fragments. The order of the reduction
 // index of an mma is free as long as both operands use the same one, and the order of O's rows is
@@ -367,8 +411,9 @@ __device__ __forceinline__ void DecodeMergeWarpsAndStore(const DecodeArgs& args,
   }
 }
 
-// Grid: (num_kv_heads * head_tiles, num_seqs, max_splits), block: kDecThreads.
-template <typename T, int D>
+// Grid: (num_kv_heads * head_tiles, num_seqs, max_splits), block: kDecThreads. kWindow: the split's
+// keys come from DecodeWindowSplit, which needs the sequence's length first.
+template <typename T, int D, bool kWindow>
 __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeArgs args) {
   using L = DecodeLayout<D>;
   __shared__ float s_o[kDecWarps][kDecTileHeads][D];
@@ -376,12 +421,17 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   __shared__ float s_l[kDecWarps][kDecTileHeads];
 
   const PagedBatch& batch = args.batch;
-  const DecodeBlock b(args);
+  DecodeBlock b(args);
+  int k_end = 0;  // set here with a window (its split is known), else once the length is
+  if constexpr (kWindow) {
+    k_end = DecodeWindowSplit(args, b.split, batch.num_cached[b.s] + 1, &b.k_begin);
+  }
   const auto step_base = [&](int j) { return b.k_begin + (b.warp + j * kDecWarps) * kDecStepKeys; };
   // The pool rows of this warp's first two steps go out together with the sequence's length, for
   // the keys below max_kv_len (table entries that exist); keys past the sequence's end swap their
-  // row for one in range below, once the length is known.
-  const int speculative_end = min(batch.max_kv_len, b.k_begin + args.partition_tokens);
+  // row for one in range below, once the length is known. (With a window the split is exact.)
+  const int speculative_end =
+      kWindow ? k_end : min(batch.max_kv_len, b.k_begin + args.partition_tokens);
   const auto speculative_rows = [&](int j) {
     return DecodePoolRow(b.table, min(step_base(j) + (b.lane & 15), speculative_end - 1),
                          args.tokens_per_block, args.num_kv_heads, b.kv_head);
@@ -391,16 +441,17 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   // kernel before, which writes each sequence's newest row), so this overlaps that kernel's tail.
   std::uint32_t rows0 = speculative_rows(0), rows1 = speculative_rows(1);
   const int kv_len = batch.num_cached[b.s] + 1;
-  if (args.prefetch_tokens > 0 && b.k_begin < kv_len) {
-    PrefetchKeysL2<T, D>(b.table, b.k_begin, min(kv_len, b.k_begin + args.prefetch_tokens),
+  const int keys_end = kWindow ? k_end : kv_len;  // no key of the split at or past it
+  if (args.prefetch_tokens > 0 && b.k_begin < keys_end) {
+    PrefetchKeysL2<T, D>(b.table, b.k_begin, min(keys_end, b.k_begin + args.prefetch_tokens),
                          args.tokens_per_block, args.num_kv_heads, b.kv_head,
                          static_cast<const T*>(args.k_pool), static_cast<const T*>(args.v_pool));
   }
   GridDependencyWait();
   GridDependencyLaunchDependents();
   // A split past this sequence's end does nothing (graphs size for the longest).
-  if (b.k_begin >= kv_len) return;
-  const int k_end = min(kv_len, b.k_begin + args.partition_tokens);
+  if (b.k_begin >= keys_end) return;
+  if constexpr (!kWindow) k_end = min(kv_len, b.k_begin + args.partition_tokens);
   const int q_row = batch.query_start[b.s];
   const T* k_pool = static_cast<const T*>(args.k_pool);
   const T* v_pool = static_cast<const T*>(args.v_pool);
@@ -448,100 +499,15 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   DecodeMergeWarpsAndStore<T, D>(args, b, st, s_o, s_m, s_l, q_row);
 }
 
-// Splits a warp loads at once: the block reads up to 64 splits in one round trip. With 8 (32 in
-// one trip), 1 x 8192 on an H100 (43 splits) took 17.7 us; with 16, 16.1 us
-// (bench/results/2026-11-22-h100-round-16-decode-chain.md).
-constexpr int kDecReduceUnroll = 16;
-
-// Grid: (num_heads, num_seqs), block: kDecThreads. Merges the splits of one (sequence, head):
-// M = max m_i, out = sum_i o_i 2^(m_i - M) / sum_i l_i 2^(m_i - M). Warp w merges splits
-// [16w, 16w + 16), [16w + 64, ...) online, a float4 of o_i per lane, kDecReduceUnroll splits' loads
-// in flight at once; the warps' states merge in shared memory. Splits past the sequence's end were
-// never written and are not read.
-template <typename T, int D>
-__global__ void __launch_bounds__(kDecThreads) DecodeReduceKernel(DecodeArgs args) {
-  constexpr int kVecs = D / 4;
-  static_assert(D % 4 == 0 && kVecs <= 32, "one float4 of a row per lane");
-  __shared__ float s_m[kDecWarps], s_l[kDecWarps];
-  __shared__ float4 s_o[kDecWarps][kVecs];
-  // The kernel after may launch at once: it waits for this one before it touches memory, and its
-  // launch (or, for the next decode call, its copies of cached rows) then overlaps this merge.
-  GridDependencyLaunchDependents();
-  GridDependencyWait();
-  const int h = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int kv_len = args.batch.num_cached[s] + 1;
-  const int num_splits = (kv_len + args.partition_tokens - 1) / args.partition_tokens;
-  const std::int64_t base = (static_cast<std::int64_t>(s) * args.num_heads + h) * args.max_splits;
-  const float* ml = args.part_ml + base * 2;
-  const float4* o_rows = reinterpret_cast<const float4*>(args.part_o + base * D);
-  float m = -INFINITY, l = 0.0f;
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int first = warp * kDecReduceUnroll; first < num_splits;
-       first += kDecWarps * kDecReduceUnroll) {
-    float mi[kDecReduceUnroll], li[kDecReduceUnroll];
-    float4 oi[kDecReduceUnroll];
-#pragma unroll
-    for (int u = 0; u < kDecReduceUnroll; ++u) {
-      const int i = first + u;
-      const bool live = i < num_splits;
-      mi[u] = live ? ml[2 * static_cast<std::ptrdiff_t>(i)] : -INFINITY;
-      li[u] = live ? ml[2 * static_cast<std::ptrdiff_t>(i) + 1] : 0.0f;
-      oi[u] = live && lane < kVecs ? o_rows[static_cast<std::int64_t>(i) * kVecs + lane]
-                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    float m_new = m;
-#pragma unroll
-    for (int u = 0; u < kDecReduceUnroll; ++u) m_new = fmaxf(m_new, mi[u]);
-    // Split `first` exists, so m_new is finite; the old max (-inf at first) weighs 0.
-    const float alpha = exp2f(m - m_new);
-    l *= alpha;
-    acc.x *= alpha;
-    acc.y *= alpha;
-    acc.z *= alpha;
-    acc.w *= alpha;
-#pragma unroll
-    for (int u = 0; u < kDecReduceUnroll; ++u) {
-      const float w = exp2f(mi[u] - m_new);
-      l += li[u] * w;
-      acc.x += oi[u].x * w;
-      acc.y += oi[u].y * w;
-      acc.z += oi[u].z * w;
-      acc.w += oi[u].w * w;
-    }
-    m = m_new;
-  }
-  if (lane == 0) {
-    s_m[warp] = m;
-    s_l[warp] = l;
-  }
-  if (lane < kVecs) s_o[warp][lane] = acc;
-  __syncthreads();
-  T* out = static_cast<T*>(args.out) +
-           (static_cast<std::int64_t>(args.batch.query_start[s]) * args.num_heads + h) * D;
-  for (int d = static_cast<int>(threadIdx.x); d < D; d += kDecThreads) {
-    float m_max = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kDecWarps; ++w) m_max = fmaxf(m_max, s_m[w]);
-    float l_sum = 0.0f, o_sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kDecWarps; ++w) {
-      const float weight = exp2f(s_m[w] - m_max);  // 0 for a warp that had no splits
-      l_sum += s_l[w] * weight;
-      o_sum += reinterpret_cast<const float*>(s_o[w])[d] * weight;
-    }
-    out[d] = FromFloat<T>(o_sum / l_sum);
-  }
-}
-
 }  // namespace inflight::kernels::cuda::detail
 
 #include "kernels/cuda/paged_attention_decode_bulk.cuh"
+#include "kernels/cuda/paged_attention_decode_reduce.cuh"
 
 namespace inflight::kernels::cuda::detail {
 
-template <typename T, int D>
-cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
+template <typename T, int D, bool kWindow>
+cudaError_t LaunchDecodeAttentionFor(const DecodeArgs& args, cudaStream_t stream) {
   cudaLaunchAttribute programmatic = {};
   programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   programmatic.val.programmaticStreamSerializationAllowed = 1;
@@ -555,21 +521,31 @@ cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
   config.numAttrs = args.programmatic ? 1 : 0;
   cudaError_t err = cudaSuccess;
   // NOTE: decided once per process, for the device of the first call (as context attention's).
-  static const bool bulk_runs = Sm90aCodeRuns(DecodeBulkKernel<T, D>);
+  static const bool bulk_runs = Sm90aCodeRuns(DecodeBulkKernel<T, D, kWindow>);
   if (args.bulk && bulk_runs) {
     // NOTE: set at every launch: the attribute belongs to the current device's context.
     config.dynamicSmemBytes = DecodeBulkTiling<T, D>::kSmemBytes;
-    err = cudaFuncSetAttribute(DecodeBulkKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    err = cudaFuncSetAttribute(DecodeBulkKernel<T, D, kWindow>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                                DecodeBulkTiling<T, D>::kSmemBytes);
-    if (err == cudaSuccess) err = cudaLaunchKernelEx(&config, DecodeBulkKernel<T, D>, args);
+    if (err == cudaSuccess)
+      err = cudaLaunchKernelEx(&config, DecodeBulkKernel<T, D, kWindow>, args);
     config.dynamicSmemBytes = 0;
   } else {
-    err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D>, args);
+    err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow>, args);
   }
   if (err != cudaSuccess || args.max_splits == 1) return err;
   config.gridDim =
       dim3(static_cast<unsigned>(args.num_heads), static_cast<unsigned>(args.batch.num_seqs));
-  return cudaLaunchKernelEx(&config, DecodeReduceKernel<T, D>, args);
+  return cudaLaunchKernelEx(&config, DecodeReduceKernel<T, D, kWindow>, args);
+}
+
+// A window (args.window > 0) takes the kWindow instantiations; full attention keeps its own, with
+// no window arithmetic in them.
+template <typename T, int D>
+cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
+  if (args.window > 0) return LaunchDecodeAttentionFor<T, D, true>(args, stream);
+  return LaunchDecodeAttentionFor<T, D, false>(args, stream);
 }
 
 cudaError_t LaunchDecodeAttentionHd64(const DecodeArgs& args, DType dtype, cudaStream_t stream);

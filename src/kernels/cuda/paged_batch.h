@@ -14,6 +14,7 @@
 namespace inflight::kernels::cuda {
 
 using PagedKvShape = cpu::PagedKvShape;
+using AttentionWindow = cpu::AttentionWindow;
 
 struct PagedBatch {
   std::int32_t num_seqs = 0;

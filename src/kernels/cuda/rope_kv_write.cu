@@ -1,6 +1,7 @@
 #include "kernels/cuda/rope_kv_write.h"
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
 
@@ -39,6 +40,15 @@ struct RopeKvArgs {
   const float* inv_freq;
   int inv_freq_seq_stride;  // 0: one table; head_dim / 2: a table per sequence
   float scale;              // on cos and sin
+};
+
+// The vector kernel's arguments with Qwen3's q/k norm (a type of its own, so that the kernels
+// without the norm keep their parameters and code).
+template <typename T>
+struct RopeKvNormArgs : RopeKvArgs<T> {
+  const T* q_norm;  // [head_dim] each
+  const T* k_norm;
+  float norm_eps;
 };
 
 // Where row `row` of the step goes: its position, its offset in q/k/v, and its KV-cache slot.
@@ -110,22 +120,49 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteKernel(RopeKvArgs<T> args
   }
 }
 
+// Threads that hold one head's rotation pairs in the vector kernel: head_dim / 16 without the q/k
+// norm; with it, the next power of two, so that a head's threads are an aligned group of a warp
+// whose shuffles sum the head's squares (the extra threads hold zeros).
+__host__ __device__ __forceinline__ int HeadLanes(int head_dim, bool qk_norm) {
+  const int chunks = head_dim / 16;
+  if (!qk_norm) return chunks;
+  int lanes = 1;
+  while (lanes < chunks) lanes *= 2;
+  return lanes;
+}
+
+// The sum of v over this thread's aligned group of `lanes` threads (a power of two, <= 32).
+__device__ __forceinline__ float GroupSum(float v, int lanes) {
+  const unsigned lane = threadIdx.x & 31u;
+  const unsigned group = lanes == 32
+                             ? 0xffffffffu
+                             : ((1u << lanes) - 1u) << (lane & ~static_cast<unsigned>(lanes - 1));
+  for (int offset = lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(group, v, offset);
+  return v;
+}
+
 // The 16-byte form of the kernel above, for head_dim % 16 == 0 and 16-byte aligned rows and pools.
 // The scalar kernel ran at 39% of the copy rate at 8192 tokens on an H100: 2-byte accesses, and
 // every query and KV head computed the same angles again. Here thread (chunk c, head group g) owns
 // rotation pairs [8c, 8c + 8) of heads g, g + G, ... (G head groups per row across the grid's y):
-// 8 sincosf a thread, shared by all its heads. Grid: (num_tokens, heads_split), Block: (kThreads).
-template <typename T, bool kTableOrScale>
-__global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(RopeKvArgs<T> args) {
+// 8 sincosf a thread, shared by all its heads. Args RopeKvNormArgs: Qwen3's q/k norm first, a
+// head's threads (HeadLanes) summing its squares with shuffles and scaling their pairs by the
+// head's 1 / rms and the norm weight. Grid: (num_tokens, heads_split), Block: (kThreads).
+template <typename T, bool kTableOrScale, typename Args>
+__global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(Args args) {
+  constexpr bool kQkNorm = std::is_same_v<Args, RopeKvNormArgs<T>>;
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const RowSlot at(args, static_cast<int>(blockIdx.x));
-  const int half = args.head_dim / 2, chunks = half / 8, groups = kThreads / chunks;
-  const int c = static_cast<int>(threadIdx.x) % chunks, g = static_cast<int>(threadIdx.x) / chunks;
+  const int half = args.head_dim / 2, chunks = half / 8;
+  const int lanes = kQkNorm ? HeadLanes(args.head_dim, true) : chunks, groups = kThreads / lanes;
+  const int c = static_cast<int>(threadIdx.x) % lanes, g = static_cast<int>(threadIdx.x) / lanes;
   const int total_heads = args.num_heads + args.num_kv_heads;
   int head = static_cast<int>(blockIdx.y) * groups + g;
   if (args.inv_freq != nullptr && g < groups && head < total_heads) {
-    const int i0 = 8 * c;
+    // kQkNorm: threads past the head's chunks only take part in its sums.
+    const bool owns = !kQkNorm || c < chunks;
+    const int i0 = owns ? 8 * c : 0;
     const float* inv_freq =
         kTableOrScale ? args.inv_freq + at.seq * args.inv_freq_seq_stride : args.inv_freq;
     float cos_a[8], sin_a[8];
@@ -137,6 +174,13 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(RopeKvArgs<T> 
         cos_a[j] *= args.scale;
       }
     }
+    Vec8<T> wq_a, wq_b, wk_a, wk_b;  // this thread's pairs of the norm weights
+    if constexpr (kQkNorm) {
+      wq_a.bits = *reinterpret_cast<const uint4*>(args.q_norm + i0);
+      wq_b.bits = *reinterpret_cast<const uint4*>(args.q_norm + i0 + half);
+      wk_a.bits = *reinterpret_cast<const uint4*>(args.k_norm + i0);
+      wk_b.bits = *reinterpret_cast<const uint4*>(args.k_norm + i0 + half);
+    }
     for (; head < total_heads; head += groups * static_cast<int>(gridDim.y)) {
       const bool is_q = head < args.num_heads;
       const int kvh = head - args.num_heads;
@@ -146,12 +190,33 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(RopeKvArgs<T> 
       Vec8<T> a, b, ra, rb;
       a.bits = *reinterpret_cast<const uint4*>(x);
       b.bits = *reinterpret_cast<const uint4*>(x + half);
+      float norm_a[8], norm_b[8];  // kQkNorm: the pairs normalised
+      if constexpr (kQkNorm) {
+        float squares = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          norm_a[j] = ToFloat(a.e[j]);
+          norm_b[j] = ToFloat(b.e[j]);
+          squares += norm_a[j] * norm_a[j] + norm_b[j] * norm_b[j];
+        }
+        squares = GroupSum(owns ? squares : 0.0f, lanes);
+        const float inv_rms = rsqrtf(squares / static_cast<float>(args.head_dim) + args.norm_eps);
+        const Vec8<T>& w_a = is_q ? wq_a : wk_a;
+        const Vec8<T>& w_b = is_q ? wq_b : wk_b;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          norm_a[j] *= inv_rms * ToFloat(w_a.e[j]);
+          norm_b[j] *= inv_rms * ToFloat(w_b.e[j]);
+        }
+      }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        const float fa = ToFloat(a.e[j]), fb = ToFloat(b.e[j]);
+        const float fa = kQkNorm ? norm_a[j] : ToFloat(a.e[j]);
+        const float fb = kQkNorm ? norm_b[j] : ToFloat(b.e[j]);
         ra.e[j] = FromFloat<T>(fa * cos_a[j] - fb * sin_a[j]);
         rb.e[j] = FromFloat<T>(fb * cos_a[j] + fa * sin_a[j]);
       }
+      if (!owns) continue;
       *reinterpret_cast<uint4*>(x) = ra.bits;
       *reinterpret_cast<uint4*>(x + half) = rb.bits;
       if (!is_q) {
@@ -178,10 +243,10 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(RopeKvArgs<T> 
 // The vector kernel's y blocks per row: enough that each thread rotates one head while the grid is
 // small (a decode step's few rows), one block per row (every thread looping over its heads) once
 // rows alone fill the card.
-unsigned Vec8HeadSplits(std::int64_t num_tokens, std::int64_t num_heads,
-                        const PagedKvShape& shape) {
+unsigned Vec8HeadSplits(std::int64_t num_tokens, std::int64_t num_heads, const PagedKvShape& shape,
+                        bool qk_norm) {
   if (num_tokens >= 256) return 1;
-  const std::int64_t groups = kThreads / (shape.head_dim / 16);
+  const std::int64_t groups = kThreads / HeadLanes(static_cast<int>(shape.head_dim), qk_norm);
   return static_cast<unsigned>(CeilDiv(num_heads + shape.num_kv_heads, groups));
 }
 
@@ -196,17 +261,23 @@ unsigned WorkBlocks(std::int64_t num_heads, const PagedKvShape& shape) {
 
 cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                         std::int64_t num_heads, void* k_pool, void* v_pool, const PagedBatch& batch,
-                        const PagedKvShape& shape, const RopeTable& rope, DType dtype,
-                        cudaStream_t stream) {
+                        const PagedKvShape& shape, const RopeTable& rope,
+                        const QkNormWeights& qk_norm, DType dtype, cudaStream_t stream) {
   if (batch.num_tokens < 0 || batch.num_seqs <= 0 || shape.head_dim <= 0 ||
       shape.head_dim % 2 != 0 || shape.num_kv_heads <= 0 || shape.tokens_per_block <= 0 ||
       num_heads <= 0 || (rope.seq_stride != 0 && rope.seq_stride != shape.head_dim / 2)) {
     return cudaErrorInvalidValue;
   }
-  if (batch.num_tokens == 0) return cudaSuccess;
   const bool vec8 = shape.head_dim % 16 == 0 && shape.head_dim / 16 <= kThreads &&
                     token_stride % 8 == 0 && Aligned16(q) && Aligned16(k) && Aligned16(v) &&
                     Aligned16(k_pool) && Aligned16(v_pool);
+  // The norm lives in the vector kernel's rotation, its head's threads in one warp.
+  if (qk_norm.enabled() &&
+      (!vec8 || rope.inv_freq == nullptr || shape.head_dim > 512 || qk_norm.k == nullptr ||
+       !Aligned16(qk_norm.q) || !Aligned16(qk_norm.k) || !(qk_norm.eps >= 0.0f))) {
+    return cudaErrorInvalidValue;
+  }
+  if (batch.num_tokens == 0) return cudaSuccess;
   INFLIGHT_DISPATCH_HALF(dtype, T, {
     const RopeKvArgs<T> args{static_cast<T*>(q),
                              static_cast<T*>(k),
@@ -227,11 +298,18 @@ cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
     const bool table_or_scale = rope.seq_stride != 0 || rope.scale != 1.0f;
     if (vec8) {
       const dim3 grid(static_cast<unsigned>(batch.num_tokens),
-                      Vec8HeadSplits(batch.num_tokens, num_heads, shape));
-      return table_or_scale ? LaunchProgrammatic(RopeKvWriteVec8Kernel<T, true>, grid,
-                                                 dim3(kThreads), 0, stream, args)
-                            : LaunchProgrammatic(RopeKvWriteVec8Kernel<T, false>, grid,
-                                                 dim3(kThreads), 0, stream, args);
+                      Vec8HeadSplits(batch.num_tokens, num_heads, shape, qk_norm.enabled()));
+      if (qk_norm.enabled()) {
+        // One kernel for every table: its offset and scale cost little beside the norm.
+        const RopeKvNormArgs<T> norm_args{args, static_cast<const T*>(qk_norm.q),
+                                          static_cast<const T*>(qk_norm.k), qk_norm.eps};
+        return LaunchProgrammatic(RopeKvWriteVec8Kernel<T, true, RopeKvNormArgs<T>>, grid,
+                                  dim3(kThreads), 0, stream, norm_args);
+      }
+      return table_or_scale ? LaunchProgrammatic(RopeKvWriteVec8Kernel<T, true, RopeKvArgs<T>>,
+                                                 grid, dim3(kThreads), 0, stream, args)
+                            : LaunchProgrammatic(RopeKvWriteVec8Kernel<T, false, RopeKvArgs<T>>,
+                                                 grid, dim3(kThreads), 0, stream, args);
     }
     const dim3 grid(static_cast<unsigned>(batch.num_tokens), WorkBlocks(num_heads, shape));
     return table_or_scale ? LaunchProgrammatic(RopeKvWriteKernel<T, true>, grid, dim3(kThreads), 0,

@@ -13,12 +13,15 @@
 #include "executor/sampling/sampler.h"
 #include "inflight/executor.h"
 #include "model/model_runner.h"
+#include "unit/executor/run_requests.h"
 #include "unit/executor/test_engine.h"
 
 namespace inflight {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::Greedy;
+using testing::RunAll;
 
 const testing::TinyEngineOptions kOpts;
 
@@ -28,46 +31,13 @@ std::string Engine() {
 }
 
 VecTokens Prompt(std::uint32_t seed, std::size_t len) {
-  std::mt19937 rng(seed);
-  VecTokens t(len);
-  for (auto& x : t) x = static_cast<TokenIdType>(rng() % kOpts.vocab_size);
-  return t;
-}
-
-Request Greedy(VecTokens prompt, SizeType max_tokens) {
-  Request r;
-  r.input_token_ids = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.output_config.exclude_input_from_output = true;
-  return r;
+  return testing::RandomPrompt(seed, len, kOpts.vocab_size);
 }
 
 std::unique_ptr<Executor> Make(ExecutorConfig cfg = {}) {
   auto ex = Executor::Create(Engine(), cfg);
   EXPECT_TRUE(ex.ok()) << ex.status().ToString();
   return ex.ok() ? std::move(ex).value() : nullptr;
-}
-
-// Runs requests to completion; returns the final response of each, in request order.
-std::vector<Response> RunAll(Executor& ex, const std::vector<Request>& reqs,
-                             std::map<IdType, std::vector<Response>>* all = nullptr) {
-  std::vector<IdType> ids;
-  for (const Request& r : reqs) {
-    auto id = ex.enqueueRequest(r);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    ids.push_back(id.ok() ? *id : 0);
-  }
-  std::map<IdType, Response> finals;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (finals.size() < ids.size() && std::chrono::steady_clock::now() < deadline) {
-    for (Response& r : ex.awaitResponses(milliseconds(100))) {
-      if (all) (*all)[r.request_id].push_back(r);
-      if (r.isFinal()) finals[r.request_id] = r;
-    }
-  }
-  std::vector<Response> out;
-  for (IdType id : ids) out.push_back(finals[id]);
-  return out;
 }
 
 // Greedy tokens by recomputing the whole sequence every step on a fresh runner: no KV reuse across

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "model/checkpoint_converter.h"
@@ -20,6 +21,7 @@ struct TinyEngineOptions {
   std::int32_t max_seq_len = 128;
   std::int64_t vocab_size = 97;
   std::uint64_t seed = 11;
+  std::optional<std::int64_t> sliding_window;  // the checkpoint's (mistral: every layer)
 };
 
 // Returns the engine folder (built on first use for these options).
@@ -40,6 +42,7 @@ inline std::string TinyEngine(const TinyEngineOptions& o, const std::string& tag
   c.max_position_embeddings = 256;
   c.seed = o.seed;
   c.init_std = 0.5;  // large weights: sharp distributions, so greedy ties are unlikely
+  c.sliding_window = o.sliding_window;
   auto written = model::WriteRandomCheckpoint(c, ckpt.string());
   if (!written.ok()) return "error: " + written.status().ToString();
   model::BuildOptions b;

@@ -100,6 +100,48 @@ TEST(NormTest, LayerNormMatchesFormula) {
     for (bool bias : {false, true}) RunNormCase(false, c, bias, seed++);
 }
 
+// Qwen3's q/k norm: each head of each strided row normalised on its own, the rest of the row (the
+// other heads of a fused qkv row) untouched.
+TEST(NormTest, HeadRmsNormNormalisesEachHeadInPlace) {
+  std::uint64_t seed = 300;
+  for (std::int64_t head_dim : {64, 80, 128, 12})
+    for (std::int64_t heads : {1, 3, 8})
+      for (DType dtype : testing::kWeightDTypes) {
+        SCOPED_TRACE(::testing::Message() << "head_dim " << head_dim << " heads " << heads
+                                          << " dtype " << DTypeName(dtype));
+        std::mt19937_64 rng(seed);
+        const std::int64_t tokens = 5, stride = (heads + 3) * head_dim + 8;
+        // Heads of very different scales: the norm must bring each to its own rms 1.
+        std::vector<float> x = RandomFloats(rng, static_cast<std::size_t>(tokens * stride));
+        for (std::int64_t t = 0; t < tokens; ++t)
+          for (std::int64_t h = 0; h < heads; ++h)
+            for (std::int64_t d = 0; d < head_dim; ++d)
+              x[static_cast<std::size_t>(t * stride + h * head_dim + d)] *=
+                  static_cast<float>(std::pow(10.0, static_cast<double>((t + h) % 5) - 2));
+        auto w = MakeTypedWeights(RandomFloats(rng, static_cast<std::size_t>(head_dim), 0.2f, 2.0f),
+                                  dtype);
+        const float eps = 1e-6f;
+        std::vector<double> expected(x.begin(), x.end());
+        for (std::int64_t t = 0; t < tokens; ++t)
+          for (std::int64_t h = 0; h < heads; ++h) {
+            double* head = expected.data() + t * stride + h * head_dim;
+            double sum_sq = 0.0;
+            for (std::int64_t d = 0; d < head_dim; ++d) sum_sq += head[d] * head[d];
+            const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(head_dim) + eps);
+            for (std::int64_t d = 0; d < head_dim; ++d) head[d] *= inv * w.exact[d];
+          }
+        const std::vector<float> before = x;
+        HeadRmsNorm(x.data(), tokens, heads, head_dim, stride, w.ptr(), eps);
+        for (std::int64_t t = 0; t < tokens; ++t) {
+          EXPECT_TRUE(CheckClose(x.data() + t * stride, expected.data() + t * stride,
+                                 static_cast<std::size_t>(heads * head_dim), 2e-6, seed));
+          for (std::int64_t i = heads * head_dim; i < stride; ++i)
+            ASSERT_EQ(x[t * stride + i], before[t * stride + i]) << "outside the heads: " << i;
+        }
+        ++seed;
+      }
+}
+
 TEST(NormTest, InPlaceOutputAliasesInput) {
   std::mt19937_64 rng(7);
   const std::int64_t tokens = 3, hidden = 111;

@@ -1,7 +1,5 @@
 // The CPU runner's RoPE: dynamic NTK per sequence and step (theta grows to the length the sequence
-// reaches in the step, as transformers' generate recomputes it per forward call), and the refusal
-// of what the runners do not compute yet (sliding windows, Qwen3's q/k norm).
-#include <gmock/gmock.h>
+// reaches in the step, as transformers' generate recomputes it per forward call).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,7 +15,6 @@ namespace inflight::model {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 
 constexpr std::int64_t kOriginal =
     16;  // max_position_embeddings: where dynamic theta starts to grow
@@ -155,27 +152,6 @@ TEST(RopeRunnerTest, DynamicThetaFollowsEachSequencesLengthInTheStep) {
   const std::vector<float> last(at_once.end() - 200, at_once.end());
   EXPECT_NE(decoded->logits, last);
   EXPECT_LT(testing::NormalisedError(decoded->logits.data(), last.data(), 200), 0.5);
-}
-
-TEST(RopeRunnerTest, RunnersRefuseWhatTheyDoNotComputeByName) {
-  RandomCheckpointOptions mistral = Llama();
-  mistral.arch = "mistral";
-  mistral.sliding_window = 8;  // < max_seq_len 64: a real window
-  const Engine windowed(mistral);
-  auto r = windowed.Runner();
-  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-  EXPECT_THAT(r.status().message(),
-              HasSubstr("cpu model runner: engine attention_windows[0] is 8 (sliding-window "
-                        "attention, from the checkpoint's sliding_window)"));
-  EXPECT_THAT(r.status().message(), HasSubstr("--max_seq_len <= 8 has full attention only"));
-
-  RandomCheckpointOptions qwen3 = Llama();
-  qwen3.arch = "qwen3";
-  const Engine qk(qwen3);
-  r = qk.Runner();
-  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-  EXPECT_THAT(r.status().message(),
-              HasSubstr("engine qk_norm is true (Qwen3ForCausalLM's per-head q_norm / k_norm)"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "model/attention_windows.h"
 #include "model/model_shard.h"
 #include "model/transformer.h"
 #include "unit/model_cpu/test_engine.h"
@@ -203,7 +204,11 @@ StepLogits RunStage(const std::string& engine_dir, Collectives& member) {
   for (std::size_t i = 0; i < storage.size(); i += 2) {
     kv.push_back({storage[i].data(), storage[i + 1].data()});
   }
-  Transformer transformer(c, *shard, std::move(*weights), kTokensPerBlock, nullptr, member);
+  auto windows = ResolveAttentionWindows(c, AttentionLimits{});
+  EXPECT_TRUE(windows.ok()) << windows.status().ToString();
+  if (!windows.ok()) std::abort();
+  Transformer transformer(c, *shard, std::move(*weights), std::move(*windows), kTokensPerBlock,
+                          nullptr, member);
   StepLogits logits;
   for (const StepInput& in : Steps()) {
     const OneSequenceBatch b(in.sequences[0]);
