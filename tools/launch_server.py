@@ -24,6 +24,10 @@ Like NVIDIA's script it refuses to start while a server already runs (a tritonse
 process, or one of the three ports taken) unless --force, which kills those processes first. As NVIDIA's
 does, it returns once the server is started; --wait (ours) waits for it and returns its exit status.
 --print-command (ours) prints the command and the environment it would set, and starts nothing.
+On a host with fewer cores than --world_size, mpirun gets --oversubscribe without being asked (ours).
+
+With --world_size N > 1 the engine must have tp_size x pp_size == N: rank 0 serves and schedules,
+ranks > 0 hold their shard inside model loading and never bind ports (docs/multi_gpu.md).
 """
 import argparse
 import os
@@ -66,7 +70,9 @@ def parse_arguments(argv=None):
                              "(needs --world_size 1 unless --disable-spawn-processes)")
     parser.add_argument("--disable-spawn-processes", action="store_true",
                         help="with --multi-model: start every rank here instead of spawning workers")
-    parser.add_argument("--oversubscribe", action="store_true", help="pass --oversubscribe to mpirun")
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="pass --oversubscribe to mpirun (passed anyway when the host has fewer "
+                             "cores than --world_size)")
     parser.add_argument("--backend_directory", "--backend-directory", type=str, default=None,
                         help="ours: --backend-directory for the server (default for inflight-server: "
                              "<build>/backends next to the binary)")
@@ -136,14 +142,39 @@ def rank_command(args, server, rank, backend_directory):
     return cmd
 
 
-def build_command(args, server=None):
-    """The full command line (a list of arguments), as NVIDIA's script builds it."""
+def mpi_slots():
+    """How many processes mpirun starts here without --oversubscribe: Open MPI's default slots are
+    the host's physical cores (hwloc's cores, not hardware threads) that this process may use."""
+    cores = set()
+    core = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("physical id", "core id"):
+                    core[key] = value.strip()
+                elif not key and core:
+                    cores.add((core.get("physical id"), core.get("core id")))
+                    core = {}
+        if core:
+            cores.add((core.get("physical id"), core.get("core id")))
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(len(cores) or usable or 1, usable or 1))
+
+
+def build_command(args, server=None, slots=None):
+    """The full command line (a list of arguments), as NVIDIA's script builds it. mpirun gets
+    --oversubscribe when asked, and (ours) when the host has fewer cores than ranks (`slots`:
+    mpi_slots()), where mpirun would otherwise refuse to start."""
     server = server or find_server(args.tritonserver)
     backend_directory = args.backend_directory or default_backend_directory(server)
     if args.no_mpi:
         return rank_command(args, server, 0, backend_directory)
     cmd = ["mpirun", "--allow-run-as-root"]
-    if args.oversubscribe:
+    if args.oversubscribe or args.world_size > (slots if slots is not None else mpi_slots()):
         cmd.append("--oversubscribe")
     for rank in range(args.world_size):
         if rank > 0:

@@ -23,6 +23,10 @@
 
 namespace inflight {
 
+namespace model {
+class ModelRunner;  // src/model/model_runner.h
+}
+
 // Sampling parameters of one request. Unset fields take the default named in the comment.
 struct SamplingConfig {
   SizeType beam_width = 1;                  // 1; beam search (>1) is not supported yet
@@ -168,6 +172,10 @@ class Executor {
   // Loads the engine directory (docs/engine_format.md) and starts the iteration thread.
   static Result<std::unique_ptr<Executor>> Create(const std::string& engine_dir,
                                                   const ExecutorConfig& config);
+  // Over a runner the caller made (the backend's leader mode wraps rank 0's runner); limits from
+  // the runner's engine config.
+  static Result<std::unique_ptr<Executor>> CreateWithRunner(
+      const ExecutorConfig& config, std::unique_ptr<model::ModelRunner> runner);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;

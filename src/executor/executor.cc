@@ -14,6 +14,12 @@ Result<std::unique_ptr<Executor>> Executor::Create(const std::string& engine_dir
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
+Result<std::unique_ptr<Executor>> Executor::CreateWithRunner(
+    const ExecutorConfig& config, std::unique_ptr<model::ModelRunner> runner) {
+  ASSIGN_OR_RETURN(auto impl, Impl::CreateWithRunner(config, std::move(runner)));
+  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
 Result<IdType> Executor::enqueueRequest(const Request& request) {
   return impl_->Enqueue(request);
 }

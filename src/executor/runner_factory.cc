@@ -26,7 +26,8 @@ model::AttentionLimits AttentionLimitsOf(const KvCacheConfig& kv) {
 
 Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string& engine_dir,
                                                               const model::EngineConfig& engine,
-                                                              const ExecutorConfig& config) {
+                                                              const ExecutorConfig& config,
+                                                              const RunnerPlacement& placement) {
 #ifdef INFLIGHT_HAVE_CUDA_RUNNER
   if (config.device == DeviceKind::kCuda ||
       (config.device == DeviceKind::kAuto && model::CudaDeviceAvailable())) {
@@ -36,6 +37,8 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string&
     if (config.kv_cache_config.max_tokens) o.max_kv_tokens = *config.kv_cache_config.max_tokens;
     if (config.gpu_device_ids && !config.gpu_device_ids->empty())
       o.device = config.gpu_device_ids->front();
+    if (placement.cuda_device) o.device = *placement.cuda_device;
+    o.collectives = placement.collectives;
     o.attention_limits = AttentionLimitsOf(config.kv_cache_config);
     LOG_INFO("executor: CUDA runner on device {}", o.device);
     return model::CreateCudaModelRunner(engine_dir, o);
@@ -64,6 +67,7 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string&
   model::RunnerOptions options;
   options.max_kv_tokens = tokens;
   options.attention_limits = AttentionLimitsOf(config.kv_cache_config);
+  options.collectives = placement.collectives;
   LOG_INFO("executor: CPU runner, KV cache {} tokens ({} MiB)", tokens,
            tokens * bytes_per_token / (1 << 20));
   return model::CreateCpuModelRunner(engine_dir, options);

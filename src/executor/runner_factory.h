@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "inflight/executor.h"
@@ -14,8 +15,16 @@ namespace inflight::executor {
 // capped at this many bytes.
 inline constexpr std::int64_t kDefaultCpuKvCacheBytes = std::int64_t{1} << 30;
 
-Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string& engine_dir,
-                                                              const model::EngineConfig& engine,
-                                                              const ExecutorConfig& config);
+// Where one process's runner sits in a split engine (leader mode, backend/leader_mode.h).
+struct RunnerPlacement {
+  // This process's tensor- and pipeline-parallel group; null: one process runs the whole engine.
+  std::shared_ptr<model::Collectives> collectives;
+  // The CUDA device of this rank; unset: the first of ExecutorConfig::gpu_device_ids, else 0.
+  std::optional<int> cuda_device;
+};
+
+Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(
+    const std::string& engine_dir, const model::EngineConfig& engine, const ExecutorConfig& config,
+    const RunnerPlacement& placement = {});
 
 }  // namespace inflight::executor

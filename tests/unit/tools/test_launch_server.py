@@ -18,9 +18,10 @@ launch_server = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(launch_server)
 
 
-def command(*argv):
+def command(*argv, slots=64):
     args = launch_server.parse_arguments(list(argv))
-    return " ".join(launch_server.build_command(args, server="/opt/tritonserver/bin/tritonserver"))
+    return " ".join(launch_server.build_command(args, server="/opt/tritonserver/bin/tritonserver",
+                                                slots=slots))
 
 
 class CommandLineTest(unittest.TestCase):
@@ -51,6 +52,12 @@ class CommandLineTest(unittest.TestCase):
             "--http-port=8000 --metrics-port=8002 --disable-auto-complete-config "
             "--backend-config=python,shm-region-prefix-name=prefix1_ --model-control-mode=explicit "
             "--load-model=tensorrt_llm --load-model=tensorrt_llm_draft")
+
+    def test_more_ranks_than_cores_oversubscribes(self):
+        self.assertTrue(command("--world_size=4", slots=2).startswith(
+            "mpirun --allow-run-as-root --oversubscribe -n 1 "))
+        self.assertTrue(command("--world_size=2", slots=2).startswith("mpirun --allow-run-as-root -n 1 "))
+        self.assertGreaterEqual(launch_server.mpi_slots(), 1)
 
     def test_backend_directory_is_passed_to_every_rank(self):
         cmd = command("--world_size=2", "--model_repo=/repo", "--backend_directory=/b")

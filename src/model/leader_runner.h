@@ -1,0 +1,70 @@
+// Leader mode (TensorRT-LLM's kLEADER): one process per rank of a split engine, started together
+// (mpirun -n tp*pp). Rank 0 runs the executor; every rank runs a ModelRunner over its shard, and
+// the collectives inside Step need every rank to run the same step. So rank 0's runner is wrapped
+// in a LeaderRunner, which sends each StepInput to the followers before its own Step, and the
+// followers sit in RunFollower, stepping on what arrives, until the leader sends stop.
+//
+//   rank 0:  executor ── Step(in) ──▶ LeaderRunner ── Send(EncodeStep(in)) ──▶ ranks 1..N-1
+//                                          │                                    RunFollower:
+//                                          ▼                                    Decode, Step
+//                                     local runner ◀──── collectives ────▶ their runners
+//
+// The executor does not know: it sees a ModelRunner whose StepOutput is the group's
+// (model_runner.h: the complete output is on group rank 0).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "inflight/status.h"
+#include "model/model_runner.h"
+#include "model/step_codec.h"
+
+namespace inflight::model {
+
+// How the leader's messages reach the followers (mpi_step_channel.h: an MPI broadcast).
+class StepChannel {
+ public:
+  virtual ~StepChannel() = default;
+  // Leader: delivers `message` to every follower. An error when that does not finish in the
+  // channel's time limit; the channel is then unusable.
+  virtual Status Send(std::string_view message) = 0;
+  // Follower: the leader's next message. Waits as long as the leader is idle.
+  virtual Result<std::string> Receive() = 0;
+};
+
+class LeaderRunner final : public ModelRunner {
+ public:
+  // `group_kv_blocks`: the smallest KV pool of the group's ranks (mpi_load_report.h), which is
+  // what the executor may schedule over; at most the local runner's.
+  LeaderRunner(std::unique_ptr<ModelRunner> local, std::unique_ptr<StepChannel> channel,
+               std::int64_t group_kv_blocks);
+  // Sends stop, so the followers leave RunFollower.
+  ~LeaderRunner() override;
+
+  const EngineConfig& config() const override { return local_->config(); }
+  std::int64_t num_kv_blocks() const override { return group_kv_blocks_; }
+  const char* device_name() const override { return local_->device_name(); }
+  std::int64_t memory_bytes() const override { return local_->memory_bytes(); }
+  bool supports_device_sampling() const override { return local_->supports_device_sampling(); }
+  // Sends `input` to the followers, then steps the local shard. Once a send failed, every later
+  // step fails with that error: the followers are not where the leader is any more.
+  Result<StepOutput> Step(const StepInput& input) override;
+
+ private:
+  std::unique_ptr<ModelRunner> local_;
+  std::unique_ptr<StepChannel> channel_;
+  std::int64_t group_kv_blocks_;
+  EmbeddingBiasSender biases_;
+  Status broken_;
+};
+
+// Follower: receives the leader's steps and runs each on `runner` until the leader sends stop
+// (returns Ok). An error (a message that does not parse, a step that fails) returns at once: the
+// group cannot go on without this rank, and the caller ends the job.
+// `runner` null: this rank failed to load; the leader knows (it refuses the model) and is expected
+// to send stop; a step is then an error.
+Status RunFollower(ModelRunner* runner, StepChannel& channel);
+
+}  // namespace inflight::model

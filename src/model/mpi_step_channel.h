@@ -1,0 +1,49 @@
+// The leader's StepChannel over MPI (leader_runner.h): a broadcast from rank 0 of a communicator
+// to every other rank of it.
+//
+// A message goes out as one broadcast of a fixed frame ([size:u64][the first kFrameBytes - 8
+// bytes]) and, when it is longer, a second broadcast of the rest, so that a decode step of a
+// moderate batch costs one broadcast. Waits are non-blocking broadcasts polled with MPI_Test:
+// the leader gives up after its time limit (a follower that stopped taking messages must not hang
+// the server), and an idle follower sleeps between polls instead of spinning a core (Open MPI's
+// blocking calls busy-wait) (mpi_wait.h).
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "model/leader_runner.h"
+
+namespace inflight::model {
+
+class MpiStepChannel final : public StepChannel {
+ public:
+  static constexpr std::size_t kFrameBytes = 4096;
+  // `comm`: the channel's own communicator (a duplicate, so that no other traffic matches its
+  // broadcasts); the channel frees it. Rank 0 of it is the leader. `send_timeout`: the leader's
+  // limit for one message.
+  MpiStepChannel(MPI_Comm comm, std::chrono::milliseconds send_timeout);
+  ~MpiStepChannel() override;
+  MpiStepChannel(const MpiStepChannel&) = delete;
+  MpiStepChannel& operator=(const MpiStepChannel&) = delete;
+
+  Status Send(std::string_view message) override;
+  Result<std::string> Receive() override;
+
+ private:
+  // Starts a broadcast of `bytes` bytes at `data` from rank 0.
+  Status PostBroadcast(void* data, std::size_t bytes, MPI_Request* request, const char* what);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::chrono::milliseconds send_timeout_;
+  std::string frame_;  // the leader's last message, which MPI reads until its broadcast completes
+  std::string rest_;
+  bool failed_ = false;  // a broadcast timed out and is still pending: the channel is unusable
+};
+
+}  // namespace inflight::model
