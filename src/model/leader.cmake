@@ -9,7 +9,7 @@ target_link_libraries(inflight_model_leader PUBLIC inflight_model_cpu inflight_c
 find_package(MPI COMPONENTS C QUIET)
 if(MPI_C_FOUND)
   add_library(inflight_model_mpi STATIC mpi_process.cc mpi_wait.cc mpi_step_channel.cc
-    mpi_load_report.cc)
+    mpi_load_report.cc mpi_orchestrator.cc)
   target_link_libraries(inflight_model_mpi PUBLIC inflight_model_leader MPI::MPI_C
     PRIVATE inflight_warnings)
   # mpi.h in C++ would pull in the deprecated MPI C++ bindings (which do not build warning-free).

@@ -30,7 +30,8 @@ Result<StepOutput> LeaderRunner::Step(const StepInput& input) {
   return local_->Step(input);
 }
 
-Status RunFollower(ModelRunner* runner, StepChannel& channel) {
+Status RunFollower(ModelRunner* runner, StepChannel& channel,
+                   const std::function<Status(const StepOutput&)>& on_output) {
   EmbeddingBiasReceiver biases;
   for (std::uint64_t steps = 0;; ++steps) {
     ASSIGN_OR_RETURN(std::string bytes, channel.Receive());
@@ -47,6 +48,7 @@ Status RunFollower(ModelRunner* runner, StepChannel& channel) {
       return Status(out.status().code(), "follower: step " + std::to_string(steps) +
                                              " failed: " + out.status().message());
     }
+    if (on_output) RETURN_IF_ERROR(on_output(*out));
   }
 }
 

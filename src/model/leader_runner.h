@@ -13,6 +13,7 @@
 // (model_runner.h: the complete output is on group rank 0).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -65,6 +66,9 @@ class LeaderRunner final : public ModelRunner {
 // group cannot go on without this rank, and the caller ends the job.
 // `runner` null: this rank failed to load; the leader knows (it refuses the model) and is expected
 // to send stop; a step is then an error.
-Status RunFollower(ModelRunner* runner, StepChannel& channel);
+// `on_output`, when set, gets each step's output (orchestrator mode: the group's rank 0 sends it
+// to the server process); an error from it ends the loop like a failed step.
+Status RunFollower(ModelRunner* runner, StepChannel& channel,
+                   const std::function<Status(const StepOutput&)>& on_output = nullptr);
 
 }  // namespace inflight::model

@@ -14,6 +14,8 @@ static_assert(sizeof(void*) != 8 || sizeof(DeviceSampling) == 144,
               "DeviceSampling changed: update step_codec.cc to send the new field");
 static_assert(sizeof(void*) != 8 || sizeof(SequenceStep) == 224,
               "SequenceStep changed: update step_codec.cc to send the new field");
+static_assert(sizeof(void*) != 8 || sizeof(StepOutput) == 120,
+              "StepOutput changed: update step_codec.cc to send the new field");
 
 class Writer {
  public:
@@ -223,6 +225,35 @@ Result<LeaderMessage> DecodeLeaderMessage(std::string_view bytes, EmbeddingBiasR
                     " bytes after its last sequence");
   }
   return message;
+}
+
+std::string EncodeStepOutput(const StepOutput& output) {
+  Writer w;
+  w.PutVector(output.logits);
+  w.PutVector(output.row_begin);
+  w.Put(output.vocab_size);
+  w.PutVector(output.sampled_tokens);
+  w.PutVector(output.sampled_log_probs);
+  w.Put(output.device_wait_ms);
+  w.Put(output.device_ms);
+  return w.Take();
+}
+
+Result<StepOutput> DecodeStepOutput(std::string_view bytes) {
+  Reader r(bytes);
+  StepOutput out;
+  RETURN_IF_ERROR(r.GetVector(&out.logits, "logits"));
+  RETURN_IF_ERROR(r.GetVector(&out.row_begin, "row_begin"));
+  RETURN_IF_ERROR(r.Get(&out.vocab_size, "vocab_size"));
+  RETURN_IF_ERROR(r.GetVector(&out.sampled_tokens, "sampled_tokens"));
+  RETURN_IF_ERROR(r.GetVector(&out.sampled_log_probs, "sampled_log_probs"));
+  RETURN_IF_ERROR(r.Get(&out.device_wait_ms, "device_wait_ms"));
+  RETURN_IF_ERROR(r.Get(&out.device_ms, "device_ms"));
+  if (!r.at_end()) {
+    return Internal("step output message has " + std::to_string(r.remaining()) +
+                    " bytes after its last field");
+  }
+  return out;
 }
 
 }  // namespace inflight::model

@@ -68,4 +68,9 @@ struct LeaderMessage {
 // number the receiver was never sent.
 Result<LeaderMessage> DecodeLeaderMessage(std::string_view bytes, EmbeddingBiasReceiver& biases);
 
+// Orchestrator mode (mpi_orchestrator.h): the workers' StepOutput, from the group's rank 0 back to
+// the server process, every field included.
+std::string EncodeStepOutput(const StepOutput& output);
+Result<StepOutput> DecodeStepOutput(std::string_view bytes);
+
 }  // namespace inflight::model

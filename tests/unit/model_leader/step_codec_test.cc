@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace inflight::model {
@@ -194,6 +195,40 @@ TEST(StepCodecTest, UnknownBiasNumberIsAnError) {
   auto out = DecodeLeaderMessage(EncodeStep(OneSequenceWithBias(bias), sender), receiver);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("never sent"), std::string::npos) << out.status().message();
+}
+
+}  // namespace
+}  // namespace inflight::model
+
+namespace inflight::model {
+namespace {
+
+TEST(StepCodecTest, StepOutputRoundTripsExactly) {
+  StepOutput out;
+  out.vocab_size = 1025;
+  out.logits.resize(3 * 1025);
+  for (std::size_t i = 0; i < out.logits.size(); ++i) out.logits[i] = std::sin(0.37f * i) * 40;
+  out.logits[7] = -INFINITY;
+  out.row_begin = {0, 1, 1, 3};
+  out.sampled_tokens = {-1, 17, StepOutput::kSampledAllBanned};
+  out.sampled_log_probs = {NAN, -0.25f, NAN};
+  out.device_wait_ms = 1.5;
+  out.device_ms = 2.25;
+  auto got = DecodeStepOutput(EncodeStepOutput(out));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->logits.size(), out.logits.size());
+  EXPECT_EQ(std::memcmp(got->logits.data(), out.logits.data(), out.logits.size() * sizeof(float)),
+            0);
+  EXPECT_EQ(got->row_begin, out.row_begin);
+  EXPECT_EQ(got->vocab_size, out.vocab_size);
+  EXPECT_EQ(got->sampled_tokens, out.sampled_tokens);
+  ASSERT_EQ(got->sampled_log_probs.size(), 3u);
+  EXPECT_TRUE(std::isnan(got->sampled_log_probs[0]));
+  EXPECT_EQ(got->sampled_log_probs[1], -0.25f);
+  EXPECT_EQ(got->device_wait_ms, 1.5);
+  EXPECT_EQ(got->device_ms, 2.25);
+  const std::string bytes = EncodeStepOutput(out);
+  EXPECT_FALSE(DecodeStepOutput(std::string_view(bytes).substr(0, bytes.size() - 1)).ok());
 }
 
 }  // namespace
