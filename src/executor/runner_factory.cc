@@ -22,12 +22,32 @@ model::AttentionLimits AttentionLimitsOf(const KvCacheConfig& kv) {
   return limits;
 }
 
+#ifdef INFLIGHT_HAVE_CUDA_RUNNER
+// The device of this process: gpu_device_ids' first without a group, the group rank's with one.
+Result<int> CudaDeviceOf(const ExecutorConfig& config, const model::Collectives* group) {
+  const bool have_ids = config.gpu_device_ids && !config.gpu_device_ids->empty();
+  if (group == nullptr) return have_ids ? config.gpu_device_ids->front() : 0;
+  const std::int64_t rank = std::int64_t{group->pp_rank()} * group->tp_size() + group->tp_rank();
+  if (have_ids) {
+    const auto& ids = *config.gpu_device_ids;
+    if (rank >= static_cast<std::int64_t>(ids.size())) {
+      return InvalidArgument("gpu_device_ids lists " + std::to_string(ids.size()) +
+                             " devices, but this process is rank " + std::to_string(rank) +
+                             " of a group of tp_size " + std::to_string(group->tp_size()) +
+                             " x pp_size " + std::to_string(group->pp_size()) +
+                             ": give one id per rank");
+    }
+    return ids[static_cast<std::size_t>(rank)];
+  }
+  return static_cast<int>(rank % std::max(1, model::CudaDeviceCount()));
+}
+#endif
+
 }  // namespace
 
-Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string& engine_dir,
-                                                              const model::EngineConfig& engine,
-                                                              const ExecutorConfig& config,
-                                                              const RunnerPlacement& placement) {
+Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(
+    const std::string& engine_dir, const model::EngineConfig& engine, const ExecutorConfig& config,
+    std::shared_ptr<model::Collectives> collectives) {
 #ifdef INFLIGHT_HAVE_CUDA_RUNNER
   if (config.device == DeviceKind::kCuda ||
       (config.device == DeviceKind::kAuto && model::CudaDeviceAvailable())) {
@@ -35,11 +55,9 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string&
     o.kv_cache_free_gpu_mem_fraction =
         config.kv_cache_config.free_gpu_memory_fraction.value_or(0.9f);
     if (config.kv_cache_config.max_tokens) o.max_kv_tokens = *config.kv_cache_config.max_tokens;
-    if (config.gpu_device_ids && !config.gpu_device_ids->empty())
-      o.device = config.gpu_device_ids->front();
-    if (placement.cuda_device) o.device = *placement.cuda_device;
-    o.collectives = placement.collectives;
+    ASSIGN_OR_RETURN(o.device, CudaDeviceOf(config, collectives.get()));
     o.attention_limits = AttentionLimitsOf(config.kv_cache_config);
+    o.collectives = collectives;
     LOG_INFO("executor: CUDA runner on device {}", o.device);
     return model::CreateCudaModelRunner(engine_dir, o);
   }
@@ -67,7 +85,7 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(const std::string&
   model::RunnerOptions options;
   options.max_kv_tokens = tokens;
   options.attention_limits = AttentionLimitsOf(config.kv_cache_config);
-  options.collectives = placement.collectives;
+  options.collectives = std::move(collectives);
   LOG_INFO("executor: CPU runner, KV cache {} tokens ({} MiB)", tokens,
            tokens * bytes_per_token / (1 << 20));
   return model::CreateCpuModelRunner(engine_dir, options);

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "inflight/executor.h"
@@ -15,16 +14,13 @@ namespace inflight::executor {
 // capped at this many bytes.
 inline constexpr std::int64_t kDefaultCpuKvCacheBytes = std::int64_t{1} << 30;
 
-// Where one process's runner sits in a split engine (leader mode, backend/leader_mode.h).
-struct RunnerPlacement {
-  // This process's tensor- and pipeline-parallel group; null: one process runs the whole engine.
-  std::shared_ptr<model::Collectives> collectives;
-  // The CUDA device of this rank; unset: the first of ExecutorConfig::gpu_device_ids, else 0.
-  std::optional<int> cuda_device;
-};
-
+// `collectives`: this process's tensor- and pipeline-parallel group when the engine is split over
+// processes (every rank calls Step alike: model/model_runner.h); null: one process runs the
+// whole engine. With a group, the CUDA runner of group rank r (pp_rank * tp_size + tp_rank) runs
+// on gpu_device_ids[r] when the ids are given (NVIDIA's one id per rank), else on device
+// r % (visible devices).
 Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(
     const std::string& engine_dir, const model::EngineConfig& engine, const ExecutorConfig& config,
-    const RunnerPlacement& placement = {});
+    std::shared_ptr<model::Collectives> collectives = nullptr);
 
 }  // namespace inflight::executor

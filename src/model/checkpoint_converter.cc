@@ -261,9 +261,11 @@ Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
                            "the engine's with --dtype");
   }
   RETURN_IF_ERROR(CheckRange("--tp_size", o.tp_size, 1, 1024));
-  if (o.pp_size != 1) {
-    return Unsupported("--pp_size " + std::to_string(o.pp_size) +
-                       " is not supported: pipeline parallelism accepts only 1");
+  RETURN_IF_ERROR(CheckRange("--pp_size", o.pp_size, 1, 1024));
+  if (o.pp_size > c.num_layers) {
+    return InvalidArgument("--pp_size " + std::to_string(o.pp_size) + " is more than the model's " +
+                           std::to_string(c.num_layers) +
+                           " layers: every pipeline stage needs at least one");
   }
   c.tp_size = o.tp_size;
   c.pp_size = o.pp_size;
@@ -323,8 +325,8 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
                    Checkpoint::Open(o.checkpoint_dir, config.architecture == Architecture::kGpt2));
 
   // Check everything first: a bad checkpoint fails before any file is written.
-  for (std::int32_t rank = 0; rank < config.tp_size; ++rank) {
-    for (const EngineWeight& w : PlanRankWeights(config, rank)) {
+  for (std::int32_t rank = 0; rank < config.tp_size * config.pp_size; ++rank) {
+    for (const EngineWeight& w : PlanFileWeights(config, rank)) {
       for (const WeightPiece& p : w.pieces) RETURN_IF_ERROR(CheckPiece(*ckpt, w, p));
     }
   }
@@ -356,8 +358,9 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
                                       const BuildProgressFn& progress) {
   std::vector<std::vector<EngineWeight>> plans;
   BuildSummary summary;
-  for (std::int32_t rank = 0; rank < config.tp_size; ++rank) {
-    plans.push_back(PlanRankWeights(config, rank));
+  const std::int32_t num_files = config.tp_size * config.pp_size;
+  for (std::int32_t rank = 0; rank < num_files; ++rank) {
+    plans.push_back(PlanFileWeights(config, rank));
     for (const EngineWeight& w : plans.back()) {
       summary.num_tensors += 1;
       summary.num_bytes += WeightBytes(w, config.dtype);
@@ -368,8 +371,8 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
   fs::create_directories(output_dir, ec);
   if (ec) return Internal("cannot create --output_dir " + output_dir + ": " + ec.message());
   fs::remove(fs::path(output_dir) / "config.json", ec);  // an interrupted build leaves no engine
-  // Rank files beyond this tp_size are left from an earlier build of the same directory.
-  for (std::int32_t r = config.tp_size;; ++r) {
+  // Rank files beyond this tp_size x pp_size are left from an earlier build of the same directory.
+  for (std::int32_t r = num_files;; ++r) {
     if (!fs::remove(fs::path(output_dir) / ("rank" + std::to_string(r) + ".safetensors"), ec))
       break;
   }
@@ -378,7 +381,7 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
   state.tensors_total = summary.num_tensors;
   state.bytes_total = summary.num_bytes;
   const DType dtype = config.dtype;
-  for (std::int32_t rank = 0; rank < config.tp_size; ++rank) {
+  for (std::int32_t rank = 0; rank < num_files; ++rank) {
     ParallelSafetensorsWriter writer;
     for (const EngineWeight& w : plans[rank]) {
       RETURN_IF_ERROR(writer.AddLazy(

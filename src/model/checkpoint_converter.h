@@ -28,7 +28,7 @@ struct BuildOptions {
   // Default: config.json's dtype (5.x) or torch_dtype (4.x), else the weights' own dtype.
   std::optional<DType> dtype;
   std::int32_t tp_size = 1;                   // >= 1, must divide the heads
-  std::int32_t pp_size = 1;                   // only 1
+  std::int32_t pp_size = 1;                   // >= 1, at most num_layers
   std::int32_t max_batch_size = 256;          // >= 1
   std::optional<std::int32_t> max_input_len;  // default: min(1024, max_seq_len)
   std::optional<std::int32_t> max_seq_len;    // default: min(max_position_embeddings, 2048)
@@ -83,9 +83,9 @@ using EngineWeightFiller =
     std::function<Status(const EngineWeight& weight, DType dtype, std::byte* dst)>;
 
 // The writing half of BuildEngine, for any source of weights: removes config.json and rank files
-// beyond config.tp_size from `output_dir`, writes rank<N>.safetensors (several tensors filled and
-// written at once) and config.json last, so an interrupted build leaves no loadable engine.
-// summary.checkpoint_files is left empty.
+// beyond config.tp_size x pp_size from `output_dir`, writes rank<N>.safetensors (several tensors
+// filled and written at once) and config.json last, so an interrupted build leaves no loadable
+// engine. summary.checkpoint_files is left empty.
 Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWeightFiller& fill,
                                       const std::string& output_dir,
                                       const BuildProgressFn& progress = nullptr);

@@ -23,4 +23,14 @@ Status SingleProcessCollectives::ReceiveFromPreviousStage(void* /*buffer*/, std:
   return NoOtherStage("a receive from the previous stage", count);
 }
 
+Status SingleProcessCollectives::SendToFirstStage(const void* /*buffer*/, std::int64_t count,
+                                                  DType /*dtype*/, void* /*stream*/) {
+  return NoOtherStage("a send to the first stage", count);
+}
+
+Status SingleProcessCollectives::ReceiveFromLastStage(void* /*buffer*/, std::int64_t count,
+                                                      DType /*dtype*/, void* /*stream*/) {
+  return NoOtherStage("a receive from the last stage", count);
+}
+
 }  // namespace inflight::model

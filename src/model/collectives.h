@@ -41,6 +41,14 @@ class Collectives {
                                  void* stream) = 0;
   virtual Status ReceiveFromPreviousStage(void* buffer, std::int64_t count, DType dtype,
                                           void* stream) = 0;
+  // Pipeline: the step's result goes back to where the step came from. The last stage hands
+  // `buffer` (the step's logits, or its sampled tokens) to the same tensor-parallel rank of the
+  // first stage, which receives it into `buffer`; so the first stage's ranks, group rank 0
+  // included, return the complete StepOutput (model_runner.h). Both sides know `count`.
+  virtual Status SendToFirstStage(const void* buffer, std::int64_t count, DType dtype,
+                                  void* stream) = 0;
+  virtual Status ReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
+                                      void* stream) = 0;
 };
 
 // One process runs the whole engine (tp 1, pp 1): a sum or a gather over one rank is the buffer
@@ -65,6 +73,9 @@ class SingleProcessCollectives final : public Collectives {
                          void* stream) override;
   Status ReceiveFromPreviousStage(void* buffer, std::int64_t count, DType dtype,
                                   void* stream) override;
+  Status SendToFirstStage(const void* buffer, std::int64_t count, DType dtype,
+                          void* stream) override;
+  Status ReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype, void* stream) override;
 };
 
 }  // namespace inflight::model

@@ -120,7 +120,25 @@ Result<StepOutput> CpuModelRunner::Step(const StepInput& input) {
   batch.num_logit_rows = static_cast<std::int32_t>(logit_rows.size());
   out.logits.resize(logit_rows.size() * static_cast<std::size_t>(config_.vocab_size));
   RETURN_IF_ERROR(transformer_->Forward(batch, kv_, out.logits.data()));
+  RETURN_IF_ERROR(ReturnToFirstStage(out));
   return out;
+}
+
+// A pipeline's logits are computed by its last stage; they travel back to the first stage, whose
+// ranks answer the step (model_runner.h). A stage in between computed none and returns none.
+Status CpuModelRunner::ReturnToFirstStage(StepOutput& out) {
+  if (shard_.pp_size == 1) return Status::Ok();
+  const auto count = static_cast<std::int64_t>(out.logits.size());
+  if (shard_.last_stage()) {
+    if (count == 0) return Status::Ok();
+    return collectives_->SendToFirstStage(out.logits.data(), count, DType::kFloat32, nullptr);
+  }
+  if (shard_.first_stage()) {
+    if (count == 0) return Status::Ok();
+    return collectives_->ReceiveFromLastStage(out.logits.data(), count, DType::kFloat32, nullptr);
+  }
+  out.logits.clear();
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<ModelRunner>> CreateCpuModelRunner(const std::string& engine_dir,

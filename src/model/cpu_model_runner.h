@@ -34,6 +34,8 @@ class CpuModelRunner final : public ModelRunner {
 
  private:
   CpuModelRunner() = default;
+  // Pipeline parallelism: the last stage's logits go to the first stage's ranks.
+  Status ReturnToFirstStage(StepOutput& out);
 
   EngineConfig config_;
   ModelShard shard_;

@@ -513,8 +513,12 @@ Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
 }  // namespace
 
 bool CudaDeviceAvailable() {
+  return CudaDeviceCount() > 0;
+}
+
+int CudaDeviceCount() {
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
 }
 
 Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const std::string& engine_dir,

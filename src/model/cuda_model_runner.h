@@ -33,5 +33,7 @@ Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const std::string& en
 
 // True when a CUDA device is visible (for device "auto").
 bool CudaDeviceAvailable();
+// How many CUDA devices are visible (0 without a driver or device).
+int CudaDeviceCount();
 
 }  // namespace inflight::model

@@ -89,9 +89,10 @@ Status EngineConfig::Validate() const {
     }
   }
   if (tp_size < 1) return InvalidArgument("tp_size " + std::to_string(tp_size) + " must be >= 1");
-  if (pp_size != 1) {
-    return Unsupported("pp_size " + std::to_string(pp_size) +
-                       " is not supported: pipeline parallelism accepts only 1");
+  if (pp_size < 1 || pp_size > num_layers) {
+    return InvalidArgument("pp_size " + std::to_string(pp_size) + " must be in [1, num_layers " +
+                           std::to_string(num_layers) +
+                           "]: every pipeline stage runs at least one layer");
   }
   const std::string tp = "tp_size " + std::to_string(tp_size);
   if (num_attention_heads % tp_size != 0) {

@@ -108,6 +108,14 @@ class ModelRunner {
   virtual const char* device_name() const = 0;  // "cpu", "cuda:0"
   // Bytes held by the runner: weights + KV pools + workspace.
   virtual std::int64_t memory_bytes() const = 0;
+  // A split engine (RunnerOptions::collectives with tp_size x pp_size > 1): every rank of the
+  // group calls Step with the same StepInput, in the same order (the leader broadcasts it); the
+  // ranks meet in the step's collectives, so a rank that skips a step stalls the others. The
+  // StepOutput is complete (logits, row_begin, vocab_size, sampled_tokens / sampled_log_probs) on
+  // every rank of the first pipeline stage, group rank 0 (tp 0 of stage 0) included: with pp > 1
+  // the last stage sends it there (Collectives::SendToFirstStage). The last stage's ranks return
+  // it complete too; a stage in between returns row_begin and vocab_size with empty logits and
+  // sampled values. A step that fails validation fails on every rank alike, before any collective.
   virtual Result<StepOutput> Step(const StepInput& input) = 0;
   // Whether Step honours SequenceStep::device_sampling (see the top of this file).
   virtual bool supports_device_sampling() const { return false; }
@@ -128,8 +136,10 @@ struct RunnerOptions {
   // KV pool size: at most max_kv_tokens tokens (rounded down to whole blocks).
   std::int64_t max_kv_tokens = 0;
   int num_threads = 0;  // CPU: 0 = hardware concurrency
-  // This process's tensor- and pipeline-parallel group (collectives.h); its sizes must equal the
-  // engine's tp_size and pp_size. Null: one process runs the whole engine (tp 1, pp 1).
+  // This process's tensor- and pipeline-parallel group (collectives.h; over processes:
+  // mpi_collectives.h); its sizes must equal the engine's tp_size and pp_size, and its ranks pick
+  // the rank file. Null: one process runs the whole engine (tp 1, pp 1). See ModelRunner::Step for
+  // how the group's ranks step together.
   std::shared_ptr<Collectives> collectives;
   AttentionLimits attention_limits;
 };

@@ -1,5 +1,9 @@
 #include "model/weight_plan.h"
 
+#include <cstdlib>
+
+#include "model/model_shard.h"
+
 namespace inflight::model {
 namespace {
 
@@ -153,6 +157,34 @@ std::vector<EngineWeight> PlanRankWeights(const EngineConfig& c, std::int32_t ra
   }
   add_norm("final_norm", gpt2 ? "ln_f" : "model.norm");
   if (!c.tie_word_embeddings) add("lm_head.weight", {v, h}, {Whole("lm_head.weight", {v, h})});
+  return out;
+}
+
+std::vector<EngineWeight> PlanFileWeights(const EngineConfig& c, std::int32_t file_rank) {
+  const std::int32_t tp_rank = file_rank % c.tp_size, pp_rank = file_rank / c.tp_size;
+  std::vector<EngineWeight> all = PlanRankWeights(c, tp_rank);
+  if (c.pp_size == 1) return all;
+  const Result<ModelShard> shard = MakeModelShard(c, tp_rank, c.tp_size, pp_rank, c.pp_size);
+  // NOTE: Validate() accepted c, whose sizes are the shard's; the ranks are in range by the
+  // callers' loops over [0, tp_size * pp_size).
+  if (!shard.ok()) std::abort();
+  const bool embed = shard->first_stage() || (shard->last_stage() && c.tie_word_embeddings);
+  std::vector<EngineWeight> out;
+  for (EngineWeight& w : all) {
+    const std::string& n = w.name;
+    bool keep = false;
+    if (n.rfind("layers.", 0) == 0) {
+      const std::int64_t layer = std::strtoll(n.c_str() + 7, nullptr, 10);
+      keep = layer >= shard->first_layer && layer < shard->last_layer;
+    } else if (n == "embed.weight") {
+      keep = embed;
+    } else if (n == "pos_embed.weight") {
+      keep = shard->first_stage();
+    } else {  // final_norm.*, lm_head.weight
+      keep = shard->last_stage();
+    }
+    if (keep) out.push_back(std::move(w));
+  }
   return out;
 }
 

@@ -29,7 +29,15 @@ struct EngineWeight {
   std::vector<WeightPiece> pieces;
 };
 
-// Every tensor of rank `rank` in file order. Precondition: config.Validate() is ok.
+// Every tensor of tensor-parallel rank `rank` in file order, all layers (one pipeline stage).
+// Precondition: config.Validate() is ok.
 std::vector<EngineWeight> PlanRankWeights(const EngineConfig& config, std::int32_t rank);
+
+// The tensors of one rank file, rank<file_rank>.safetensors (file_rank = pp_rank * tp_size +
+// tp_rank, ModelShard::file_name): tensor-parallel rank file_rank % tp_size's tensors of pipeline
+// stage file_rank / tp_size, which are its layers [first_layer, last_layer); embed (and pos_embed)
+// on the first stage; final_norm and lm_head on the last, with embed there too when the lm_head is
+// tied to it (model/transformer_weights.cc binds exactly these). Precondition as above.
+std::vector<EngineWeight> PlanFileWeights(const EngineConfig& config, std::int32_t file_rank);
 
 }  // namespace inflight::model

@@ -47,15 +47,11 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
   flags->Add(
       "tp_size", "N", "tensor-parallel ranks, dividing the attention heads (default 1)",
       [o](const std::string& v) { return ParseInt32("--tp_size", v, 1, 1024, &o->tp_size); });
-  flags->Add("pp_size", "N", "pipeline-parallel stages; only 1 is supported (default 1)",
-             [o](const std::string& v) {
-               RETURN_IF_ERROR(ParseInt32("--pp_size", v, 1, 1024, &o->pp_size));
-               if (o->pp_size != 1) {
-                 return inflight::Unsupported(
-                     "--pp_size " + v + " is not supported: only 1 (no pipeline parallelism)");
-               }
-               return Status::Ok();
-             });
+  flags->Add(
+      "pp_size", "N",
+      "pipeline-parallel stages, at most the layers; rank files hold one stage's layers (default "
+      "1)",
+      [o](const std::string& v) { return ParseInt32("--pp_size", v, 1, 1024, &o->pp_size); });
   flags->Add("max_batch_size", "N", "most sequences in one step (default 256)",
              [o](const std::string& v) {
                return ParseInt32("--max_batch_size", v, 1, 1 << 20, &o->max_batch_size);
@@ -159,15 +155,15 @@ int main(int argc, char** argv) {
   const auto& c = summary->config;
   std::fprintf(stderr,
                "Built %s engine in %s: %s, %lld layers, hidden %lld, %lld/%lld heads, vocab %lld\n"
-               "  tp_size %d, max_batch_size %d, max_input_len %d, max_seq_len %d, "
+               "  tp_size %d, pp_size %d, max_batch_size %d, max_input_len %d, max_seq_len %d, "
                "max_num_tokens %d, tokens_per_block %d\n"
                "  %lld tensors, %s in %zu file(s), %.1f s\n",
                c.architecture_name.c_str(), options.output_dir.c_str(),
                inflight::DTypeName(c.dtype), static_cast<long long>(c.num_layers),
                static_cast<long long>(c.hidden_size), static_cast<long long>(c.num_attention_heads),
                static_cast<long long>(c.num_kv_heads), static_cast<long long>(c.vocab_size),
-               c.tp_size, c.build.max_batch_size, c.build.max_input_len, c.build.max_seq_len,
-               c.build.max_num_tokens, c.build.tokens_per_block,
+               c.tp_size, c.pp_size, c.build.max_batch_size, c.build.max_input_len,
+               c.build.max_seq_len, c.build.max_num_tokens, c.build.tokens_per_block,
                static_cast<long long>(summary->num_tensors),
                inflight::tools::FormatBytes(summary->num_bytes).c_str(),
                summary->output_files.size(), bar.elapsed_seconds());

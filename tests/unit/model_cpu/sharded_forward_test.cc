@@ -1,19 +1,16 @@
-// Sharded forward passes against the whole engine's, on CPU: the builder's tensor-parallel rank
-// files through CpuModelRunner (tp 2; tp 4 with fewer kv heads than ranks), and pipeline stages
-// through Transformer (pp 2, tp 2 x pp 2), every rank a thread of one ThreadGroup. The logits of
-// a prompt step and the decode steps after it must match tp 1's within fp32 reduction-order
-// rounding, and be the same on every rank.
+// Sharded forward passes against the whole engine's, on CPU: the builder's rank files through
+// CpuModelRunner, tensor-parallel (tp 2; tp 4 with fewer kv heads than ranks) and pipeline stages
+// (pp 2, tp 2 x pp 2), every rank a thread of one ThreadGroup. The logits of a prompt step and the
+// decode steps after it must match tp 1's within fp32 reduction-order rounding, and be the same
+// on every rank of the first stage, which answers the step (model_runner.h).
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <random>
 #include <thread>
 
-#include "model/attention_windows.h"
 #include "model/model_shard.h"
-#include "model/transformer.h"
 #include "unit/model_cpu/test_engine.h"
 #include "unit/model_cpu/thread_group_collectives.h"
 
@@ -84,24 +81,39 @@ StepLogits Reference(const std::string& arch) {
   return runner != nullptr ? RunWithRunner(*runner) : StepLogits{};
 }
 
-// Runs `rank(tp_rank, pp_rank)` on a thread per rank; returns each rank's logits (by tp rank,
-// last stage).
+// Runs `rank(tp_rank, pp_rank)` on a thread per rank; returns the logits of each rank of the
+// first stage (by tp rank), which answer the step.
 std::vector<StepLogits> RunRanks(std::int32_t tp, std::int32_t pp,
                                  const std::function<StepLogits(Collectives&)>& rank) {
   ThreadGroup group(tp, pp);
-  std::vector<StepLogits> last_stage(static_cast<std::size_t>(tp));
+  std::vector<StepLogits> first_stage(static_cast<std::size_t>(tp));
   std::vector<std::thread> threads;
   for (std::int32_t p = 0; p < pp; ++p) {
     for (std::int32_t t = 0; t < tp; ++t) {
       threads.emplace_back([&, t, p] {
         ThreadGroup::Member member(group, t, p);
         StepLogits logits = rank(member);
-        if (p == pp - 1) last_stage[static_cast<std::size_t>(t)] = std::move(logits);
+        if (p == 0) first_stage[static_cast<std::size_t>(t)] = std::move(logits);
       });
     }
   }
   for (std::thread& th : threads) th.join();
-  return last_stage;
+  return first_stage;
+}
+
+// One rank's runner on `engine_dir`, stepping Steps().
+StepLogits RunRunner(const std::string& engine_dir, Collectives& member) {
+  RunnerOptions o;
+  o.max_kv_tokens = kNumBlocks * kTokensPerBlock;
+  o.num_threads = 1;
+  // The runner shares ownership; the member outlives it (the thread's frame).
+  o.collectives = std::shared_ptr<Collectives>(&member, [](Collectives*) {});
+  auto runner = CreateCpuModelRunner(engine_dir, o);
+  EXPECT_TRUE(runner.ok()) << runner.status().ToString();
+  // NOTE: a rank that failed to load still has to answer its peers' collectives, or they
+  // wait forever; with no runner it cannot, so the test stops here.
+  if (!runner.ok()) std::abort();
+  return RunWithRunner(**runner);
 }
 
 void ExpectMatches(const std::vector<StepLogits>& ranks, const StepLogits& reference,
@@ -132,103 +144,22 @@ TEST_P(ShardedForwardTest, TensorParallelRunnersMatchOneRank) {
     auto engine =
         TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error, tp);
     ASSERT_NE(engine, nullptr) << error;
-    const std::vector<StepLogits> ranks = RunRanks(tp, 1, [&](Collectives& member) {
-      RunnerOptions o;
-      o.max_kv_tokens = kNumBlocks * kTokensPerBlock;
-      o.num_threads = 1;
-      // The runner shares ownership; the member outlives it (the thread's frame).
-      o.collectives = std::shared_ptr<Collectives>(&member, [](Collectives*) {});
-      auto runner = CreateCpuModelRunner(engine->engine_dir(), o);
-      EXPECT_TRUE(runner.ok()) << runner.status().ToString();
-      // NOTE: a rank that failed to load still has to answer its peers' collectives, or they
-      // wait forever; with no runner it cannot, so the test stops here.
-      if (!runner.ok()) std::abort();
-      return RunWithRunner(**runner);
-    });
+    const std::vector<StepLogits> ranks = RunRanks(
+        tp, 1, [&](Collectives& member) { return RunRunner(engine->engine_dir(), member); });
     ExpectMatches(ranks, reference, GetParam() + " tp " + std::to_string(tp));
   }
-}
-
-// A ForwardBatch of one sequence's step, every row's logits wanted.
-struct OneSequenceBatch {
-  explicit OneSequenceBatch(const SequenceStep& s) {
-    const auto n = static_cast<std::int32_t>(s.tokens.size());
-    query_start = {0, n};
-    num_cached = {s.num_cached};
-    tables = s.block_table;
-    token_ids = s.tokens;
-    for (std::int32_t t = 0; t < n; ++t) {
-      positions.push_back(s.num_cached + t);
-      rows.push_back(t);
-    }
-    batch.paged.num_seqs = 1;
-    batch.paged.query_start = query_start.data();
-    batch.paged.num_cached = num_cached.data();
-    batch.paged.block_tables = tables.data();
-    batch.paged.max_blocks_per_seq = static_cast<std::int32_t>(tables.size());
-    batch.token_ids = token_ids.data();
-    batch.positions = positions.data();
-    batch.logit_rows = rows.data();
-    batch.num_logit_rows = n;
-  }
-  std::vector<std::int32_t> query_start, num_cached, tables, token_ids, positions, rows;
-  ForwardBatch batch;
-};
-
-// One rank of a pipeline: the builder writes no per-stage files, but layer names are the engine's,
-// so a stage binds its layers from its tensor-parallel rank's file.
-StepLogits RunStage(const std::string& engine_dir, Collectives& member) {
-  auto config = LoadEngineConfig(engine_dir);
-  EXPECT_TRUE(config.ok()) << config.status().ToString();
-  if (!config.ok()) std::abort();
-  EngineConfig c = *config;
-  c.pp_size = member.pp_size();
-  auto shard =
-      MakeModelShard(c, member.tp_rank(), member.tp_size(), member.pp_rank(), member.pp_size());
-  EXPECT_TRUE(shard.ok()) << shard.status().ToString();
-  if (!shard.ok()) std::abort();
-  const std::string file_name = "rank" + std::to_string(member.tp_rank()) + ".safetensors";
-  auto file = SafetensorsFile::Open((std::filesystem::path(engine_dir) / file_name).string());
-  EXPECT_TRUE(file.ok()) << file.status().ToString();
-  if (!file.ok()) std::abort();
-  auto weights = BindTransformerWeights(c, *shard, **file);
-  EXPECT_TRUE(weights.ok()) << weights.status().ToString();
-  if (!weights.ok()) std::abort();
-  EXPECT_EQ(weights->layers.size(), static_cast<std::size_t>(shard->num_layers()));
-
-  const std::size_t pool =
-      static_cast<std::size_t>(kNumBlocks * shard->num_kv_heads * kTokensPerBlock * c.head_dim);
-  std::vector<std::vector<float>> storage(2 * static_cast<std::size_t>(shard->num_layers()),
-                                          std::vector<float>(pool, 0.0f));
-  std::vector<LayerKvPools> kv;
-  for (std::size_t i = 0; i < storage.size(); i += 2) {
-    kv.push_back({storage[i].data(), storage[i + 1].data()});
-  }
-  auto windows = ResolveAttentionWindows(c, AttentionLimits{});
-  EXPECT_TRUE(windows.ok()) << windows.status().ToString();
-  if (!windows.ok()) std::abort();
-  Transformer transformer(c, *shard, std::move(*weights), std::move(*windows), kTokensPerBlock,
-                          nullptr, member);
-  StepLogits logits;
-  for (const StepInput& in : Steps()) {
-    const OneSequenceBatch b(in.sequences[0]);
-    std::vector<float> out(static_cast<std::size_t>(b.batch.num_logit_rows * c.vocab_size));
-    const Status st = transformer.Forward(b.batch, kv, out.data());
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    logits.push_back(std::move(out));
-  }
-  return logits;
 }
 
 TEST_P(ShardedForwardTest, PipelineStagesMatchOneStage) {
   const StepLogits reference = Reference(GetParam());
   for (const std::int32_t tp : {1, 2}) {
     std::string error;
+    // Stage 0 runs one of the 3 layers, stage 1 two; each loads its own rank file.
     auto engine =
-        TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error, tp);
+        TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error, tp, 2);
     ASSERT_NE(engine, nullptr) << error;
     const std::vector<StepLogits> ranks = RunRanks(
-        tp, 2, [&](Collectives& member) { return RunStage(engine->engine_dir(), member); });
+        tp, 2, [&](Collectives& member) { return RunRunner(engine->engine_dir(), member); });
     ExpectMatches(ranks, reference, GetParam() + " tp " + std::to_string(tp) + " x pp 2");
   }
 }

@@ -21,10 +21,10 @@ namespace inflight::model::testing {
 class TestEngine {
  public:
   // Writes the checkpoint and builds an engine of `dtype` with `tokens_per_block`, split over
-  // `tp_size` tensor-parallel ranks.
+  // `tp_size` tensor-parallel ranks and `pp_size` pipeline stages.
   static std::unique_ptr<TestEngine> Make(const RandomCheckpointOptions& options, DType dtype,
                                           std::int32_t tokens_per_block, std::string* error,
-                                          std::int32_t tp_size = 1) {
+                                          std::int32_t tp_size = 1, std::int32_t pp_size = 1) {
     static std::atomic<int> counter{0};
     auto e = std::unique_ptr<TestEngine>(new TestEngine());
     e->root_ =
@@ -43,6 +43,7 @@ class TestEngine {
     b.dtype = dtype;
     b.tokens_per_block = tokens_per_block;
     b.tp_size = tp_size;
+    b.pp_size = pp_size;
     b.max_seq_len = static_cast<std::int32_t>(options.max_position_embeddings);
     auto built = BuildEngine(b);
     if (!built.ok()) {

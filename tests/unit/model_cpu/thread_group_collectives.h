@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,10 @@ class ThreadGroup {
   }
   std::int32_t tp_size() const { return tp_size_; }
   std::int32_t pp_size() const { return pp_size_; }
+
+  // A mailbox: activations for the next stage and results for the first are kept apart.
+  enum Channel : std::int32_t { kActivations, kResults };
+  using Address = std::tuple<std::int32_t, std::int32_t, std::int32_t>;  // (channel, pp, tp)
 
   // One rank's view of the group.
   class Member final : public Collectives {
@@ -77,15 +82,37 @@ class ThreadGroup {
     Status SendToNextStage(const void* buffer, std::int64_t count, DType dtype,
                            void* /*stream*/) override {
       if (pp_rank_ + 1 >= group_.pp_size_) return InvalidArgument("the last stage has no next");
-      const auto* p = static_cast<const char*>(buffer);
-      group_.Post({pp_rank_ + 1, tp_rank_},
-                  std::vector<char>(p, p + count * static_cast<std::int64_t>(DTypeSize(dtype))));
-      return Status::Ok();
+      return Send({kActivations, pp_rank_ + 1, tp_rank_}, buffer, count, dtype);
     }
     Status ReceiveFromPreviousStage(void* buffer, std::int64_t count, DType dtype,
                                     void* /*stream*/) override {
       if (pp_rank_ == 0) return InvalidArgument("the first stage has no previous");
-      const std::vector<char> message = group_.Take({pp_rank_, tp_rank_});
+      return Receive({kActivations, pp_rank_, tp_rank_}, buffer, count, dtype);
+    }
+    Status SendToFirstStage(const void* buffer, std::int64_t count, DType dtype,
+                            void* /*stream*/) override {
+      if (pp_rank_ != group_.pp_size_ - 1 || pp_rank_ == 0) {
+        return InvalidArgument("only the last of several stages sends to the first");
+      }
+      return Send({kResults, 0, tp_rank_}, buffer, count, dtype);
+    }
+    Status ReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
+                                void* /*stream*/) override {
+      if (pp_rank_ != 0 || group_.pp_size_ == 1) {
+        return InvalidArgument("only the first of several stages receives from the last");
+      }
+      return Receive({kResults, 0, tp_rank_}, buffer, count, dtype);
+    }
+
+   private:
+    Status Send(Address to, const void* buffer, std::int64_t count, DType dtype) {
+      const auto* p = static_cast<const char*>(buffer);
+      group_.Post(to,
+                  std::vector<char>(p, p + count * static_cast<std::int64_t>(DTypeSize(dtype))));
+      return Status::Ok();
+    }
+    Status Receive(Address at, void* buffer, std::int64_t count, DType dtype) {
+      const std::vector<char> message = group_.Take(at);
       if (static_cast<std::int64_t>(message.size()) !=
           count * static_cast<std::int64_t>(DTypeSize(dtype))) {
         return InvalidArgument("received " + std::to_string(message.size()) + " bytes, expected " +
@@ -95,7 +122,6 @@ class ThreadGroup {
       return Status::Ok();
     }
 
-   private:
     ThreadGroup& group_;
     const std::int32_t tp_rank_, pp_rank_;
   };
@@ -124,7 +150,6 @@ class ThreadGroup {
       s.cv.wait(lock, [&] { return s.generation != generation; });
     }
   }
-  using Address = std::pair<std::int32_t, std::int32_t>;  // (pp rank, tp rank)
   void Post(Address to, std::vector<char> message) {
     std::lock_guard<std::mutex> lock(mail_mutex_);
     mail_[to].push_back(std::move(message));

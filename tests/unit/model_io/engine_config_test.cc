@@ -231,7 +231,12 @@ TEST(EngineConfigTest, ValidateChecksHeadsAndLimits) {
   EXPECT_THAT(c.Validate().message(), HasSubstr("max_seq_len 100 is outside [4096"));
   c = Llama3Like();
   c.pp_size = 2;
-  EXPECT_EQ(c.Validate().code(), StatusCode::kUnsupported);
+  EXPECT_TRUE(c.Validate().ok());
+  c.pp_size = 33;  // more stages than the 32 layers
+  EXPECT_EQ(c.Validate().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.Validate().message(), HasSubstr("pp_size 33 must be in [1, num_layers 32]"));
+  c.pp_size = 0;
+  EXPECT_THAT(c.Validate().message(), HasSubstr("pp_size 0 must be in [1, num_layers 32]"));
 }
 
 TEST(EngineConfigTest, SaveAndLoadThroughADirectory) {

@@ -1,0 +1,224 @@
+// CpuModelRunner split over processes (mpirun -n 2: tp 2, pp 2; -n 4: tp 4, tp 2 x pp 2, pp 4),
+// each rank loading its own rank file of an engine the builder wrote with --tp_size / --pp_size,
+// with MpiCollectives between them. Every rank steps the same StepInputs (a prompt step of two
+// sequences, then decode steps); rank 0's logits must match the whole engine's (tp 1, in one
+// process) within fp32 reduction-order rounding, the first and last stages' ranks must hold the
+// same bits as rank 0, and a stage in between none (model_runner.h's contract).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/mpi_collectives.h"
+#include "unit/model_cpu/test_engine.h"
+
+namespace inflight::model {
+namespace {
+
+using testing::NormalisedError;
+using testing::TestEngine;
+
+constexpr std::int32_t kTokensPerBlock = 4;
+constexpr std::int64_t kNumBlocks = 8;
+constexpr std::int64_t kVocab = 1031;  // not a multiple of the ranks: uneven vocabulary slices
+
+int WorldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+int WorldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// The demo model's shape (tools/prepare_demo.sh: GPT-2, hidden 256, 4 layers of 4 heads, MLP 1024)
+// with a smaller vocabulary; Llama the same with 2 kv heads (replicated at tp 4).
+RandomCheckpointOptions Options(const std::string& arch) {
+  RandomCheckpointOptions o;
+  o.arch = arch;
+  o.hidden_size = 256;
+  o.num_layers = 4;
+  o.num_heads = 4;
+  o.num_kv_heads = arch == "gpt2" ? 4 : 2;
+  o.intermediate_size = arch == "gpt2" ? 1024 : 512;
+  o.vocab_size = kVocab;
+  o.max_position_embeddings = 64;
+  o.init_std = 0.1;
+  o.seed = 17;
+  return o;
+}
+
+// Two sequences: prompts of 9 (every row's logits) and 5 tokens (the last row's), then three
+// decode steps of both.
+std::vector<StepInput> Steps() {
+  std::mt19937_64 rng(23);
+  std::uniform_int_distribution<TokenIdType> token(0, kVocab - 1);
+  const std::vector<std::vector<std::int32_t>> tables{{6, 1, 4}, {2, 7}};  // not monotonic
+  const std::vector<std::int32_t> prompt{9, 5};
+  std::vector<StepInput> steps;
+  for (int step = 0; step < 4; ++step) {
+    StepInput in;
+    for (std::size_t s = 0; s < 2; ++s) {
+      SequenceStep seq;
+      seq.seq_id = static_cast<std::int64_t>(s);
+      const std::int32_t n = step == 0 ? prompt[s] : 1;
+      for (std::int32_t i = 0; i < n; ++i) seq.tokens.push_back(token(rng));
+      seq.num_cached = step == 0 ? 0 : prompt[s] + step - 1;
+      seq.block_table = tables[s];
+      seq.logits = step == 0 && s == 0 ? SequenceStep::Logits::kAll : SequenceStep::Logits::kLast;
+      in.sequences.push_back(std::move(seq));
+    }
+    steps.push_back(std::move(in));
+  }
+  return steps;
+}
+
+struct Layout {
+  std::int32_t tp, pp;
+};
+
+std::vector<Layout> Layouts() {
+  switch (WorldSize()) {
+    case 2:
+      return {{2, 1}, {1, 2}};
+    case 4:
+      return {{4, 1}, {2, 2}, {1, 4}};
+    default:
+      return {};
+  }
+}
+
+// The engine directory rank 0 built, on every rank ("" where it failed).
+std::string ShareString(std::string s) {
+  int n = static_cast<int>(s.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  s.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(s.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return s;
+}
+
+// Whether every rank's `ok` is true: ranks give up together, before any collective of a step.
+bool AllRanks(bool ok) {
+  int mine = ok ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+class MpiRunnerTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MpiRunnerTest, SplitEnginesMatchTheWholeEngine) {
+  const std::vector<Layout> layouts = Layouts();
+  if (layouts.empty()) GTEST_SKIP() << "runs under mpirun -n 2 or -n 4";
+  const int rank = WorldRank();
+  const std::vector<StepInput> steps = Steps();
+
+  // The whole engine's logits, in rank 0.
+  std::vector<std::vector<float>> reference;
+  if (rank == 0) {
+    std::string error;
+    auto whole = TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error);
+    ASSERT_NE(whole, nullptr) << error;
+    auto runner = whole->Runner(kNumBlocks * kTokensPerBlock, 1);
+    ASSERT_NE(runner, nullptr);
+    for (const StepInput& in : steps) {
+      auto out = runner->Step(in);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      reference.push_back(out->logits);
+    }
+  }
+
+  for (const Layout& l : layouts) {
+    const std::string name =
+        GetParam() + " tp " + std::to_string(l.tp) + " x pp " + std::to_string(l.pp);
+    std::unique_ptr<TestEngine> engine;
+    std::string error;
+    if (rank == 0) {
+      engine = TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error, l.tp,
+                                l.pp);
+      EXPECT_NE(engine, nullptr) << error;
+    }
+    const std::string dir = ShareString(engine != nullptr ? engine->engine_dir() : "");
+    ASSERT_FALSE(dir.empty()) << name << ": rank 0 could not build the engine";
+
+    MpiCollectivesOptions mo;
+    mo.timeout_seconds = 60;
+    auto collectives = CreateMpiCollectives(MPI_COMM_WORLD, l.tp, l.pp, mo);
+    ASSERT_TRUE(collectives.ok()) << collectives.status().ToString();
+    RunnerOptions ro;
+    ro.max_kv_tokens = kNumBlocks * kTokensPerBlock;
+    ro.num_threads = 1;
+    ro.collectives = *collectives;
+    auto runner = CreateCpuModelRunner(dir, ro);
+    EXPECT_TRUE(runner.ok()) << name << ": " << runner.status().ToString();
+    ASSERT_TRUE(AllRanks(runner.ok())) << name << ": a rank could not load its shard";
+    const Collectives& c = **collectives;
+    const bool first = c.pp_rank() == 0, last = c.pp_rank() == l.pp - 1;
+
+    for (std::size_t step = 0; step < steps.size(); ++step) {
+      auto out = (*runner)->Step(steps[step]);
+      ASSERT_TRUE(out.ok()) << name << " step " << step << ": " << out.status().ToString();
+      EXPECT_EQ(out->vocab_size, kVocab);
+      EXPECT_EQ(out->row_begin,
+                (step == 0 ? std::vector<std::int32_t>{0, 9} : std::vector<std::int32_t>{0, 1}));
+      const std::size_t rows = step == 0 ? 10 : 2;
+      if (!first && !last) {
+        EXPECT_TRUE(out->logits.empty()) << name << " stage " << c.pp_rank();
+        // Rank 0's logits still travel to everyone below.
+        out->logits.assign(rows * kVocab, 0.0f);
+      } else {
+        ASSERT_EQ(out->logits.size(), rows * kVocab) << name << " step " << step;
+      }
+      if (rank == 0) {
+        const std::vector<float>& want = reference[step];
+        ASSERT_EQ(out->logits.size(), want.size());
+        EXPECT_LT(NormalisedError(out->logits.data(), want.data(), want.size()), 2e-5)
+            << name << " step " << step;
+      }
+      std::vector<float> rank0 = out->logits;
+      MPI_Bcast(rank0.data(), static_cast<int>(rank0.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+      if (first || last) {
+        EXPECT_EQ(std::memcmp(rank0.data(), out->logits.data(), rank0.size() * sizeof(float)), 0)
+            << name << " step " << step << ": tp_rank " << c.tp_rank() << " pp_rank " << c.pp_rank()
+            << " differs from rank 0";
+      }
+    }
+    runner->reset();
+    MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with the files before rank 0 removes them
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, MpiRunnerTest, ::testing::Values("gpt2", "llama"),
+                         [](const auto& info) { return info.param; });
+
+// An engine split for a group of another shape is refused at load, naming both shapes.
+TEST(MpiRunnerShapeTest, RefusesAGroupOfAnotherShape) {
+  if (WorldSize() != 2) GTEST_SKIP() << "runs under mpirun -n 2";
+  std::unique_ptr<TestEngine> engine;
+  std::string error;
+  if (WorldRank() == 0) {
+    engine = TestEngine::Make(Options("llama"), DType::kFloat32, kTokensPerBlock, &error, 1, 2);
+    EXPECT_NE(engine, nullptr) << error;
+  }
+  const std::string dir = ShareString(engine != nullptr ? engine->engine_dir() : "");
+  ASSERT_FALSE(dir.empty());
+  auto collectives = CreateMpiCollectives(MPI_COMM_WORLD, 2, 1);
+  ASSERT_TRUE(collectives.ok()) << collectives.status().ToString();
+  RunnerOptions ro;
+  ro.max_kv_tokens = kNumBlocks * kTokensPerBlock;
+  ro.collectives = *collectives;
+  auto runner = CreateCpuModelRunner(dir, ro);
+  ASSERT_FALSE(runner.ok());
+  EXPECT_NE(runner.status().message().find("built for tp_size 1, pp_size 2; this runner's process "
+                                           "group has tp_size 2, pp_size 1"),
+            std::string::npos)
+      << runner.status().message();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace
+}  // namespace inflight::model
