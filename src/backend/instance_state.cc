@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "backend/leader_mode.h"
 #include "backend/request_converter.h"
 #include "backend/response_converter.h"
 #include "backend/triton_error.h"
@@ -32,7 +33,8 @@ Result<std::unique_ptr<InstanceState>> InstanceState::Create(
     ModelState& model, TRITONBACKEND_ModelInstance* instance) {
   auto state = std::unique_ptr<InstanceState>(new InstanceState(model, instance));
   const config::LlmParams& p = model.params();
-  auto executor = Executor::Create(model.engine_dir(), model.MakeExecutorConfig());
+  // Under mpirun with a split engine, ranks > 0 do not return from here (leader_mode.h).
+  auto executor = StartExecutor(model);
   if (!executor.ok()) {
     return Status(
         executor.status().code(),

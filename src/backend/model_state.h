@@ -2,6 +2,7 @@
 // folder converted once per model load, shared by the instances) and the executor settings.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,9 @@ class ModelState {
 
   // The executor configuration the parameters describe.
   ExecutorConfig MakeExecutorConfig() const;
+  // 0 for the model's first instance, 1 for the next, ... (orchestrator mode's gpu_device_ids
+  // group of the instance).
+  int TakeInstanceIndex() const { return next_instance_index_++; }
 
  private:
   TRITONBACKEND_Model* model_ = nullptr;
@@ -34,6 +38,7 @@ class ModelState {
   config::LlmParams params_;
   TRITONSERVER_DataType logits_dtype_ = TRITONSERVER_TYPE_FP32;
   std::unique_ptr<model::PreparedEngine> engine_;
+  mutable std::atomic<int> next_instance_index_{0};
 };
 
 }  // namespace inflight::backend

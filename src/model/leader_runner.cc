@@ -31,7 +31,7 @@ Result<StepOutput> LeaderRunner::Step(const StepInput& input) {
 }
 
 Status RunFollower(ModelRunner* runner, StepChannel& channel,
-                   const std::function<Status(const StepOutput&)>& on_output) {
+                   const std::function<Status(const Result<StepOutput>&)>& on_output) {
   EmbeddingBiasReceiver biases;
   for (std::uint64_t steps = 0;; ++steps) {
     ASSIGN_OR_RETURN(std::string bytes, channel.Receive());
@@ -44,11 +44,17 @@ Status RunFollower(ModelRunner* runner, StepChannel& channel,
       return Internal("follower: the leader sent a step, but this rank's model did not load");
     }
     Result<StepOutput> out = runner->Step(message.step);
-    if (!out.ok()) {
+    if (!out.ok() && out.status().code() == StatusCode::kUnavailable) {
+      // The group's collectives broke (a rank died or stopped): this rank cannot go on.
       return Status(out.status().code(), "follower: step " + std::to_string(steps) +
                                              " failed: " + out.status().message());
     }
-    if (on_output) RETURN_IF_ERROR(on_output(*out));
+    if (!out.ok()) {
+      // A step the runner refuses (its checks run before any collective) fails alike on every
+      // rank, the leader's included, whose executor fails that step's requests and goes on.
+      LOG_WARN("follower: step {} failed as on every rank: {}", steps, out.status().ToString());
+    }
+    if (on_output) RETURN_IF_ERROR(on_output(out));
   }
 }
 

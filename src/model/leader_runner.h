@@ -62,13 +62,14 @@ class LeaderRunner final : public ModelRunner {
 };
 
 // Follower: receives the leader's steps and runs each on `runner` until the leader sends stop
-// (returns Ok). An error (a message that does not parse, a step that fails) returns at once: the
-// group cannot go on without this rank, and the caller ends the job.
+// (returns Ok). A step the runner refuses is logged and skipped (it fails alike on every rank); a
+// message that does not parse, or a step whose collectives broke (kUnavailable), returns at once:
+// the group cannot go on without this rank, and the caller ends the job.
 // `runner` null: this rank failed to load; the leader knows (it refuses the model) and is expected
 // to send stop; a step is then an error.
-// `on_output`, when set, gets each step's output (orchestrator mode: the group's rank 0 sends it
-// to the server process); an error from it ends the loop like a failed step.
+// `on_output`, when set, gets each step's result, its output or the refusal (orchestrator mode:
+// the group's rank 0 sends it to the server process); an error from it ends the loop.
 Status RunFollower(ModelRunner* runner, StepChannel& channel,
-                   const std::function<Status(const StepOutput&)>& on_output = nullptr);
+                   const std::function<Status(const Result<StepOutput>&)>& on_output = nullptr);
 
 }  // namespace inflight::model

@@ -12,6 +12,8 @@ namespace {
 
 constexpr int kOutputSizeTag = 1;
 constexpr int kOutputTag = 2;
+constexpr char kResultOutput = 0;
+constexpr char kResultError = 1;
 
 }  // namespace
 
@@ -59,8 +61,15 @@ Result<SpawnedGroup> JoinServer() {
   return group;
 }
 
-Status SendStepOutput(MPI_Comm comm, const StepOutput& output) {
-  const std::string bytes = EncodeStepOutput(output);
+Status SendStepResult(MPI_Comm comm, const Result<StepOutput>& result) {
+  // [kind:u8][EncodeStepOutput, or the refusal's code:u8 and message]
+  std::string bytes(1, result.ok() ? kResultOutput : kResultError);
+  if (result.ok()) {
+    bytes += EncodeStepOutput(*result);
+  } else {
+    bytes += static_cast<char>(result.status().code());
+    bytes += result.status().message();
+  }
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
     return InvalidArgument("a step output of " + std::to_string(bytes.size()) +
                            " bytes is more than MPI's int count allows");
@@ -115,7 +124,15 @@ Result<StepOutput> RemoteGroupRunner::Step(const StepInput& input) {
     LOG_ERROR("orchestrator: {}", broken_.message());
     return broken_;
   }
-  return DecodeStepOutput(bytes);
+  if (!bytes.empty() && bytes[0] == kResultError && bytes.size() >= 2) {
+    return Status(static_cast<StatusCode>(bytes[1]),
+                  "the workers refused the step: " + bytes.substr(2));
+  }
+  if (bytes.empty() || bytes[0] != kResultOutput) {
+    return Internal("the workers' step result of " + std::to_string(bytes.size()) +
+                    " bytes has no kind byte 0 or 1");
+  }
+  return DecodeStepOutput(std::string_view(bytes).substr(1));
 }
 
 }  // namespace inflight::model

@@ -42,8 +42,9 @@ Result<SpawnedGroup> SpawnWorkers(const std::string& worker_path,
 // The worker side of SpawnWorkers; an error when the process was not spawned.
 Result<SpawnedGroup> JoinServer();
 
-// Sends a step's output from the workers' rank 0 to the server (rank 0 of `comm`).
-Status SendStepOutput(MPI_Comm comm, const StepOutput& output);
+// Sends a step's result (its output, or the runner's refusal) from the workers' rank 0 to the
+// server (rank 0 of `comm`).
+Status SendStepResult(MPI_Comm comm, const Result<StepOutput>& result);
 
 // The server's ModelRunner over spawned workers: a step goes to every worker, the output comes back
 // from the workers' rank 0. `group` (SpawnWorkers') is the runner's. `step_timeout`: the longest a

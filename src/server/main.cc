@@ -17,6 +17,7 @@
 #include <spdlog/sinks/basic_file_sink.h>
 
 #include "common/logging.h"
+#include "common/mpi_launch.h"
 #include "common/status.h"
 #include "server/command_line.h"
 #include "server/http_service.h"
@@ -157,6 +158,20 @@ int Run(int argc, char** argv) {
   std::unique_ptr<server::Server> core = std::move(*created);
   const auto index = core->ModelIndex();
   LOG_INFO("{}", ModelTable(index));
+  // Under mpirun, ranks > 0 belong to a split engine's group: its backend holds them inside model
+  // loading until rank 0 ends, and they exit from there (backend/leader_mode.h). One that got here
+  // has no such model (it failed to load, or there is none) and must not bind rank 0's ports; it
+  // ends the job, since rank 0 may be waiting for it.
+  if (Result<inflight::MpiLaunch> mpi = inflight::MpiLaunchFromEnvironment();
+      mpi.ok() && mpi->rank > 0) {
+    LOG_ERROR(
+        "error: MPI rank {} of {}: no model of a split engine held this rank (see the errors "
+        "above); ranks > 0 never serve, so this one exits",
+        mpi->rank, mpi->size);
+    core->Shutdown();
+    spdlog::default_logger()->flush();
+    return 1;
+  }
   if (cl.exit_on_error) {
     for (const auto& entry : index) {
       if (entry.state != "READY") {

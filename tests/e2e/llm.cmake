@@ -40,7 +40,7 @@ add_test(NAME e2e_test_seed_replay
   WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
 set_tests_properties(e2e_test_seed_replay PROPERTIES
   LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED llm_repos
-  ENVIRONMENT "${_llm_env};INFLIGHT_LLM_CHECKPOINT=${_llm_work}/default/gpt2-random")
+  ENVIRONMENT "${_llm_env};INFLIGHT_LLM_CHECKPOINT=${_llm_work}/default/gpt2-random;INFLIGHT_BUILD_TOOL=$<TARGET_FILE:inflight-build>")
 add_test(NAME e2e_test_install_prefix
   COMMAND ${Python3_EXECUTABLE} -m unittest -v test_install_prefix
   WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
@@ -81,3 +81,20 @@ add_test(NAME e2e_test_llm_bls
 set_tests_properties(e2e_test_llm_bls PROPERTIES
   LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED "${_bls_fixtures}"
   ENVIRONMENT "${_llm_env};INFLIGHT_GRPC_PY=${INFLIGHT_GRPC_PY_DIR}")
+
+# Leader mode (docs/multi_gpu.md, "Process modes"): the demo model split over MPI ranks (tp 2, pp 2,
+# tp 2 x pp 2), served under mpirun and through launch_server.py, against the one-rank server; a killed
+X
+find_program(MPIRUN_EXECUTABLE mpirun)
+if(MPIRUN_EXECUTABLE)
+  foreach(_case TensorParallelTest PipelineParallelTest FaultTest OrchestratorTest)
+    add_test(NAME e2e_mpi_leader_${_case}
+      COMMAND ${Python3_EXECUTABLE} -m unittest -v test_mpi_leader.${_case}
+      WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+    set_tests_properties(e2e_mpi_leader_${_case} PROPERTIES
+      LABELS "mpi;e2e" TIMEOUT 300 FIXTURES_REQUIRED llm_repos
+      ENVIRONMENT "${_llm_env};INFLIGHT_LLM_CHECKPOINT=${_llm_work}/default/gpt2-random;INFLIGHT_BUILD_TOOL=$<TARGET_FILE:inflight-build>")
+  endforeach()
+else()
+  message(STATUS "e2e: mpirun not found (apt-get install openmpi-bin); the leader-mode tests are not registered")
+endif()
