@@ -8,9 +8,11 @@ changed document is noticed):
     CPU demo engine and its tokenizer (random-weight GPT-2 shape, GPT-2's real tokenizer);
   - triton_backend:tensorrtllm becomes triton_backend:inflight;
   - the start line: tritonserver becomes our inflight-server (launch_triton_server.py gets
-    --tritonserver=<inflight-server>), the MPI world size becomes 1 (the demo engine has one rank;
-    mpirun -n 1, or no mpirun where Open MPI is not installed), and the ports become 0 (the server
-    binds free ones and prints them, so tests can run side by side);
+    --tritonserver=<inflight-server>), and the ports become 0 (the server binds free ones and prints
+    them, so tests can run side by side). The document's MPI world size stays where the test has
+    engines of that many ranks (the demo model built with --tp_size N: ContainerRoot's
+    split_engines), and becomes 1 otherwise (the one-rank demo engine; mpirun -n 1, or no mpirun
+    where Open MPI is not installed);
   - the curl lines get those ports instead of 8000/8002 and 18000/18002.
 launch_triton_server.py, like NVIDIA's, refuses to start while any server runs on the machine (which
 other tests may be doing); so the replay asks it for the command it would run (--print-command) and
@@ -41,16 +43,21 @@ def substitute(text, old, new, count_at_least=1):
 class ContainerRoot:
     """A folder laid out like the paths the documents use, pointing at our files."""
 
-    def __init__(self, root, source_dir, engine_dir, tokenizer_dir):
+    def __init__(self, root, source_dir, engine_dir, tokenizer_dir, split_engines=None):
+        """split_engines: {world size: engine dir of the demo model with that many ranks}; a
+        document's N-GPU engine folder is that engine when given, else the one-rank engine."""
         self.root = root
+        self.split_engines = dict(split_engines or {})
+        two_gpu = self.split_engines.get(2, engine_dir)
+        four_gpu = self.split_engines.get(4, engine_dir)
         links = {
             "app/all_models": os.path.join(source_dir, "all_models"),
             "app/tools/fill_template.py": os.path.join(source_dir, "tools", "fill_template.py"),
             "app/scripts/launch_triton_server.py": os.path.join(source_dir, "tools", "launch_server.py"),
             "app/examples/gpt/gpt2": tokenizer_dir,
-            "engines/gpt/fp16/4-gpu": engine_dir,
-            "engines/trt_engines/Qwen2-14B-Instruct-Int4/weight_only/2-gpu": engine_dir,
-            "engines/trt_engines/Qwen2-14B-Instruct-Int4/weight_only/2-gpu-opti": engine_dir,
+            "engines/gpt/fp16/4-gpu": four_gpu,
+            "engines/trt_engines/Qwen2-14B-Instruct-Int4/weight_only/2-gpu": two_gpu,
+            "engines/trt_engines/Qwen2-14B-Instruct-Int4/weight_only/2-gpu-opti": two_gpu,
             "models/Qwen2-14B-Instruct": tokenizer_dir,
             "tensorrtllm_backend/all_models": os.path.join(source_dir, "all_models"),
             "tensorrtllm_backend/tools/fill_template.py": os.path.join(source_dir, "tools",
@@ -58,7 +65,7 @@ class ContainerRoot:
             "tensorrtllm_backend/scripts/launch_triton_server.py": os.path.join(
                 source_dir, "tools", "launch_server.py"),
             "tensorrtllm_backend/tensorrt_llm/examples/gpt/gpt2": tokenizer_dir,
-            "tensorrtllm_backend/tensorrt_llm/examples/gpt/engines/fp16/4-gpu": engine_dir,
+            "tensorrtllm_backend/tensorrt_llm/examples/gpt/engines/fp16/4-gpu": four_gpu,
         }
         for relative, target in links.items():
             path = os.path.join(root, relative)
@@ -96,7 +103,9 @@ def start_script(root, setup, start, server, have_mpirun):
     lines = script.strip("\n").splitlines()
     command = lines[-1]
     if "launch_triton_server.py" in command:
-        command = re.sub(r"--world_size=\d+", "--world_size=1", command)
+        world = int(re.search(r"--world_size=(\d+)", command).group(1))
+        if not (have_mpirun and world in root.split_engines):
+            command = re.sub(r"--world_size=\d+", "--world_size=1", command)
         for flag in ("--http_port", "--grpc_port", "--metrics_port"):
             if flag + "=" in command:
                 command = re.sub(flag + r"=\d+", flag + "=0", command)
@@ -107,7 +116,9 @@ def start_script(root, setup, start, server, have_mpirun):
             command += " --no-mpi"
         command = f'eval exec "$({command})"'
     else:
-        command = substitute(command, "mpirun -n 2 ", "mpirun -n 1 ")
+        world = int(re.search(r"mpirun -n (\d+) ", command).group(1))
+        if not (have_mpirun and world in root.split_engines):
+            command = substitute(command, f"mpirun -n {world} ", "mpirun -n 1 ")
         command = re.sub(r"(?<=\s)tritonserver(?=\s)", shlex.quote(server), command, count=1)
         for port in ("18000", "18001", "18002"):
             command = substitute(command, "=" + port, "=0")

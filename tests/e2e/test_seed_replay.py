@@ -1,6 +1,7 @@
 """Replays the deployment sequences of the documents Inflight was started from (seed_sequences.py)
 against inflight-server and the CPU demo model, with only the substitutions seed_replay.py lists
-(paths, backend name, tritonserver -> inflight-server, one MPI rank, free ports), and checks the
+(paths, backend name, tritonserver -> inflight-server, free ports; the 2-GPU documents run under
+mpirun -n 2 and 4 on the demo model split as many ways), and checks the
 answers: the generate responses' model_name, model_version and text_output, and the metrics.
 
 tensorrt_llm_bls: seeds 000 and 002 send it the README's request; the model is Inflight's C++ BLS
@@ -25,6 +26,8 @@ import seed_sequences
 from inflight_client import env_or_skip, get_json, post_json
 
 SEQUENCES = {s.name: s for s in seed_sequences.SEQUENCES}
+# World sizes the documents start that are replayed as written (the others run as one rank).
+SPLIT_WORLD_SIZES = (2, 4)
 README_PROMPT = "What is machine learning?"
 # Values for the keys seed 002's hand edits leave unfilled and that have no fill_template.py default:
 # the ones seeds 000 and 004 use.
@@ -40,12 +43,30 @@ class SeedReplayTest(unittest.TestCase):
         cls.engine = env_or_skip("INFLIGHT_LLM_ENGINE")
         cls.tokenizer = env_or_skip("INFLIGHT_LLM_CHECKPOINT")
         cls.have_mpirun = shutil.which("mpirun") is not None
+        # The documents' 2-GPU engines: the demo model with --tp_size 2, served under mpirun -n 2
+        # as the documents start it (docs/multi_gpu.md). Without mpirun: one rank.
+        cls.engines_tmp = tempfile.TemporaryDirectory(prefix="seed_replay_engines_")
+        cls.split_engines = {}
+        build_tool = os.environ.get("INFLIGHT_BUILD_TOOL")
+        if cls.have_mpirun and build_tool:
+            for world in SPLIT_WORLD_SIZES:
+                out = os.path.join(cls.engines_tmp.name, f"tp{world}")
+                subprocess.run([build_tool, "--checkpoint_dir", cls.tokenizer, "--output_dir", out,
+                                "--dtype", "float32", "--max_batch_size", "64", "--max_input_len",
+                                "512", "--max_seq_len", "1024", "--tokens_per_block", "64",
+                                "--tp_size", str(world)], check=True, capture_output=True,
+                               timeout=300)
+                cls.split_engines[world] = out
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.engines_tmp.cleanup()
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="seed_replay_")
         self.addCleanup(self.tmp.cleanup)
         self.root = seed_replay.ContainerRoot(self.tmp.name, self.source_dir, self.engine,
-                                              self.tokenizer)
+                                              self.tokenizer, self.split_engines)
 
     # ---- the steps ----------------------------------------------------------------------------
     def run_setup(self, sequence):
@@ -128,6 +149,8 @@ class SeedReplayTest(unittest.TestCase):
                                'model="tensorrt_llm",version="1"'), requests + bls_requests)
 
     def replay(self, sequence):
+        """Starts the sequence's server, sends its requests and checks the answers; returns the
+        server's output."""
         with self.start(sequence) as server:
             ensemble = [line for line in sequence.generate if "/ensemble/" in line]
             for line in ensemble:
@@ -138,6 +161,12 @@ class SeedReplayTest(unittest.TestCase):
                     with self.subTest(request="tensorrt_llm_bls"):
                         bls_answered += self.check_bls(server, line)
             self.check_metrics(server, sequence, len(ensemble), bls_answered)
+        return server.log()
+
+    def check_world(self, log, world):
+        """The document's world size ran as written where a split engine of that size exists."""
+        if world in self.split_engines:
+            self.assertIn(f"rank {world - 1} of {world} loads its part of the engine", log)
 
     # ---- the documents ------------------------------------------------------------------------
     def test_seed_000_readme_v0_11(self):
@@ -147,9 +176,13 @@ class SeedReplayTest(unittest.TestCase):
         self.assertIn("ensemble/config.pbtxt: logits_datatype not given: wrote its default "
                       "TYPE_FP32", notes)
         self.assertNotIn("still unfilled", notes)
-        self.replay(SEQUENCES["000"])
+        self.check_world(self.replay(SEQUENCES["000"]), 4)
 
     def test_seed_002_hand_edits_then_the_keys_the_errors_name(self):
+        # One rank: the first start serves a repository whose models cannot load, where ranks > 0
+        # of a split engine would end the job (they never serve) before the index can be read.
+        root = os.path.join(self.tmp.name, "one_rank")
+        self.root = seed_replay.ContainerRoot(root, self.source_dir, self.engine, self.tokenizer)
         sequence = SEQUENCES["002"]
         self.run_setup(sequence)
         repo = self.root.path("/tensorrtllm_backend/triton_model_repo")
@@ -187,11 +220,11 @@ class SeedReplayTest(unittest.TestCase):
 
     def test_seed_004_launch_triton_server(self):
         self.run_setup(SEQUENCES["004_launcher"])
-        self.replay(SEQUENCES["004_launcher"])
+        self.check_world(self.replay(SEQUENCES["004_launcher"]), 2)
 
     def test_seed_004_mpirun_tritonserver(self):
         self.run_setup(SEQUENCES["004_mpirun"])
-        self.replay(SEQUENCES["004_mpirun"])
+        self.check_world(self.replay(SEQUENCES["004_mpirun"]), 2)
 
     def test_seed_004_second_repository(self):
         sequence = SEQUENCES["004_opti"]
