@@ -49,6 +49,14 @@ class Collectives {
                                   void* stream) = 0;
   virtual Status ReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
                                       void* stream) = 0;
+
+  // For a runner that waits on the host for queued work containing the group's operations (the
+  // CUDA runner, polling its step's end event): called every few milliseconds with how long it
+  // has waited. An error means the work will not complete: a peer failed (the transport's
+  // asynchronous error) or the wait passed the group's timeout; the group has then aborted its
+  // operations, so that the queued work ends, and refuses every later call. Ok: keep waiting.
+  // Collectives that complete on return (CPU) have nothing to check.
+  virtual Status CheckWait(double /*waited_seconds*/) { return Status::Ok(); }
 };
 
 // One process runs the whole engine (tp 1, pp 1): a sum or a gather over one rank is the buffer

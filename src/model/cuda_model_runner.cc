@@ -29,6 +29,7 @@
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
 #include "model/cuda_graphs.h"
+#include "model/cuda_group_wait.h"
 #include "model/cuda_sampling_stage.h"
 #include "model/cuda_status.h"
 #include "model/cuda_transformer.h"
@@ -94,6 +95,7 @@ class CudaModelRunner final : public ModelRunner {
   EngineConfig config_;
   ModelShard shard_;
   std::shared_ptr<Collectives> collectives_;  // outlives transformer_, which calls it
+  DeviceBuffer stage_results_;  // pp > 1: the step's results on their way to the first stage
   DType dtype_ = DType::kBFloat16;
   std::string device_name_;
   int device_ = 0;
@@ -463,7 +465,7 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
 Status CudaModelRunner::WaitForStep(StepOutput& out) {
   CUDA_RETURN(cudaEventRecord(step_end_, stream_));
   const auto start = std::chrono::steady_clock::now();
-  CUDA_RETURN(cudaStreamSynchronize(stream_));
+  RETURN_IF_ERROR(WaitForGroupStream(stream_, shard_, *collectives_));
   out.device_wait_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   float device_ms = 0;
@@ -507,6 +509,7 @@ Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
   } else {
     RETURN_IF_ERROR(Forward(input, out));
   }
+  RETURN_IF_ERROR(ReturnStepToFirstStage(shard_, *collectives_, stream_, stage_results_, out));
   return out;
 }
 

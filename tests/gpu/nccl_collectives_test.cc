@@ -1,0 +1,221 @@
+// NcclCollectives and the CUDA runner split over GPUs, one process per GPU (mpirun -n 2 on a
+// 2-GPU machine; ctest label gpu). Exits 77 (skipped) on every rank when there are fewer GPUs than
+// ranks. Checks: the all-reduce (fp32, bf16) and the uneven column gather on device buffers
+// against host sums; the stage hand-overs; then the CUDA runner at tp N and at pp N against the CPU
+// runner's whole engine (bf16 within the CUDA runner test's bound), rank 0 answering the step.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/cuda_model_runner.h"
+#include "model/nccl_collectives.h"
+#include "unit/model_cpu/test_engine.h"
+
+namespace inflight::model {
+namespace {
+
+using testing::NormalisedError;
+using testing::TestEngine;
+
+int WorldSize() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+int WorldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+std::shared_ptr<Collectives> Make(std::int32_t tp, std::int32_t pp) {
+  NcclCollectivesOptions o;
+  o.timeout_seconds = 60;
+  auto c = CreateNcclCollectives(MPI_COMM_WORLD, tp, pp, WorldRank(), o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : nullptr;
+}
+
+std::vector<float> Input(int rank, std::size_t n) {
+  std::mt19937_64 rng(100 + static_cast<std::uint64_t>(rank));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+struct Stream {
+  Stream() { cudaStreamCreate(&s); }
+  ~Stream() { cudaStreamDestroy(s); }
+  cudaStream_t s = nullptr;
+};
+
+TEST(NcclCollectivesTest, AllReduceAndUnevenGatherOnTheDevice) {
+  const int n = WorldSize(), rank = WorldRank();
+  auto c = Make(n, 1);
+  ASSERT_NE(c, nullptr);
+  Stream stream;
+  constexpr std::size_t kCount = 4099;
+  std::vector<float> mine = Input(rank, kCount);
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, kCount * 4), cudaSuccess);
+  cudaMemcpy(d, mine.data(), kCount * 4, cudaMemcpyHostToDevice);
+  ASSERT_TRUE(c->AllReduceSum(d, kCount, DType::kFloat32, stream.s).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+  std::vector<float> got(kCount);
+  cudaMemcpy(got.data(), d, kCount * 4, cudaMemcpyDeviceToHost);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    double want = 0;
+    for (int r = 0; r < n; ++r) want += Input(r, kCount)[i];
+    ASSERT_NEAR(got[i], want, 1e-5 * n) << "element " << i;
+  }
+
+  // Columns [r^2 * cols / n^2, (r+1)^2 * cols / n^2): uneven widths.
+  constexpr std::int64_t kRows = 5, kCols = 1031;
+  const std::int64_t b = rank * rank * kCols / (n * n),
+                     e = (rank + 1) * (rank + 1) * kCols / (n * n);
+  std::vector<float> logits(kRows * kCols, NAN);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (std::int64_t col = b; col < e; ++col) logits[r * kCols + col] = r * 10000.0f + col;
+  }
+  float* dl = nullptr;
+  ASSERT_EQ(cudaMalloc(&dl, logits.size() * 4), cudaSuccess);
+  cudaMemcpy(dl, logits.data(), logits.size() * 4, cudaMemcpyHostToDevice);
+  const Status st = c->AllGatherColumns(dl, kRows, kCols, b, e, stream.s);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+  ASSERT_TRUE(c->CheckWait(0).ok());
+  cudaMemcpy(logits.data(), dl, logits.size() * 4, cudaMemcpyDeviceToHost);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (std::int64_t col = 0; col < kCols; ++col) {
+      ASSERT_EQ(logits[r * kCols + col], r * 10000.0f + col) << "row " << r << " column " << col;
+    }
+  }
+  cudaFree(d);
+  cudaFree(dl);
+}
+
+TEST(NcclCollectivesTest, StagesHandOnAndBack) {
+  const int n = WorldSize();
+  auto c = Make(1, n);
+  ASSERT_NE(c, nullptr);
+  Stream stream;
+  constexpr std::size_t kCount = 999;
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, kCount * 4), cudaSuccess);
+  const int p = c->pp_rank();
+  std::vector<float> got(kCount);
+  if (p > 0) {
+    ASSERT_TRUE(c->ReceiveFromPreviousStage(d, kCount, DType::kFloat32, stream.s).ok());
+    cudaStreamSynchronize(stream.s);
+    cudaMemcpy(got.data(), d, kCount * 4, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(got, Input(p - 1, kCount));
+  }
+  if (p + 1 < n) {
+    const std::vector<float> mine = Input(p, kCount);
+    cudaMemcpy(d, mine.data(), kCount * 4, cudaMemcpyHostToDevice);
+    ASSERT_TRUE(c->SendToNextStage(d, kCount, DType::kFloat32, stream.s).ok());
+    cudaStreamSynchronize(stream.s);
+  }
+  if (p == n - 1) {
+    const std::vector<float> mine = Input(50, kCount);
+    cudaMemcpy(d, mine.data(), kCount * 4, cudaMemcpyHostToDevice);
+    ASSERT_TRUE(c->SendToFirstStage(d, kCount, DType::kFloat32, stream.s).ok());
+  } else if (p == 0) {
+    ASSERT_TRUE(c->ReceiveFromLastStage(d, kCount, DType::kFloat32, stream.s).ok());
+  }
+  ASSERT_EQ(cudaStreamSynchronize(stream.s), cudaSuccess);
+  if (p == 0) {
+    cudaMemcpy(got.data(), d, kCount * 4, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(got, Input(50, kCount));
+  }
+  cudaFree(d);
+}
+
+// The CUDA runner at tp N and pp N: rank 0's logits against the CPU runner's whole engine.
+TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
+  const int n = WorldSize(), rank = WorldRank();
+  RandomCheckpointOptions o;
+  o.arch = "llama";
+  o.hidden_size = 256;
+  o.num_layers = 4;
+  o.num_heads = 4;  // head_dim 64, which the CUDA attention kernels take
+  o.num_kv_heads = 2;
+  o.intermediate_size = 512;
+  o.vocab_size = 1031;
+  o.max_position_embeddings = 64;
+  o.init_std = 0.05;
+  o.seed = 3;
+  std::vector<StepInput> steps(3);
+  std::mt19937_64 rng(9);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    SequenceStep s;
+    const int len = i == 0 ? 11 : 1;
+    for (int t = 0; t < len; ++t) s.tokens.push_back(static_cast<TokenIdType>(rng() % 1031));
+    s.num_cached = i == 0 ? 0 : 10 + static_cast<std::int32_t>(i);
+    s.block_table = {3, 0, 5, 1};
+    steps[i].sequences.push_back(s);
+  }
+  for (const auto& [tp, pp] : {std::pair{n, 1}, std::pair{1, n}}) {
+    if (o.num_heads % tp != 0 || pp > o.num_layers) continue;
+    std::unique_ptr<TestEngine> whole, split;
+    std::string dir, error;
+    if (rank == 0) {
+      whole = TestEngine::Make(o, DType::kBFloat16, 4, &error);
+      ASSERT_NE(whole, nullptr) << error;
+      split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp);
+      ASSERT_NE(split, nullptr) << error;
+      dir = split->engine_dir();
+    }
+    int len = static_cast<int>(dir.size());
+    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    dir.resize(static_cast<std::size_t>(len));
+    MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    CudaRunnerOptions co;
+    co.max_kv_tokens = 64;
+    co.device = rank;
+    co.collectives = Make(tp, pp);
+    ASSERT_NE(co.collectives, nullptr);
+    auto runner = CreateCudaModelRunner(dir, co);
+    ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+    std::unique_ptr<ModelRunner> cpu = rank == 0 ? whole->Runner(64) : nullptr;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      auto got = (*runner)->Step(steps[i]);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      if (rank != 0) continue;
+      auto want = cpu->Step(steps[i]);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      ASSERT_EQ(got->logits.size(), want->logits.size());
+      EXPECT_LT(NormalisedError(got->logits.data(), want->logits.data(), want->logits.size()), 0.05)
+          << "tp " << tp << " x pp " << pp << " step " << i;
+    }
+    runner->reset();
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+}  // namespace
+}  // namespace inflight::model
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int devices = 0, size = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (devices < size || size < 2) {
+    std::fprintf(stderr, "skipped: %d ranks need as many GPUs (and at least 2); %d visible\n", size,
+                 devices);
+    MPI_Finalize();
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  const int result = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return result;
+}
