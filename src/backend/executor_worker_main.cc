@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/group_collectives.h"
 #include "common/logging.h"
 #include "executor/runner_factory.h"
 #include "model/engine_config.h"
-#include "model/mpi_collectives.h"
 #include "model/mpi_load_report.h"
 #include "model/mpi_orchestrator.h"
 #include "model/mpi_process.h"
@@ -120,10 +120,9 @@ Result<std::unique_ptr<inflight::model::ModelRunner>> LoadShard(const WorkerOpti
   // entry for its rank, else its rank (executor/runner_factory.h).
   std::shared_ptr<model::Collectives> collectives;
   if (size > 1) {
-    ASSIGN_OR_RETURN(collectives,
-                     model::CreateMpiCollectives(MPI_COMM_WORLD, engine.tp_size, engine.pp_size));
+    ASSIGN_OR_RETURN(collectives, inflight::backend::CreateGroupCollectives(MPI_COMM_WORLD, engine,
+                                                                            o.config, rank));
   }
-  (void)rank;
   return inflight::executor::CreateModelRunner(o.engine_dir, engine, o.config,
                                                std::move(collectives));
 }

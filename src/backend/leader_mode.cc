@@ -14,8 +14,8 @@
 #ifdef INFLIGHT_BACKEND_MPI
 #include <mpi.h>
 
+#include "backend/group_collectives.h"
 #include "model/leader_runner.h"
-#include "model/mpi_collectives.h"
 #include "model/mpi_load_report.h"
 #include "model/mpi_process.h"
 #include "model/mpi_step_channel.h"
@@ -101,10 +101,10 @@ Result<std::unique_ptr<model::ModelRunner>> LoadRank(const ModelState& model,
   RETURN_IF_ERROR(CheckParticipants(model.params(), world));
   LOG_INFO("model {}: rank {} of {} loads its part of the engine ({})", model.name(), world.rank,
            world.size, EngineRanks(engine));
+  const ExecutorConfig config = model.MakeExecutorConfig();
   ASSIGN_OR_RETURN(std::shared_ptr<model::Collectives> collectives,
-                   model::CreateMpiCollectives(MPI_COMM_WORLD, engine.tp_size, engine.pp_size));
-  return executor::CreateModelRunner(model.engine_dir(), engine, model.MakeExecutorConfig(),
-                                     std::move(collectives));
+                   CreateGroupCollectives(MPI_COMM_WORLD, engine, config, world.rank));
+  return executor::CreateModelRunner(model.engine_dir(), engine, config, std::move(collectives));
 }
 
 // Every rank of the world comes here, whatever goes wrong on it, so that rank 0 learns of every

@@ -82,9 +82,10 @@ set_tests_properties(e2e_test_llm_bls PROPERTIES
   LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED "${_bls_fixtures}"
   ENVIRONMENT "${_llm_env};INFLIGHT_GRPC_PY=${INFLIGHT_GRPC_PY_DIR}")
 
-# Leader mode (docs/multi_gpu.md, "Process modes"): the demo model split over MPI ranks (tp 2, pp 2,
-# tp 2 x pp 2), served under mpirun and through launch_server.py, against the one-rank server; a killed
-X
+# Leader and orchestrator modes (docs/multi_gpu.md, "Process modes"): the demo model split over MPI
+# ranks (tp 2, pp 2, tp 2 x pp 2), served under mpirun, through launch_server.py and with spawned
+# workers (TRTLLM_ORCHESTRATOR=1), against the one-rank server; a killed rank ends the job; a world
+# size that does not fit is refused. Label mpi; needs Open MPI's mpirun.
 find_program(MPIRUN_EXECUTABLE mpirun)
 if(MPIRUN_EXECUTABLE)
   foreach(_case TensorParallelTest PipelineParallelTest FaultTest OrchestratorTest)

@@ -1,0 +1,48 @@
+#include "backend/group_collectives.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/logging.h"
+#include "model/mpi_collectives.h"
+#ifdef INFLIGHT_BACKEND_NCCL
+#include "model/cuda_model_runner.h"
+#include "model/nccl_collectives.h"
+#endif
+
+namespace inflight::backend {
+
+Result<std::shared_ptr<model::Collectives>> CreateGroupCollectives(
+    MPI_Comm comm, const model::EngineConfig& engine, const ExecutorConfig& config, int rank) {
+#ifdef INFLIGHT_BACKEND_NCCL
+  // The same choice of runner and device as executor::CreateModelRunner: CUDA when asked for or
+  // when a device is visible; gpu_device_ids' entry for the rank, else the rank modulo the devices.
+  if (config.device == DeviceKind::kCuda ||
+      (config.device == DeviceKind::kAuto && model::CudaDeviceAvailable())) {
+    int device = rank % std::max(1, model::CudaDeviceCount());
+    if (config.gpu_device_ids && !config.gpu_device_ids->empty()) {
+      const auto& ids = *config.gpu_device_ids;
+      if (rank >= static_cast<int>(ids.size())) {
+        return InvalidArgument("gpu_device_ids lists " + std::to_string(ids.size()) +
+                               " devices, but this process is rank " + std::to_string(rank) +
+                               ": give one id per rank");
+      }
+      device = ids[static_cast<std::size_t>(rank)];
+    }
+    LOG_INFO("rank {}: NCCL collectives on device {}", rank, device);
+    return model::CreateNcclCollectives(comm, engine.tp_size, engine.pp_size, device);
+  }
+#else
+  if (config.device == DeviceKind::kCuda) {
+    return Unsupported(
+        "device \"cuda\" with an engine of tp_size " + std::to_string(engine.tp_size) +
+        " x pp_size " + std::to_string(engine.pp_size) +
+        " needs NCCL, and this build has none (the CUDA toolkit's nccl.h and libnccl); "
+        "accepted here: device cpu");
+  }
+#endif
+  (void)rank;
+  return model::CreateMpiCollectives(comm, engine.tp_size, engine.pp_size);
+}
+
+}  // namespace inflight::backend
