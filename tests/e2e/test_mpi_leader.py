@@ -434,6 +434,22 @@ class OrchestratorTest(SplitEngineCase):
     def test_orchestrator_tp2_answers_as_tp1(self):
         self.serve_orchestrated(self.split_repo(2, 1), 2, "orchestrator, tp 2")
 
+    def test_killed_worker_ends_the_job(self):
+        server = OrchestratorServer(self.split_repo(2, 1))
+        server.start()
+        try:
+            workers = server.workers()
+            self.assertEqual(len(workers), 2, server.log())
+            os.kill(workers[-1], signal.SIGKILL)
+            try:
+                code = server.process.wait(timeout=DEATH_BOUND_S)
+            except subprocess.TimeoutExpired:
+                self.fail(f"the job still runs {DEATH_BOUND_S} s after a worker was killed:\n{server.log()}")
+            self.assertNotEqual(code, 0, server.log())
+            self.assertIn("exited on signal 9", server.log())
+        finally:
+            server.kill()
+
     def test_orchestrator_needs_world_size_1(self):
         # Every rank refuses the model; rank 1 then ends the job (ranks > 0 never serve).
         server = MpiServer(os.environ["INFLIGHT_LLM_REPO"], 2)
