@@ -3,7 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -352,61 +351,6 @@ TEST(ConverterTest, RebuildWithFewerRanksRemovesStaleRankFiles) {
   auto config = LoadEngineConfig(dir / "engine");
   ASSERT_TRUE(config.ok());
   EXPECT_EQ(config->tp_size, 2);
-}
-
-// tp 2 x pp 2 of a 2-layer model: rank<pp * 2 + tp> holds tp rank tp's tensors of stage pp's one
-// layer, embed on the first stage, final_norm and lm_head (or embed, when tied) on the last, each
-// the same bytes as the tp 2 engine's.
-TEST(ConverterTest, PipelineStagesHoldTheirLayers) {
-  for (const bool tied : {false, true}) {
-    TempDir dir;
-    RandomCheckpointOptions o = Tiny("llama");
-    o.tie_word_embeddings = tied;
-    MakeCheckpoint(o, dir / "ckpt");
-    ASSERT_TRUE(Build(dir / "ckpt", dir / "tp2", 2).ok());
-    BuildOptions b;
-    b.checkpoint_dir = dir / "ckpt";
-    b.output_dir = dir / "tp2pp2";
-    b.tp_size = 2;
-    b.pp_size = 2;
-    auto built = BuildEngine(b);
-    ASSERT_TRUE(built.ok()) << built.status().ToString();
-    EXPECT_EQ(built->config.pp_size, 2);
-    EXPECT_FALSE(std::filesystem::exists(dir / "tp2pp2/rank4.safetensors"));
-    for (int file = 0; file < 4; ++file) {
-      const int tp = file % 2, pp = file / 2;
-      Files stage, whole;
-      stage.Open(dir / ("tp2pp2/rank" + std::to_string(file) + ".safetensors"));
-      whole.Open(dir / ("tp2/rank" + std::to_string(tp) + ".safetensors"));
-      std::vector<std::string> want;
-      for (const std::string& n : whole.file(0).names()) {
-        const bool layer = n.rfind("layers.", 0) == 0;
-        const bool mine = layer ? n.rfind("layers." + std::to_string(pp) + ".", 0) == 0
-                          : n == "embed.weight" ? pp == 0 || tied
-                                                : pp == 1;
-        if (mine) want.push_back(n);
-      }
-      std::vector<std::string> got = stage.file(0).names(), sorted_want = want;
-      std::sort(got.begin(), got.end());
-      std::sort(sorted_want.begin(), sorted_want.end());
-      EXPECT_EQ(got, sorted_want) << "rank file " << file << (tied ? " (tied)" : "");
-      for (const std::string& n : want) {
-        EXPECT_EQ(stage.Get(n), whole.Get(n)) << n << " of rank file " << file;
-      }
-    }
-  }
-}
-
-TEST(ConverterTest, RefusesMoreStagesThanLayers) {
-  TempDir dir;
-  MakeCheckpoint(Tiny("gpt2"), dir / "ckpt");  // 2 layers
-  BuildOptions b;
-  b.checkpoint_dir = dir / "ckpt";
-  b.output_dir = dir / "engine";
-  b.pp_size = 3;
-  auto built = BuildEngine(b);
-  ASSERT_FALSE(built.ok());
-  EXPECT_THAT(built.status().message(), HasSubstr("--pp_size 3 is more than the model's 2 layers"));
 }
 
 TEST(ConverterTest, MoreRanksThanKvHeadsReplicatesKvHeads) {

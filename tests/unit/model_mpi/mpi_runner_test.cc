@@ -1,4 +1,5 @@
-// CpuModelRunner split over processes (mpirun -n 2: tp 2, pp 2; -n 4: tp 4, tp 2 x pp 2, pp 4),
+// CpuModelRunner split over processes (mpirun -n 2: tp 2, pp 2; -n 4: tp 4, tp 2 x pp 2, pp 4;
+// -n 8: tp 8, tp 2 x pp 4),
 // each rank loading its own rank file of an engine the builder wrote with --tp_size / --pp_size,
 // with MpiCollectives between them. Every rank steps the same StepInputs (a prompt step of two
 // sequences, then decode steps); rank 0's logits must match the whole engine's (tp 1, in one
@@ -37,13 +38,15 @@ int WorldRank() {
 }
 
 // The demo model's shape (tools/prepare_demo.sh: GPT-2, hidden 256, 4 layers of 4 heads, MLP 1024)
-// with a smaller vocabulary; Llama the same with 2 kv heads (replicated at tp 4).
-RandomCheckpointOptions Options(const std::string& arch) {
+// with a smaller vocabulary; Llama the same with 2 kv heads (replicated at tp 4 and 8).
+// "llama8": 8 heads of 32, for tp 8.
+RandomCheckpointOptions Options(const std::string& name) {
+  const std::string arch = name == "llama8" ? "llama" : name;
   RandomCheckpointOptions o;
   o.arch = arch;
   o.hidden_size = 256;
   o.num_layers = 4;
-  o.num_heads = 4;
+  o.num_heads = name == "llama8" ? 8 : 4;
   o.num_kv_heads = arch == "gpt2" ? 4 : 2;
   o.intermediate_size = arch == "gpt2" ? 1024 : 512;
   o.vocab_size = kVocab;
@@ -82,12 +85,17 @@ struct Layout {
   std::int32_t tp, pp;
 };
 
-std::vector<Layout> Layouts() {
+// The layouts of the world's size that the model's heads allow (tp 8 needs llama8's 8 heads,
+// which runs only there, to keep the 2- and 4-rank runs short).
+std::vector<Layout> Layouts(const std::string& name) {
+  const bool eight_heads = name == "llama8";
   switch (WorldSize()) {
     case 2:
-      return {{2, 1}, {1, 2}};
+      return eight_heads ? std::vector<Layout>{} : std::vector<Layout>{{2, 1}, {1, 2}};
     case 4:
-      return {{4, 1}, {2, 2}, {1, 4}};
+      return eight_heads ? std::vector<Layout>{} : std::vector<Layout>{{4, 1}, {2, 2}, {1, 4}};
+    case 8:
+      return eight_heads ? std::vector<Layout>{{8, 1}, {2, 4}} : std::vector<Layout>{};
     default:
       return {};
   }
@@ -112,8 +120,8 @@ bool AllRanks(bool ok) {
 class MpiRunnerTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MpiRunnerTest, SplitEnginesMatchTheWholeEngine) {
-  const std::vector<Layout> layouts = Layouts();
-  if (layouts.empty()) GTEST_SKIP() << "runs under mpirun -n 2 or -n 4";
+  const std::vector<Layout> layouts = Layouts(GetParam());
+  if (layouts.empty()) GTEST_SKIP() << "not at this world size";
   const int rank = WorldRank();
   const std::vector<StepInput> steps = Steps();
 
@@ -192,7 +200,7 @@ TEST_P(MpiRunnerTest, SplitEnginesMatchTheWholeEngine) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, MpiRunnerTest, ::testing::Values("gpt2", "llama"),
+INSTANTIATE_TEST_SUITE_P(Archs, MpiRunnerTest, ::testing::Values("gpt2", "llama", "llama8"),
                          [](const auto& info) { return info.param; });
 
 // An engine split for a group of another shape is refused at load, naming both shapes.
