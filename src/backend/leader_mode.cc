@@ -92,8 +92,8 @@ Status CheckParticipants(const config::LlmParams& p, const MpiLaunch& world) {
 }
 
 // This rank's runner over its shard, with the group's collectives. Its CUDA device is
-// gpu_device_ids' entry for its rank (the instance's first group), else its rank on the host
-// (executor/runner_factory.h).
+// gpu_device_ids' entry for its rank (the instance's first group), else its rank modulo the
+// visible devices (executor/runner_factory.h).
 Result<std::unique_ptr<model::ModelRunner>> LoadRank(const ModelState& model,
                                                      const MpiLaunch& world) {
   ASSIGN_OR_RETURN(model::EngineConfig engine, model::LoadEngineConfig(model.engine_dir()));
@@ -113,8 +113,9 @@ Result<std::unique_ptr<Executor>> StartGroupRank(const ModelState& model, const 
   if (group_taken.exchange(true)) {
     return Unsupported("model '" + model.name() +
                        "': a second tensorrt_llm instance in one leader-mode MPI world (an "
-                       "instance_group count above 1, or a second model) is not supported: "
-                       "every rank already runs the first one");
+                       "instance_group count above 1, a second model, or a reload after an "
+                       "unload, whose followers have exited) is not supported: restart the job, "
+                       "or use orchestrator mode (TRTLLM_ORCHESTRATOR=1) for several models");
   }
   RETURN_IF_ERROR(model::EnsureMpiInitialized());
   int mpi_size = 0;
