@@ -17,6 +17,7 @@ std::size_t DTypeSize(DType t) {
     case DType::kUInt8:
     case DType::kInt8:
     case DType::kBool:
+    case DType::kFloat8E4M3:
       return 1;
   }
   return 0;
@@ -40,6 +41,8 @@ const char* DTypeName(DType t) {
       return "int8";
     case DType::kBool:
       return "bool";
+    case DType::kFloat8E4M3:
+      return "float8_e4m3fn";
   }
   return "?";
 }
@@ -62,6 +65,8 @@ const char* SafetensorsDTypeName(DType t) {
       return "I8";
     case DType::kBool:
       return "BOOL";
+    case DType::kFloat8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -75,6 +80,7 @@ std::optional<DType> ParseDType(std::string_view n) {
   if (n == "uint8" || n == "U8") return DType::kUInt8;
   if (n == "int8" || n == "I8") return DType::kInt8;
   if (n == "bool" || n == "BOOL") return DType::kBool;
+  if (n == "float8_e4m3fn" || n == "F8_E4M3") return DType::kFloat8E4M3;
   return std::nullopt;
 }
 

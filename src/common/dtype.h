@@ -17,7 +17,9 @@ enum class DType : std::uint8_t {
   kInt64,
   kUInt8,
   kInt8,
-  kBool
+  kBool,
+  // FP8 E4M3 ("e4m3fn": no infinities, 0x7f/0xff are NaN, largest finite 448): common/fp8_e4m3.h.
+  kFloat8E4M3
 };
 
 std::size_t DTypeSize(DType t);

@@ -68,9 +68,9 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(
         "(built with INFLIGHT_CUDA=OFF or without a CUDA toolkit); accepted here: auto, cpu");
   }
 #endif
-  // fp32 K and V for every layer.
-  const std::int64_t bytes_per_token =
-      2 * engine.num_layers * engine.num_kv_heads * engine.head_dim * 4;
+  // K and V for every layer: fp32, or E4M3 bytes for an FP8 KV cache (4x the tokens).
+  const std::int64_t bytes_per_token = 2 * engine.num_layers * engine.num_kv_heads *
+                                       engine.head_dim * (engine.quant.kv_cache_fp8 ? 1 : 4);
   const std::int64_t full =
       static_cast<std::int64_t>(engine.build.max_batch_size) * engine.build.max_seq_len;
   std::int64_t tokens =

@@ -9,8 +9,11 @@
 #include <unordered_map>
 
 #include "common/logging.h"
+#include "model/checkpoint_index.h"
 #include "model/hf_config.h"
 #include "model/parallel_safetensors_writer.h"
+#include "model/quant_plan.h"
+#include "model/quant_sources.h"
 
 namespace inflight::model {
 namespace {
@@ -57,64 +60,7 @@ void ConvertRun(DType from, const std::byte* src, DType to, std::byte* dst, std:
   }
 }
 
-// All shards of a checkpoint, mapped, with one name → tensor index.
-class Checkpoint {
- public:
-  static Result<std::unique_ptr<Checkpoint>> Open(const std::string& dir, bool gpt2) {
-    auto ckpt = std::unique_ptr<Checkpoint>(new Checkpoint());
-    ckpt->gpt2_ = gpt2;
-    ASSIGN_OR_RETURN(ckpt->paths_, ListCheckpointShards(dir));
-    for (const std::string& path : ckpt->paths_) {
-      ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(path));
-      for (const std::string& name : file->names()) {
-        ckpt->index_.emplace(name, file->Find(name));  // first shard wins on duplicates
-      }
-      ckpt->files_.push_back(std::move(file));
-    }
-    return ckpt;
-  }
-
-  const std::vector<std::string>& paths() const { return paths_; }
-
-  // GPT-2 checkpoints come with ("transformer.h.0...", from GPT2LMHeadModel) or without ("h.0...",
-  // from GPT2Model) the prefix.
-  const TensorInfo* Find(const std::string& name) const {
-    if (gpt2_) {
-      auto it = index_.find("transformer." + name);
-      if (it != index_.end()) return it->second;
-    }
-    auto it = index_.find(name);
-    return it == index_.end() ? nullptr : it->second;
-  }
-
-  std::string FileOf(const TensorInfo* t) const {
-    const SafetensorsFile* f = FileHolding(t);
-    return f ? f->path() : "?";
-  }
-
-  void Release(const TensorInfo* t) const {
-    if (const SafetensorsFile* f = FileHolding(t)) f->Release(*t);
-  }
-
-  std::string Describe() const {
-    std::string s;
-    for (const std::string& p : paths_) s += (s.empty() ? "" : ", ") + p;
-    return s;
-  }
-
- private:
-  const SafetensorsFile* FileHolding(const TensorInfo* t) const {
-    for (const auto& f : files_) {
-      if (f->Find(t->name) == t) return f.get();
-    }
-    return nullptr;
-  }
-
-  bool gpt2_ = false;
-  std::vector<std::string> paths_;
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::unordered_map<std::string, const TensorInfo*> index_;
-};
+using Checkpoint = CheckpointIndex;
 
 Status CheckPiece(const Checkpoint& ckpt, const EngineWeight& w, const WeightPiece& p) {
   if (p.zeros) return Status::Ok();
@@ -158,7 +104,79 @@ Status CheckRange(const char* flag, std::int64_t value, std::int64_t lo, std::in
   return Status::Ok();
 }
 
+constexpr const char* kModelOptConfigName = "hf_quant_config.json";
+
+// The engine's quantization from the checkpoint's (already in c.quant) and the flags.
+Status ApplyQuantOptions(const BuildOptions& o, const std::string& source, EngineConfig* c) {
+  QuantConfig& q = c->quant;
+  if (o.qformat && *o.qformat != QuantAlgo::kNone) {
+    const std::string flag = std::string("--qformat ") + QuantAlgoName(*o.qformat);
+    if (q.quantized_weights()) {
+      return Unsupported(flag + ": " + source + " is already quantized (" + q.source +
+                         ", quant_algo " + QuantAlgoName(q.quant_algo) +
+                         "); build it without --qformat");
+    }
+    if (c->architecture == Architecture::kGpt2) {
+      return Unsupported(flag +
+                         " is not supported for GPT2LMHeadModel; accepted architectures: "
+                         "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                         "Qwen3ForCausalLM");
+    }
+    q.quant_algo = *o.qformat;
+    q.source = "inflight-build " + flag;
+    switch (*o.qformat) {
+      case QuantAlgo::kFp8:
+        // Per output channel (a row scale in the GEMM epilogue), tokens scaled at run time.
+        q.weight_granularity = WeightScaleGranularity::kPerChannel;
+        q.activation_scaling = ActivationScaling::kDynamicPerToken;
+        break;
+      case QuantAlgo::kInt8Wo:
+        q.weight_granularity = WeightScaleGranularity::kPerChannel;
+        break;
+      case QuantAlgo::kInt4Wo:
+        if (o.group_size < 2) {
+          return InvalidArgument("--group_size " + std::to_string(o.group_size) +
+                                 " is not accepted; accepted: a group size >= 2 (default 128)");
+        }
+        q.weight_granularity = WeightScaleGranularity::kPerGroup;
+        q.group_size = o.group_size;
+        break;
+      case QuantAlgo::kNone:
+        break;
+    }
+  }
+  if (o.kv_cache_fp8) {
+    q.kv_cache_fp8 = true;
+    if (q.source.empty()) q.source = "inflight-build --kv_cache_dtype fp8";
+  }
+  if (!q.any()) return Status::Ok();
+  RETURN_IF_ERROR(q.Validate());
+  return CheckQuantizedLayout(*c);
+}
+
 }  // namespace
+
+Result<CheckpointQuantization> ReadCheckpointQuantization(const std::string& dir) {
+  auto text = ReadText(fs::path(dir) / "config.json");
+  if (!text.ok()) return text.status();
+  const std::string origin = (fs::path(dir) / "config.json").string();
+  ASSIGN_OR_RETURN(HfConfigReading hf, ReadHuggingFaceConfig(*text, origin));
+  const fs::path modelopt = fs::path(dir) / kModelOptConfigName;
+  std::error_code ec;
+  if (!fs::exists(modelopt, ec)) return hf.checkpoint_quant;
+  ASSIGN_OR_RETURN(std::string mo_text, ReadText(modelopt));
+  ASSIGN_OR_RETURN(CheckpointQuantization mo, ReadModelOptQuantConfig(mo_text, modelopt.string()));
+  if (hf.checkpoint_quant.format != CheckpointQuantFormat::kNone &&
+      hf.checkpoint_quant.format != CheckpointQuantFormat::kModelOpt) {
+    return Unsupported(modelopt.string() + " (ModelOpt) and " + origin +
+                       "'s quantization_config (quant_method \"" +
+                       CheckpointQuantFormatName(hf.checkpoint_quant.format) +
+                       "\") both describe the weights; keep one");
+  }
+  return mo;
+}
+
+namespace {}  // namespace
 
 void GatherWeightPiece(const TensorInfo* source, const WeightPiece& p, DType to, std::byte* dst,
                        std::vector<float>* scratch) {
@@ -223,15 +241,30 @@ Result<EngineConfig> MakeEngineConfig(const BuildOptions& o, bool log_reading) {
       }
     }
   }
-  return MakeEngineConfigFromJson(*text, hf_config.string(), o, weights_dtype, log_reading);
+  // ModelOpt's settings live in hf_quant_config.json beside config.json.
+  std::optional<QuantConfig> modelopt;
+  std::error_code ec;
+  if (fs::exists(fs::path(o.checkpoint_dir) / kModelOptConfigName, ec)) {
+    ASSIGN_OR_RETURN(CheckpointQuantization cq, ReadCheckpointQuantization(o.checkpoint_dir));
+    modelopt = cq.engine;
+  }
+  return MakeEngineConfigFromJson(*text, hf_config.string(), o, weights_dtype, log_reading,
+                                  modelopt ? &*modelopt : nullptr);
 }
 
 Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
                                               const std::string& source, const BuildOptions& o,
-                                              std::optional<DType> weights_dtype,
-                                              bool log_reading) {
+                                              std::optional<DType> weights_dtype, bool log_reading,
+                                              const QuantConfig* file_quant) {
   ASSIGN_OR_RETURN(HfConfigReading hf, ReadHuggingFaceConfig(hf_config_json, source));
   EngineConfig c = std::move(hf.config);
+  if (file_quant != nullptr) {
+    if (c.quant.any() && c.quant.source != "modelopt") {
+      return Unsupported(source + ": quantization_config (" + c.quant.source + ") and " +
+                         kModelOptConfigName + " both describe the weights; keep one");
+    }
+    c.quant = *file_quant;
+  }
   if (log_reading && !hf.unread_keys.empty()) {
     std::string keys;
     for (const std::string& k : hf.unread_keys) keys += (keys.empty() ? "" : ", ") + k;
@@ -306,6 +339,7 @@ Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
   c.build = {o.max_batch_size, max_input_len, max_seq_len, o.max_num_tokens, o.tokens_per_block};
   CanonicalizeAttentionWindows(&c);
   RETURN_IF_ERROR(c.Validate());
+  RETURN_IF_ERROR(ApplyQuantOptions(o, source, &c));
   if (log_reading && c.position_embedding == PositionEmbedding::kRope) {
     LOG_INFO("{}: {} with rope {}{}", source, c.architecture_name, DescribeRope(c.rope),
              c.attention_windows.empty() ? "" : ", sliding-window attention");
@@ -324,15 +358,46 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
   ASSIGN_OR_RETURN(auto ckpt,
                    Checkpoint::Open(o.checkpoint_dir, config.architecture == Architecture::kGpt2));
 
+  // Quantized linears come from the checkpoint's own quantized tensors, or are quantized here.
+  std::unique_ptr<QuantizedLinearSource> quant_source;
+  if (config.quant.any()) {
+    // NOTE: quantized weights are sliced per tensor-parallel rank only; stage files of a
+    // pipeline-split engine are not yet checked with them, so the combination is refused.
+    if (config.pp_size > 1) {
+      return Unsupported("--pp_size " + std::to_string(config.pp_size) +
+                         " with a quantized engine (quant_algo \"" +
+                         std::string(QuantAlgoName(config.quant.quant_algo)) +
+                         "\") is not supported yet; accepted with quantization: --pp_size 1");
+    }
+    ASSIGN_OR_RETURN(CheckpointQuantization cq, ReadCheckpointQuantization(o.checkpoint_dir));
+    quant_source = cq.format == CheckpointQuantFormat::kNone
+                       ? MakeBuildTimeQuantizer(*ckpt, config.quant)
+                       : MakePrequantizedSource(*ckpt, cq);
+  }
+
   // Check everything first: a bad checkpoint fails before any file is written.
   for (std::int32_t rank = 0; rank < config.tp_size * config.pp_size; ++rank) {
-    for (const EngineWeight& w : PlanFileWeights(config, rank)) {
+    for (const EngineWeight& w : QuantizeRankPlan(config, PlanFileWeights(config, rank))) {
+      if (w.kv_cache_scale) {
+        RETURN_IF_ERROR(
+            quant_source->KvCacheScales(std::stoll(w.name.substr(std::string("layers.").size())))
+                .status());
+        continue;
+      }
+      if (w.quant_part) {
+        if (*w.quant_part != QuantPart::kWeight) continue;
+        for (const WeightPiece& p : w.pieces)
+          RETURN_IF_ERROR(quant_source->Check(p.hf_name, p.hf_shape));
+        continue;
+      }
       for (const WeightPiece& p : w.pieces) RETURN_IF_ERROR(CheckPiece(*ckpt, w, p));
     }
   }
 
   const Checkpoint* c = ckpt.get();
-  auto gather = [c](const EngineWeight& w, DType dtype, std::byte* dst) -> Status {
+  const QuantizedLinearSource* qs = quant_source.get();
+  auto gather = [c, qs, &config](const EngineWeight& w, DType dtype, std::byte* dst) -> Status {
+    if (w.quant_part || w.kv_cache_scale) return FillQuantizedWeight(config, *qs, w, dst);
     std::vector<float> scratch;
     const std::size_t esize = DTypeSize(dtype);
     for (const WeightPiece& p : w.pieces) {
@@ -360,10 +425,10 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
   BuildSummary summary;
   const std::int32_t num_files = config.tp_size * config.pp_size;
   for (std::int32_t rank = 0; rank < num_files; ++rank) {
-    plans.push_back(PlanFileWeights(config, rank));
+    plans.push_back(QuantizeRankPlan(config, PlanFileWeights(config, rank)));
     for (const EngineWeight& w : plans.back()) {
       summary.num_tensors += 1;
-      summary.num_bytes += WeightBytes(w, config.dtype);
+      summary.num_bytes += WeightBytes(w, w.stored_dtype.value_or(config.dtype));
     }
   }
 
@@ -380,10 +445,10 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
   BuildProgress state;
   state.tensors_total = summary.num_tensors;
   state.bytes_total = summary.num_bytes;
-  const DType dtype = config.dtype;
   for (std::int32_t rank = 0; rank < num_files; ++rank) {
     ParallelSafetensorsWriter writer;
     for (const EngineWeight& w : plans[rank]) {
+      const DType dtype = w.stored_dtype.value_or(config.dtype);
       RETURN_IF_ERROR(writer.AddLazy(
           w.name, dtype, w.shape,
           [&fill, &w, dtype](std::byte* dst, std::size_t) { return fill(w, dtype, dst); }));

@@ -15,6 +15,7 @@
 #include "common/dtype.h"
 #include "inflight/status.h"
 #include "model/engine_config.h"
+#include "model/hf_quant_config.h"
 #include "model/safetensors.h"
 #include "model/weight_plan.h"
 
@@ -34,6 +35,11 @@ struct BuildOptions {
   std::optional<std::int32_t> max_seq_len;    // default: min(max_position_embeddings, 2048)
   std::int32_t max_num_tokens = 8192;         // >= 1
   std::int32_t tokens_per_block = 64;         // power of two in [1, 1024]
+  // --qformat (TensorRT-LLM quantize.py's name): quantize a float checkpoint's decoder linears at
+  // build time. Unset: as the checkpoint is (float, or pre-quantized with its own settings).
+  std::optional<QuantAlgo> qformat;
+  std::int64_t group_size = 128;  // --group_size: int4_wo's input columns per scale, >= 2
+  bool kv_cache_fp8 = false;      // --kv_cache_dtype fp8
 };
 
 struct BuildProgress {
@@ -64,12 +70,18 @@ constexpr int kConverterVersion = 1;
 Result<EngineConfig> MakeEngineConfig(const BuildOptions& options, bool log_reading = true);
 // The same from the text of a Hugging Face config.json (`source` names it in errors);
 // options.checkpoint_dir is not used. weights_dtype: the dtype when neither options.dtype nor the
-// config names one (an error when that is nullopt too).
+// config names one (an error when that is nullopt too). file_quant: quantization settings from a
+// file beside config.json (ModelOpt's hf_quant_config.json), or nullptr.
 Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
                                               const std::string& source,
                                               const BuildOptions& options,
                                               std::optional<DType> weights_dtype,
-                                              bool log_reading = true);
+                                              bool log_reading = true,
+                                              const QuantConfig* file_quant = nullptr);
+
+// The quantization a checkpoint folder was published with: config.json's quantization_config, or
+// ModelOpt's hf_quant_config.json beside it (format kNone when neither).
+Result<CheckpointQuantization> ReadCheckpointQuantization(const std::string& checkpoint_dir);
 
 // Checks the whole checkpoint (every needed tensor present, with the expected shape and a float
 // dtype) before writing anything, then writes rank<N>.safetensors for every rank and config.json

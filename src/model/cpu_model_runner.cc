@@ -39,16 +39,24 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
   r->weight_bytes_ = weights.num_bytes;
 
   r->pool_floats_ = r->num_blocks_ * r->shard_.num_kv_heads * tpb * c.head_dim;
+  // An FP8 KV cache holds E4M3 bytes: a quarter of the fp32 pools (a half of the GPU's bf16).
+  const bool fp8 = c.quant.kv_cache_fp8;
+  r->kv_elem_bytes_ = fp8 ? 1 : 4;
+  const auto n = static_cast<std::size_t>(r->pool_floats_);
   for (std::int64_t i = 0; i < r->shard_.num_layers(); ++i) {
     LayerKvPools p;
-    p.k =
-        static_cast<float*>(std::calloc(static_cast<std::size_t>(r->pool_floats_), sizeof(float)));
-    p.v =
-        static_cast<float*>(std::calloc(static_cast<std::size_t>(r->pool_floats_), sizeof(float)));
+    if (fp8) {
+      p.k8 = static_cast<std::uint8_t*>(std::calloc(n, 1));
+      p.v8 = static_cast<std::uint8_t*>(std::calloc(n, 1));
+    } else {
+      p.k = static_cast<float*>(std::calloc(n, sizeof(float)));
+      p.v = static_cast<float*>(std::calloc(n, sizeof(float)));
+    }
     r->kv_.push_back(p);  // pushed before the check so the destructor frees a partial allocation
-    if (p.k == nullptr || p.v == nullptr) {
+    if ((fp8 ? p.k8 == nullptr || p.v8 == nullptr : p.k == nullptr || p.v == nullptr)) {
       return Unavailable("cannot allocate the KV cache: " + std::to_string(r->shard_.num_layers()) +
-                         " layers x 2 pools x " + std::to_string(r->pool_floats_ * 4) +
+                         " layers x 2 pools x " +
+                         std::to_string(r->pool_floats_ * r->kv_elem_bytes_) +
                          " bytes (max_kv_tokens " + std::to_string(options.max_kv_tokens) + ")");
     }
   }
@@ -56,10 +64,14 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
   const std::string window_text = DescribeAttentionWindows(windows);
   r->transformer_ = std::make_unique<Transformer>(
       c, r->shard_, std::move(weights), std::move(windows), tpb, r->pool_.get(), *r->collectives_);
-  LOG_INFO("cpu model runner: {} ({} layers, hidden {}), {} KV blocks of {} tokens, {} threads{}",
-           c.architecture_name, c.num_layers, c.hidden_size, r->num_blocks_, tpb,
-           r->pool_->num_threads(),
-           window_text.empty() ? "" : "; attention windows: " + window_text);
+  LOG_INFO(
+      "cpu model runner: {} ({} layers, hidden {}{}), {} KV blocks of {} tokens{}, {} threads{}",
+      c.architecture_name, c.num_layers, c.hidden_size,
+      c.quant.quantized_weights()
+          ? std::string(", ") + QuantAlgoName(c.quant.quant_algo) + " weights dequantized"
+          : std::string(),
+      r->num_blocks_, tpb, fp8 ? " (fp8)" : "", r->pool_->num_threads(),
+      window_text.empty() ? "" : "; attention windows: " + window_text);
   return r;
 }
 
@@ -67,12 +79,14 @@ CpuModelRunner::~CpuModelRunner() {
   for (auto& p : kv_) {
     std::free(p.k);
     std::free(p.v);
+    std::free(p.k8);
+    std::free(p.v8);
   }
 }
 
 std::int64_t CpuModelRunner::memory_bytes() const {
   std::lock_guard<std::mutex> lock(step_mutex_);
-  return weight_bytes_ + 2 * static_cast<std::int64_t>(kv_.size()) * pool_floats_ * 4 +
+  return weight_bytes_ + 2 * static_cast<std::int64_t>(kv_.size()) * pool_floats_ * kv_elem_bytes_ +
          transformer_->workspace_bytes();
 }
 

@@ -45,8 +45,9 @@ class CpuModelRunner final : public ModelRunner {
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
   std::unique_ptr<Transformer> transformer_;
   std::int64_t num_blocks_ = 0;
-  std::int64_t pool_floats_ = 0;  // per pool (one of K or V of one layer)
-  std::vector<LayerKvPools> kv_;  // the shard's layers; calloc'd: untouched pages cost nothing
+  std::int64_t pool_floats_ = 0;    // elements per pool (one of K or V of one layer)
+  std::int64_t kv_elem_bytes_ = 4;  // 1 for an FP8 KV cache
+  std::vector<LayerKvPools> kv_;    // the shard's layers; calloc'd: untouched pages cost nothing
   mutable std::mutex step_mutex_;
 };
 

@@ -170,6 +170,7 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   CUDA_RETURN(cudaEventCreate(&r->step_end_));
 
   ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
+  RETURN_IF_ERROR(CheckCudaRunnerQuantization(r->config_.quant, engine_dir));
   const EngineConfig& c = r->config_;
   r->rope_per_sequence_ = RopeVariesWithLength(c);
   r->collectives_ = options.collectives != nullptr ? options.collectives

@@ -67,6 +67,7 @@ Status EngineConfig::Validate() const {
     return InvalidArgument("num_attention_heads " + std::to_string(num_attention_heads) +
                            " is not a multiple of num_kv_heads " + std::to_string(num_kv_heads));
   }
+  RETURN_IF_ERROR(quant.Validate());
   if (position_embedding == PositionEmbedding::kRope && head_dim % 2 != 0) {
     return InvalidArgument("head_dim " + std::to_string(head_dim) + " must be even for rope");
   }

@@ -10,6 +10,7 @@
 
 #include "common/dtype.h"
 #include "inflight/status.h"
+#include "model/quant_config.h"
 #include "model/rope_config.h"
 
 namespace inflight::model {
@@ -60,6 +61,8 @@ struct EngineConfig {
   BuildLimits build;
   std::int32_t tp_size = 1;
   std::int32_t pp_size = 1;
+  // Quantized linears and KV cache (docs/engine_format.md, "Quantization"); none by default.
+  QuantConfig quant;
 
   // Number of (query, key, value) rows of the fused qkv weight on one rank.
   std::int64_t QkvRows(std::int32_t tp) const {

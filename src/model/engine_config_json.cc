@@ -161,6 +161,8 @@ std::string EngineConfigToJson(const EngineConfig& c) {
                 {"max_num_tokens", c.build.max_num_tokens},
                 {"tokens_per_block", c.build.tokens_per_block}};
   j["parallel"] = {{"tp_size", c.tp_size}, {"pp_size", c.pp_size}};
+  // Written only for quantized engines, so the config.json of a float engine is unchanged.
+  if (c.quant.any()) j["quantization"] = ojson::parse(QuantConfigToJson(c.quant));
   return j.dump(2) + "\n";
 }
 
@@ -264,6 +266,9 @@ Result<EngineConfig> EngineConfigFromJson(const std::string& json_text, const st
   const JsonFields pf(*parallel, origin + " parallel");
   RETURN_IF_ERROR(pf.Int32("tp_size", &c.tp_size));
   RETURN_IF_ERROR(pf.Int32("pp_size", &c.pp_size));
+  if (const json* quant = f.Get("quantization")) {
+    ASSIGN_OR_RETURN(c.quant, QuantConfigFromJson(quant->dump(), origin + " quantization"));
+  }
   Status st = c.Validate();
   if (!st.ok()) return Status(st.code(), origin + ": " + st.message());
   return c;

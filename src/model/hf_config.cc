@@ -6,6 +6,7 @@
 #include <set>
 
 #include "model/hf_config_readers.h"
+#include "model/hf_quant_config.h"
 
 namespace inflight::model {
 namespace {
@@ -22,20 +23,6 @@ std::string ArchitectureFromModelType(const JsonFields& f) {
   if (t == "qwen3") return "Qwen3ForCausalLM";
   if (t == "gpt2") return "GPT2LMHeadModel";
   return "";
-}
-
-// NOTE: quantized checkpoints (issue 24) are read nowhere yet; this is where their
-// quantization_config will be turned into the engine's quantization settings.
-Status CheckQuantization(const JsonFields& f) {
-  const json* q = f.Get("quantization_config");
-  if (q == nullptr) return Status::Ok();
-  std::string method = "?";
-  if (q->is_object() && q->contains("quant_method") && (*q)["quant_method"].is_string()) {
-    method = (*q)["quant_method"].get<std::string>();
-  }
-  return Unsupported(f.where() + ": \"quantization_config\" (quant_method \"" + method +
-                     "\") is not supported: quantized checkpoints are not read yet; supported: "
-                     "float32, float16 or bfloat16 weights without quantization_config");
 }
 
 std::optional<DType> FloatDType(const std::string& name) {
@@ -74,9 +61,22 @@ Result<HfConfigReading> ReadHuggingFaceConfig(const std::string& text, const std
                        ": supported are " + SupportedArchitectures());
   }
   c.architecture = *arch;
-  RETURN_IF_ERROR(CheckQuantization(f));
-  RETURN_IF_ERROR(f.Int("vocab_size", &c.vocab_size));
   std::vector<std::string> nested_unread;
+  if (const json* q = f.Get("quantization_config")) {
+    ASSIGN_OR_RETURN(out.checkpoint_quant,
+                     ReadQuantizationConfig(q->dump(), origin + " quantization_config"));
+    if (c.architecture == Architecture::kGpt2) {
+      return Unsupported(origin + ": \"quantization_config\" (quant_method \"" +
+                         std::string(CheckpointQuantFormatName(out.checkpoint_quant.format)) +
+                         "\") is not supported for GPT2LMHeadModel; quantized checkpoints are "
+                         "read for LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                         "Qwen3ForCausalLM");
+    }
+    c.quant = out.checkpoint_quant.engine;
+    nested_unread.insert(nested_unread.end(), out.checkpoint_quant.unread_keys.begin(),
+                         out.checkpoint_quant.unread_keys.end());
+  }
+  RETURN_IF_ERROR(f.Int("vocab_size", &c.vocab_size));
   if (c.architecture == Architecture::kGpt2) {
     RETURN_IF_ERROR(ReadGpt2Config(f, &c));
   } else {

@@ -19,6 +19,7 @@
 #include "common/dtype.h"
 #include "inflight/status.h"
 #include "model/engine_config.h"
+#include "model/hf_quant_config.h"
 
 namespace inflight::model {
 
@@ -34,6 +35,9 @@ struct HfConfigReading {
   // Keys the converter did not read, sorted, beyond those the field table marks as having no
   // effect; keys inside the rope object are prefixed ("rope_scaling.finetuned").
   std::vector<std::string> unread_keys;
+  // config.json's quantization_config (format kNone without one); config.quant is its engine
+  // settings. ModelOpt's hf_quant_config.json is a file of its own: the builder reads it.
+  CheckpointQuantization checkpoint_quant;
 };
 
 Result<HfConfigReading> ReadHuggingFaceConfig(const std::string& hf_config_json_text,

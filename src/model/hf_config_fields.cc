@@ -30,7 +30,8 @@ constexpr HfFieldRule kRules[] = {
     {"bos_token_id", kAll, kHonoured, "recorded in the engine (a list: its first id)"},
     {"eos_token_id", kAll, kHonoured, "recorded in the engine as the default end_id"},
     {"quantization_config", kAll, kPartly,
-     "refused: no quantized checkpoint is read yet (the error names quant_method)"},
+     "quant_method compressed-tensors (FP8), modelopt (FP8), awq (4-bit gemm), gptq (4 or 8 bits); "
+     "every setting honoured or refused by name (model/hf_quant_config.h)"},
     {"transformers_version", kAll, kNoEffect, "bookkeeping"},
     {"_name_or_path", kAll, kNoEffect, "bookkeeping"},
     {"model_type", kAll, kNoEffect, "picks the model only when architectures is absent"},

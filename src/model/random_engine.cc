@@ -84,6 +84,12 @@ Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint
   ASSIGN_OR_RETURN(const EngineConfig config,
                    MakeEngineConfigFromJson(CheckpointConfigJson(o),
                                             "random " + o.arch + " weights", build, o.dtype));
+  if (config.quant.any()) {
+    return Unsupported(
+        "--qformat and --kv_cache_dtype are not supported with --random_preset: "
+        "write the checkpoint with make_checkpoint and quantize it with "
+        "--checkpoint_dir");
+  }
   const auto weights = std::make_shared<const RandomWeights>(o);
   return WriteEngineFiles(
       config,

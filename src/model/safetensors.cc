@@ -34,7 +34,7 @@ std::string ErrnoText() {
 // accepts.
 std::optional<DType> SafetensorsDType(std::string_view name) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kInt64,
-                  DType::kUInt8, DType::kInt8, DType::kBool}) {
+                  DType::kUInt8, DType::kInt8, DType::kBool, DType::kFloat8E4M3}) {
     if (name == SafetensorsDTypeName(t)) return t;
   }
   return std::nullopt;

@@ -5,10 +5,13 @@
 
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/fp8_activation.h"
 #include "kernels/cpu/kv_cache_write.h"
+#include "kernels/cpu/kv_cache_write_fp8.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/paged_attention_fp8.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/rope.h"
 #include "model/rope_frequencies.h"
@@ -127,6 +130,10 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
     } else {
       Norm(normed_.data(), hidden_.data(), residual_.data(), l.attn_norm, l.attn_norm_bias, T);
     }
+    // W8A8: each quantized linear's input goes through E4M3 first, as on the GPU (the buffers are
+    // read by that linear only).
+    const bool fp8_acts = config_.quant.quant_algo == QuantAlgo::kFp8;
+    if (fp8_acts) k::QuantizeActivationsFp8(normed_.data(), T, H, H, l.qkv_input_scale);
     k::Linear(qkv_.data(), normed_.data(), H, l.qkv, l.qkv_bias, T, H, qkv_dim, pool_);
     float* q = qkv_.data();
     float* kk = q + q_dim;
@@ -136,13 +143,23 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
       k::HeadRmsNorm(kk, T, nkv, hd, qkv_dim, l.k_norm, config_.norm_eps);
     }
     if (config_.position_embedding == PositionEmbedding::kRope) Rotate(batch, q, kk);
-    k::KvCacheWrite(kv[i].k, kv[i].v, kk, v, qkv_dim, batch.paged, kv_shape_);
     const auto layer = static_cast<std::size_t>(shard_.first_layer) + i;
-    k::PagedAttention(attn_.data(), q, qkv_dim, kv[i].k, kv[i].v, batch.paged, kv_shape_, nq, scale,
-                      windows_[layer], pool_);
+    if (config_.quant.kv_cache_fp8) {
+      k::KvCacheWriteFp8(kv[i].k8, kv[i].v8, kk, v, qkv_dim, batch.paged, kv_shape_,
+                         l.k_cache_scale, l.v_cache_scale);
+      k::PagedAttentionFp8(attn_.data(), q, qkv_dim, kv[i].k8, kv[i].v8, l.k_cache_scale,
+                           l.v_cache_scale, batch.paged, kv_shape_, nq, scale, windows_[layer],
+                           pool_);
+    } else {
+      k::KvCacheWrite(kv[i].k, kv[i].v, kk, v, qkv_dim, batch.paged, kv_shape_);
+      k::PagedAttention(attn_.data(), q, qkv_dim, kv[i].k, kv[i].v, batch.paged, kv_shape_, nq,
+                        scale, windows_[layer], pool_);
+    }
+    if (fp8_acts) k::QuantizeActivationsFp8(attn_.data(), T, q_dim, q_dim, l.attn_out_input_scale);
     RETURN_IF_ERROR(RowParallelLinear(attn_.data(), q_dim, l.attn_out, l.attn_out_bias, T));
 
     Norm(normed_.data(), hidden_.data(), residual_.data(), l.mlp_norm, l.mlp_norm_bias, T);
+    if (fp8_acts) k::QuantizeActivationsFp8(normed_.data(), T, H, H, l.mlp_in_input_scale);
     if (swiglu) {
       k::Linear(mlp_.data(), normed_.data(), H, l.gate_up, l.gate_up_bias, T, H, 2 * inter, pool_);
       k::SwiGlu(mlp_act_.data(), mlp_.data(), T, inter);
@@ -150,6 +167,7 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
       k::Linear(mlp_.data(), normed_.data(), H, l.fc, l.fc_bias, T, H, inter, pool_);
       k::GeluNew(mlp_act_.data(), mlp_.data(), T * inter);
     }
+    if (fp8_acts) k::QuantizeActivationsFp8(mlp_act_.data(), T, inter, inter, l.down_input_scale);
     RETURN_IF_ERROR(RowParallelLinear(mlp_act_.data(), inter, l.down, l.down_bias, T));
   }
   if (!shard_.last_stage()) {

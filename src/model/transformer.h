@@ -19,11 +19,13 @@
 
 namespace inflight::model {
 
-// One layer's K and V pools, each [num_blocks, num_kv_heads, tokens_per_block, head_dim] fp32
-// (the shard's kv heads).
+// One layer's K and V pools, each [num_blocks, num_kv_heads, tokens_per_block, head_dim] (the
+// shard's kv heads): fp32, or E4M3 bytes for an FP8 KV cache (EngineConfig::quant.kv_cache_fp8).
 struct LayerKvPools {
   float* k = nullptr;
   float* v = nullptr;
+  std::uint8_t* k8 = nullptr;
+  std::uint8_t* v8 = nullptr;
 };
 
 struct ForwardBatch {

@@ -1,6 +1,9 @@
 #include "model/transformer_weights.h"
 
+#include <cstring>
 #include <string>
+
+#include "kernels/cpu/dequantize.h"
 
 namespace inflight::model {
 namespace {
@@ -43,10 +46,82 @@ class Binder {
   }
   std::int64_t num_bytes() const { return num_bytes_; }
 
+  // The tensor `name` of exactly `dtype` and `shape`.
+  Result<const TensorInfo*> BindRaw(const std::string& name, DType dtype,
+                                    const std::vector<std::int64_t>& shape) {
+    const TensorInfo* t = file_.Find(name);
+    if (t == nullptr) {
+      return NotFound(file_.path() + ": tensor \"" + name + "\" is missing (expected " +
+                      DTypeName(dtype) + " " + ShapeToString(shape) + ")");
+    }
+    if (t->shape != shape || t->dtype != dtype) {
+      return InvalidArgument(file_.path() + ": tensor \"" + name + "\" is " + DTypeName(t->dtype) +
+                             " " + ShapeToString(t->shape) + ", expected " + DTypeName(dtype) +
+                             " " + ShapeToString(shape));
+    }
+    num_bytes_ += static_cast<std::int64_t>(t->nbytes);
+    return t;
+  }
+
  private:
   const SafetensorsFile& file_;
   std::int64_t num_bytes_ = 0;
 };
+
+// The linear `linear` ("layers.0.qkv") of [rows, cols]: its float weight, or, in a quantized
+// engine, its parts dequantized into a buffer `w` keeps (docs/engine_format.md, "Quantization").
+Status BindLinear(const EngineConfig& c, Binder& b, const std::string& linear, std::int64_t rows,
+                  std::int64_t cols, std::int64_t full_cols, TransformerWeights& w, WeightPtr* out,
+                  float* input_scale) {
+  const QuantConfig& q = c.quant;
+  if (!q.quantized_weights()) return b.Bind(linear + ".weight", {rows, cols}, true, out);
+  // NOTE: with act-order the scale groups cover the whole linear's inputs (quant_plan.cc).
+  const std::int64_t groups = q.NumGroups(q.has_group_index ? full_cols : cols);
+  auto shape = [&](QuantPart p) { return QuantPartShape(q, p, rows, cols, groups); };
+  auto part = [&](QuantPart p) -> Result<const TensorInfo*> {
+    return b.BindRaw(linear + "." + QuantPartSuffix(p), QuantPartDType(q, p), shape(p));
+  };
+  kernels::cpu::QuantizedWeightView v;
+  v.kind = q.quant_algo == QuantAlgo::kFp8      ? kernels::cpu::QuantizedWeightKind::kFp8E4M3
+           : q.quant_algo == QuantAlgo::kInt8Wo ? kernels::cpu::QuantizedWeightKind::kInt8
+                                                : kernels::cpu::QuantizedWeightKind::kInt4;
+  ASSIGN_OR_RETURN(const TensorInfo* codes, part(QuantPart::kWeight));
+  v.codes = reinterpret_cast<const std::uint8_t*>(codes->data);
+  ASSIGN_OR_RETURN(const TensorInfo* scales, part(QuantPart::kWeightScale));
+  v.scales = reinterpret_cast<const float*>(scales->data);
+  v.per_tensor = q.weight_granularity == WeightScaleGranularity::kPerTensor;
+  v.num_groups = groups;
+  v.group_size = q.weight_granularity == WeightScaleGranularity::kPerGroup ? q.group_size : 0;
+  if (q.has_zero_point) {
+    ASSIGN_OR_RETURN(const TensorInfo* zeros, part(QuantPart::kWeightZero));
+    v.zeros = reinterpret_cast<const std::uint8_t*>(zeros->data);
+  }
+  if (q.has_group_index) {
+    ASSIGN_OR_RETURN(const TensorInfo* g_idx, part(QuantPart::kGroupIndex));
+    v.g_idx = reinterpret_cast<const std::int32_t*>(g_idx->data);
+    for (std::int64_t i = 0; i < cols; ++i) {
+      if (v.g_idx[i] < 0 || v.g_idx[i] >= groups) {
+        return InvalidArgument(linear + ".g_idx[" + std::to_string(i) + "] is " +
+                               std::to_string(v.g_idx[i]) + ", outside [0, " +
+                               std::to_string(groups) + ")");
+      }
+    }
+  }
+  if (q.activation_scaling == ActivationScaling::kStatic) {
+    ASSIGN_OR_RETURN(const TensorInfo* s, part(QuantPart::kInputScale));
+    std::memcpy(input_scale, s->data, sizeof(float));
+    if (!(*input_scale > 0.0f)) {
+      return InvalidArgument(linear + ".input_scale is " + std::to_string(*input_scale) +
+                             ", must be > 0");
+    }
+  }
+  auto buffer = std::make_unique<float[]>(static_cast<std::size_t>(rows * cols));
+  kernels::cpu::DequantizeWeight(v, rows, cols, buffer.get(), nullptr);
+  *out = WeightPtr(buffer.get());
+  w.dequantized.push_back(std::move(buffer));
+  w.num_bytes += rows * cols * static_cast<std::int64_t>(sizeof(float));
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -68,26 +143,38 @@ Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c, const M
     LayerWeights l;
     RETURN_IF_ERROR(b.Bind(p + "attn_norm.weight", {h}, true, &l.attn_norm));
     if (c.norm_bias) RETURN_IF_ERROR(b.Bind(p + "attn_norm.bias", {h}, true, &l.attn_norm_bias));
-    RETURN_IF_ERROR(b.Bind(p + "qkv.weight", {qkv_rows, h}, true, &l.qkv));
+    RETURN_IF_ERROR(BindLinear(c, b, p + "qkv", qkv_rows, h, h, w, &l.qkv, &l.qkv_input_scale));
     if (c.qkv_bias) RETURN_IF_ERROR(b.Bind(p + "qkv.bias", {qkv_rows}, true, &l.qkv_bias));
     if (c.qk_norm) {
       RETURN_IF_ERROR(b.Bind(p + "q_norm.weight", {c.head_dim}, true, &l.q_norm));
       RETURN_IF_ERROR(b.Bind(p + "k_norm.weight", {c.head_dim}, true, &l.k_norm));
     }
-    RETURN_IF_ERROR(b.Bind(p + "attn_out.weight", {h, q_dim}, true, &l.attn_out));
+    RETURN_IF_ERROR(BindLinear(c, b, p + "attn_out", h, q_dim, c.num_attention_heads * c.head_dim,
+                               w, &l.attn_out, &l.attn_out_input_scale));
     if (c.attn_out_bias) RETURN_IF_ERROR(b.Bind(p + "attn_out.bias", {h}, true, &l.attn_out_bias));
     RETURN_IF_ERROR(b.Bind(p + "mlp_norm.weight", {h}, true, &l.mlp_norm));
     if (c.norm_bias) RETURN_IF_ERROR(b.Bind(p + "mlp_norm.bias", {h}, true, &l.mlp_norm_bias));
     if (c.activation == Activation::kSwiGlu) {
-      RETURN_IF_ERROR(b.Bind(p + "gate_up.weight", {2 * inter, h}, true, &l.gate_up));
+      RETURN_IF_ERROR(
+          BindLinear(c, b, p + "gate_up", 2 * inter, h, h, w, &l.gate_up, &l.mlp_in_input_scale));
       // NOTE: Llama's mlp_bias also puts biases on gate_proj and up_proj.
       if (c.mlp_bias)
         RETURN_IF_ERROR(b.Bind(p + "gate_up.bias", {2 * inter}, true, &l.gate_up_bias));
     } else {
-      RETURN_IF_ERROR(b.Bind(p + "fc.weight", {inter, h}, true, &l.fc));
+      RETURN_IF_ERROR(BindLinear(c, b, p + "fc", inter, h, h, w, &l.fc, &l.mlp_in_input_scale));
       if (c.mlp_bias) RETURN_IF_ERROR(b.Bind(p + "fc.bias", {inter}, true, &l.fc_bias));
     }
-    RETURN_IF_ERROR(b.Bind(p + "down.weight", {h, inter}, true, &l.down));
+    RETURN_IF_ERROR(BindLinear(c, b, p + "down", h, inter, c.intermediate_size, w, &l.down,
+                               &l.down_input_scale));
+    if (c.quant.kv_cache_fp8) {
+      ASSIGN_OR_RETURN(const TensorInfo* kv, b.BindRaw(p + "kv_cache_scale", DType::kFloat32, {2}));
+      std::memcpy(&l.k_cache_scale, kv->data, sizeof(float));
+      std::memcpy(&l.v_cache_scale, kv->data + sizeof(float), sizeof(float));
+      if (!(l.k_cache_scale > 0.0f) || !(l.v_cache_scale > 0.0f)) {
+        return InvalidArgument(p + "kv_cache_scale is [" + std::to_string(l.k_cache_scale) + ", " +
+                               std::to_string(l.v_cache_scale) + "], both must be > 0");
+      }
+    }
     if (c.mlp_bias) RETURN_IF_ERROR(b.Bind(p + "down.bias", {h}, true, &l.down_bias));
     w.layers.push_back(l);
   }
@@ -103,7 +190,7 @@ Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c, const M
           b.BindRows("lm_head.weight", {v, h}, shard.vocab_begin, shard.vocab_end, &w.lm_head));
     }
   }
-  w.num_bytes = b.num_bytes();
+  w.num_bytes += b.num_bytes();
   return w;
 }
 

@@ -1,6 +1,7 @@
 // The engine's weights as typed pointers for the CPU forward pass, checked against the config.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "inflight/status.h"
@@ -24,6 +25,12 @@ struct LayerWeights {
   WeightPtr gate_up, gate_up_bias;  // swiglu: [2 inter, hidden] (gate rows, then up rows)
   WeightPtr fc, fc_bias;            // gelu_new: [inter, hidden]
   WeightPtr down, down_bias;        // [hidden, inter]
+  // Quantized engines (EngineConfig::quant): the linears above are the fp32 dequantization of the
+  // stored codes. fp8 with static activation scales: each linear's input_scale (0: per token).
+  float qkv_input_scale = 0.0f, attn_out_input_scale = 0.0f, mlp_in_input_scale = 0.0f,
+        down_input_scale = 0.0f;
+  // FP8 KV cache: K and V are stored as e4m3(K / k_cache_scale), e4m3(V / v_cache_scale).
+  float k_cache_scale = 1.0f, v_cache_scale = 1.0f;
 };
 
 struct TransformerWeights {
@@ -34,7 +41,9 @@ struct TransformerWeights {
   // tie_word_embeddings; the last stage only.
   WeightPtr lm_head;
   std::vector<LayerWeights> layers;  // the shard's layers, first_layer first
-  std::int64_t num_bytes = 0;        // of the distinct tensors bound
+  std::int64_t num_bytes = 0;        // of the distinct tensors bound, and of dequantized copies
+  // The fp32 dequantized linears of a quantized engine, which the WeightPtrs above point into.
+  std::vector<std::unique_ptr<float[]>> dequantized;
 };
 
 // Binds every tensor of `shard` that the config calls for from `file` (the shard's rank file),

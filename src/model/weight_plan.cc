@@ -70,7 +70,11 @@ std::vector<EngineWeight> PlanRankWeights(const EngineConfig& c, std::int32_t ra
 
   std::vector<EngineWeight> out;
   auto add = [&](std::string name, Shape shape, std::vector<WeightPiece> pieces) {
-    out.push_back({std::move(name), std::move(shape), std::move(pieces)});
+    EngineWeight w;
+    w.name = std::move(name);
+    w.shape = std::move(shape);
+    w.pieces = std::move(pieces);
+    out.push_back(std::move(w));
   };
   // A norm (weight, and bias for layernorm) replicated on every rank.
   auto add_norm = [&](const std::string& engine, const std::string& hf_prefix) {

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/engine_config.h"
+#include "model/quantized_matrix.h"
 
 namespace inflight::model {
 
@@ -27,6 +29,12 @@ struct EngineWeight {
   std::string name;
   std::vector<std::int64_t> shape;
   std::vector<WeightPiece> pieces;
+  // A part of a quantized linear (model/quant_plan.h): pieces are then those of the linear's float
+  // weight [linear_rows, linear_cols], and `shape` the part's own.
+  std::optional<QuantPart> quant_part;
+  std::int64_t linear_rows = 0, linear_cols = 0;
+  bool kv_cache_scale = false;        // layers.<i>.kv_cache_scale [2]: no pieces
+  std::optional<DType> stored_dtype;  // unset: the engine dtype
 };
 
 // Every tensor of tensor-parallel rank `rank` in file order, all layers (one pipeline stage).

@@ -55,6 +55,14 @@ add_test(NAME e2e_test_hf_folder_engine
 set_tests_properties(e2e_test_hf_folder_engine PROPERTIES LABELS e2e TIMEOUT 600
   ENVIRONMENT "${_llm_env};INFLIGHT_TOOLS_DIR=$<TARGET_FILE_DIR:make_checkpoint>")
 
+# A quantized engine (inflight-build --qformat int4_wo) served by inflight-server, against the float engine
+# of its dequantized weights.
+add_test(NAME e2e_test_quantized_engine
+  COMMAND ${Python3_EXECUTABLE} -m unittest -v test_quantized_engine
+  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(e2e_test_quantized_engine PROPERTIES LABELS e2e TIMEOUT 600
+  ENVIRONMENT "${_llm_env};INFLIGHT_TOOLS_DIR=$<TARGET_FILE_DIR:make_checkpoint>")
+
 # The LLM repository over gRPC, with the requests NVIDIA's client scripts send (Python with Debian's
 # grpcio; see CMakeLists.txt beside this file).
 if(INFLIGHT_GRPC_PYTHON)

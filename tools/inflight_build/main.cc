@@ -86,6 +86,37 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
         }
         return Status::Ok();
       });
+  // Quantization, with TensorRT-LLM quantize.py's flag names.
+  flags->Add("qformat", "fp8|int8_wo|int4_wo|full_prec",
+             "quantize the decoder linears at build time (lm_head and embeddings stay in --dtype): "
+             "fp8 = E4M3 weights with per-channel scales and per-token activation scales; "
+             "int8_wo / int4_wo = weight-only, per-channel / per-group symmetric (default: as the "
+             "checkpoint is, float or pre-quantized)",
+             [o](const std::string& v) {
+               ASSIGN_OR_RETURN(inflight::model::QuantAlgo a,
+                                inflight::model::ParseQuantAlgo(v, "--qformat"));
+               o->qformat = a;
+               return Status::Ok();
+             });
+  flags->Add("group_size", "N", "int4_wo: input columns per scale, >= 2 (default 128)",
+             [o](const std::string& v) {
+               return inflight::tools::ParseInt("--group_size", v, 2, 1 << 20, &o->group_size);
+             });
+  flags->Add("kv_cache_dtype", "fp8",
+             "store the KV cache as FP8 E4M3 (scales from the checkpoint, else 1)",
+             [o](const std::string& v) {
+               std::string s;
+               RETURN_IF_ERROR(ParseChoice("--kv_cache_dtype", v, {"fp8"}, &s));
+               o->kv_cache_fp8 = true;
+               return Status::Ok();
+             });
+  flags->Add("calib_dataset", "NAME", "not supported (see the error)", [](const std::string& v) {
+    return inflight::Unsupported(
+        "--calib_dataset " + v +
+        " is not supported: inflight-build does not run calibration; --qformat fp8 scales "
+        "activations per token at run time, and static scales come from pre-quantized "
+        "checkpoints (compressed-tensors, ModelOpt)");
+  });
   flags->Add("random_preset", "tiny|small|llama-3.1-8b",
              "instead of --checkpoint_dir: the engine of `make_checkpoint --preset P --seed S`'s "
              "checkpoint, written straight from random weights (no checkpoint written or read)",
@@ -167,5 +198,9 @@ int main(int argc, char** argv) {
                static_cast<long long>(summary->num_tensors),
                inflight::tools::FormatBytes(summary->num_bytes).c_str(),
                summary->output_files.size(), bar.elapsed_seconds());
+  if (c.quant.any()) {
+    std::fprintf(stderr, "  quantization: %s\n",
+                 inflight::model::QuantConfigToJson(c.quant).c_str());
+  }
   return 0;
 }

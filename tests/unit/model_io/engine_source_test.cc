@@ -128,12 +128,14 @@ TEST(EngineSourceTest, ARefusedCheckpointLeavesNoEngine) {
   ASSERT_TRUE(WriteRandomCheckpoint(o, dir / "ckpt").ok());
   std::ofstream(dir / "ckpt/config.json") << R"({"architectures": ["LlamaForCausalLM"],
       "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
-      "vocab_size": 50, "quantization_config": {"quant_method": "gptq"}, "dtype": "float32"})";
+      "vocab_size": 50, "quantization_config": {"quant_method": "gptq", "bits": 3, "group_size": 128},
+      "dtype": "float32"})";
   EngineLoadOptions load;
   load.cache_dir = dir / "cache";
   auto r = PrepareEngineDir(dir / "ckpt", load);
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-  EXPECT_THAT(r.status().message(), HasSubstr("(quant_method \"gptq\") is not supported"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("\"bits\" 3 is not supported for quant_method \"gptq\"; accepted: 4, 8"));
   EXPECT_FALSE(fs::exists(dir / "cache") && !fs::is_empty(dir / "cache"));
 }
 

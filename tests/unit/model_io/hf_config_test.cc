@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -252,11 +251,10 @@ TEST(HfConfigTest, RefusalsNameFieldValueAndWhatIsSupported) {
   j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", -2.0}};
   EXPECT_THAT(ErrorOf(j), HasSubstr("rope linear factor -2 is not accepted: must be > 0"));
   j = TinyLlama();
-  j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
+  j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 3}, {"group_size", 128}};
   EXPECT_EQ(ErrorOf(j),
-            "ckpt/config.json: \"quantization_config\" (quant_method \"awq\") is not supported: "
-            "quantized checkpoints are not read yet; supported: float32, float16 or bfloat16 "
-            "weights without quantization_config");
+            "ckpt/config.json quantization_config: \"bits\" 3 is not supported for quant_method "
+            "\"awq\"; accepted: 4");
   j = TinyLlama();
   j["hidden_act"] = "gelu";
   EXPECT_EQ(ErrorOf(j),

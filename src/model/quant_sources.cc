@@ -1,0 +1,337 @@
+#include "model/quant_sources.h"
+
+#include <cstring>
+#include <optional>
+
+namespace inflight::model {
+namespace {
+
+bool IsFloat(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+std::string Base(const std::string& weight_name) {  // "x.weight" → "x."
+  return weight_name.substr(0, weight_name.size() - std::string("weight").size());
+}
+
+class TensorReader {
+ public:
+  explicit TensorReader(const CheckpointIndex& c) : c_(c) {}
+
+  // The tensor `name` with `dtype` (or any float dtype when dtype is nullopt) and `shape` (any
+  // shape when empty).
+  Result<const TensorInfo*> Need(const std::string& name, std::optional<DType> dtype,
+                                 const std::vector<std::int64_t>& shape) const {
+    const TensorInfo* t = c_.Find(name);
+    if (t == nullptr) {
+      return NotFound("checkpoint tensor \"" + name + "\" is missing; searched " + c_.Describe());
+    }
+    if (dtype ? t->dtype != *dtype : !IsFloat(t->dtype)) {
+      return InvalidArgument("checkpoint tensor \"" + name + "\" in " + c_.FileOf(t) +
+                             " has dtype " + DTypeName(t->dtype) + ", expected " +
+                             (dtype ? DTypeName(*dtype) : "float32, float16 or bfloat16"));
+    }
+    if (!shape.empty() && t->shape != shape) {
+      return InvalidArgument("checkpoint tensor \"" + name + "\" in " + c_.FileOf(t) +
+                             " has shape " + ShapeToString(t->shape) + ", expected " +
+                             ShapeToString(shape));
+    }
+    return t;
+  }
+  Result<std::vector<float>> Floats(const std::string& name,
+                                    const std::vector<std::int64_t>& shape) const {
+    ASSIGN_OR_RETURN(const TensorInfo* t, Need(name, std::nullopt, shape));
+    std::vector<float> v(static_cast<std::size_t>(t->numel()));
+    ConvertToFloat(t->dtype, t->data, v.data(), v.size());
+    return v;
+  }
+  // A float tensor of one element, of shape [], [1] or [1, 1] as the exporters write it.
+  Result<float> Scalar(const std::string& name) const {
+    ASSIGN_OR_RETURN(const TensorInfo* t, Need(name, std::nullopt, {}));
+    if (t->numel() != 1) {
+      return InvalidArgument("checkpoint tensor \"" + name + "\" has shape " +
+                             ShapeToString(t->shape) + ", expected one element");
+    }
+    float f = 0;
+    ConvertToFloat(t->dtype, t->data, &f, 1);
+    return f;
+  }
+  Result<std::vector<std::int32_t>> Ints(const std::string& name,
+                                         const std::vector<std::int64_t>& shape) const {
+    ASSIGN_OR_RETURN(const TensorInfo* t, Need(name, DType::kInt32, shape));
+    std::vector<std::int32_t> v(static_cast<std::size_t>(t->numel()));
+    std::memcpy(v.data(), t->data, v.size() * 4);
+    return v;
+  }
+  const CheckpointIndex& checkpoint() const { return c_; }
+
+ private:
+  const CheckpointIndex& c_;
+};
+
+class BuildTimeQuantizer final : public QuantizedLinearSource {
+ public:
+  BuildTimeQuantizer(const CheckpointIndex& c, const QuantConfig& q) : r_(c), q_(q) {}
+  Status Check(const std::string& name, const std::vector<std::int64_t>& shape) const override {
+    return r_.Need(name, std::nullopt, shape).status();
+  }
+  Result<QuantizedMatrix> Load(const std::string& name,
+                               const std::vector<std::int64_t>& shape) const override {
+    ASSIGN_OR_RETURN(std::vector<float> w, r_.Floats(name, shape));
+    const std::int64_t group =
+        q_.weight_granularity == WeightScaleGranularity::kPerGroup ? q_.group_size : 0;
+    switch (q_.quant_algo) {
+      case QuantAlgo::kFp8:
+        return QuantizeFp8PerChannel(w.data(), shape[0], shape[1]);
+      case QuantAlgo::kInt8Wo:
+        return QuantizeInt8Symmetric(w.data(), shape[0], shape[1], group);
+      case QuantAlgo::kInt4Wo:
+        return QuantizeInt4Symmetric(w.data(), shape[0], shape[1], group);
+      case QuantAlgo::kNone:
+        break;
+    }
+    return Internal("build-time quantizer without a quant_algo");
+  }
+  Result<std::array<float, 2>> KvCacheScales(std::int64_t) const override {
+    // NOTE: no calibration: K and V are stored as they are (scale 1), saturating past +-448.
+    return std::array<float, 2>{1.0f, 1.0f};
+  }
+
+ private:
+  TensorReader r_;
+  QuantConfig q_;
+};
+
+class PrequantizedSource final : public QuantizedLinearSource {
+ public:
+  PrequantizedSource(const CheckpointIndex& c, const CheckpointQuantization& f) : r_(c), f_(f) {}
+
+  Status Check(const std::string& name, const std::vector<std::int64_t>& shape) const override {
+    return Load(name, shape).status();  // unpacking one linear is cheap next to writing it
+  }
+  Result<QuantizedMatrix> Load(const std::string& name,
+                               const std::vector<std::int64_t>& shape) const override {
+    switch (f_.format) {
+      case CheckpointQuantFormat::kCompressedTensors:
+      case CheckpointQuantFormat::kModelOpt:
+        return LoadFp8(name, shape);
+      case CheckpointQuantFormat::kAwq:
+        return LoadAwq(name, shape);
+      case CheckpointQuantFormat::kGptq:
+        return LoadGptq(name, shape);
+      case CheckpointQuantFormat::kNone:
+        break;
+    }
+    return Internal("pre-quantized source without a format");
+  }
+  Result<std::array<float, 2>> KvCacheScales(std::int64_t layer) const override {
+    if (!f_.kv_scales_in_checkpoint) return std::array<float, 2>{1.0f, 1.0f};
+    const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
+    // compressed-tensors: self_attn.k_scale; ModelOpt: self_attn.k_proj.k_scale (the names vLLM's
+    // maybe_remap_kv_scale_name reads for each).
+    const bool modelopt = f_.format == CheckpointQuantFormat::kModelOpt;
+    ASSIGN_OR_RETURN(float k, r_.Scalar(p + (modelopt ? "k_proj.k_scale" : "k_scale")));
+    ASSIGN_OR_RETURN(float v, r_.Scalar(p + (modelopt ? "v_proj.v_scale" : "v_scale")));
+    return std::array<float, 2>{k, v};
+  }
+
+ private:
+  Result<QuantizedMatrix> LoadFp8(const std::string& name,
+                                  const std::vector<std::int64_t>& shape) const {
+    const std::int64_t rows = shape[0], cols = shape[1];
+    ASSIGN_OR_RETURN(const TensorInfo* w, r_.Need(name, DType::kFloat8E4M3, shape));
+    const std::string base = Base(name);
+    ASSIGN_OR_RETURN(const TensorInfo* s, r_.Need(base + "weight_scale", std::nullopt, {}));
+    QuantizedMatrix m;
+    m.algo = QuantAlgo::kFp8;
+    m.rows = rows;
+    m.cols = cols;
+    m.codes.assign(reinterpret_cast<const std::uint8_t*>(w->data),
+                   reinterpret_cast<const std::uint8_t*>(w->data) + rows * cols);
+    std::vector<float> scale(static_cast<std::size_t>(s->numel()));
+    ConvertToFloat(s->dtype, s->data, scale.data(), scale.size());
+    if (s->numel() == 1) {
+      m.scales.assign(static_cast<std::size_t>(rows), scale[0]);  // per tensor, per row
+    } else if (s->numel() == rows) {
+      m.scales = std::move(scale);  // per channel: [out, 1] (compressed-tensors) or [out]
+    } else {
+      return InvalidArgument("checkpoint tensor \"" + base + "weight_scale\" has shape " +
+                             ShapeToString(s->shape) + ", expected one element (per tensor) or " +
+                             std::to_string(rows) + " (per channel)");
+    }
+    if (f_.engine.activation_scaling == ActivationScaling::kStatic) {
+      ASSIGN_OR_RETURN(m.input_scale, r_.Scalar(base + "input_scale"));
+    }
+    return m;
+  }
+
+  Result<QuantizedMatrix> LoadAwq(const std::string& name,
+                                  const std::vector<std::int64_t>& shape) const {
+    const std::int64_t out = shape[0], in = shape[1], g = f_.engine.group_size;
+    const std::string base = Base(name);
+    if (out % 8 != 0 || in % g != 0) {
+      return Unsupported(base + "qweight: a linear of " + std::to_string(in) + " inputs and " +
+                         std::to_string(out) +
+                         " outputs does not fit AWQ's packing (outputs a "
+                         "multiple of 8, inputs of group_size " +
+                         std::to_string(g) + ")");
+    }
+    ASSIGN_OR_RETURN(auto qweight, r_.Ints(base + "qweight", {in, out / 8}));
+    ASSIGN_OR_RETURN(auto qzeros, r_.Ints(base + "qzeros", {in / g, out / 8}));
+    ASSIGN_OR_RETURN(auto scales, r_.Floats(base + "scales", {in / g, out}));
+    return UnpackAwqGemm(qweight.data(), qzeros.data(), scales.data(), in, out, g);
+  }
+
+  Result<QuantizedMatrix> LoadGptq(const std::string& name,
+                                   const std::vector<std::int64_t>& shape) const {
+    const std::int64_t out = shape[0], in = shape[1], bits = f_.bits;
+    const std::int64_t per_word = 32 / bits, g = f_.engine.group_size;
+    const std::int64_t groups = g > 0 ? (in + g - 1) / g : 1;
+    const std::string base = Base(name);
+    if (in % per_word != 0 || out % per_word != 0) {
+      return Unsupported(base + "qweight: a linear of " + std::to_string(in) + " inputs and " +
+                         std::to_string(out) + " outputs does not fit GPTQ's " +
+                         std::to_string(bits) + "-bit packing (both multiples of " +
+                         std::to_string(per_word) + ")");
+    }
+    ASSIGN_OR_RETURN(auto qweight, r_.Ints(base + "qweight", {in / per_word, out}));
+    ASSIGN_OR_RETURN(auto qzeros, r_.Ints(base + "qzeros", {groups, out / per_word}));
+    ASSIGN_OR_RETURN(auto scales, r_.Floats(base + "scales", {groups, out}));
+    std::vector<std::int32_t> g_idx;
+    if (r_.checkpoint().Find(base + "g_idx") != nullptr) {
+      ASSIGN_OR_RETURN(g_idx, r_.Ints(base + "g_idx", {in}));
+      for (std::int64_t i = 0; i < in; ++i) {
+        const std::int32_t gi = g_idx[static_cast<std::size_t>(i)];
+        if (gi < 0 || gi >= groups) {
+          return InvalidArgument(base + "g_idx[" + std::to_string(i) + "] is " +
+                                 std::to_string(gi) + ", outside [0, " + std::to_string(groups) +
+                                 ")");
+        }
+        if (!f_.engine.has_group_index && gi != (g > 0 ? i / g : 0)) {
+          return Unsupported(base + "g_idx[" + std::to_string(i) + "] is " + std::to_string(gi) +
+                             " but desc_act is false (expected input / group_size); set desc_act "
+                             "true in quantization_config if the checkpoint is act-order");
+        }
+      }
+    } else if (f_.engine.has_group_index) {
+      return NotFound("checkpoint tensor \"" + base + "g_idx\" is missing (desc_act is true)");
+    }
+    QuantizedMatrix m = UnpackGptq(qweight.data(), qzeros.data(), scales.data(),
+                                   f_.engine.has_group_index ? g_idx.data() : nullptr, in, out,
+                                   static_cast<int>(bits), g, f_.gptq_zeros_minus_one);
+    if (bits == 8) {
+      for (std::uint8_t z : m.zeros) {
+        if (z == 0x80 && f_.gptq_zeros_minus_one) {
+          // stored 255 + 1 = 256 wrapped: a zero point int8 cannot hold.
+          return Unsupported(base +
+                             "qzeros holds 255 (zero point 256 with checkpoint_format "
+                             "gptq), outside the int8 range this engine stores");
+        }
+      }
+    }
+    return m;
+  }
+
+  TensorReader r_;
+  CheckpointQuantization f_;
+};
+
+}  // namespace
+
+std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(const CheckpointIndex& checkpoint,
+                                                              const QuantConfig& quant) {
+  return std::make_unique<BuildTimeQuantizer>(checkpoint, quant);
+}
+
+std::unique_ptr<QuantizedLinearSource> MakePrequantizedSource(
+    const CheckpointIndex& checkpoint, const CheckpointQuantization& format) {
+  return std::make_unique<PrequantizedSource>(checkpoint, format);
+}
+
+QuantizedMatrix UnpackAwqGemm(const std::int32_t* qweight, const std::int32_t* qzeros,
+                              const float* scales, std::int64_t in, std::int64_t out,
+                              std::int64_t group_size) {
+  QuantizedMatrix m;
+  m.algo = QuantAlgo::kInt4Wo;
+  m.rows = out;
+  m.cols = in;
+  m.group_size = group_size < in ? group_size : 0;
+  m.num_groups = (in + group_size - 1) / group_size;
+  m.codes.resize(static_cast<std::size_t>(out * in));
+  m.scales.resize(static_cast<std::size_t>(out * m.num_groups));
+  m.zeros.resize(m.scales.size());
+  const std::int64_t words = out / 8;
+  // Word j of a row holds output columns 8j .. 8j + 7, nibble i being column 8j + kAwqOrder[i].
+  auto nibble_of = [](std::uint32_t word, int i) { return (word >> (4 * i)) & 0xfu; };
+  for (std::int64_t i = 0; i < in; ++i) {
+    for (std::int64_t j = 0; j < words; ++j) {
+      const auto word = static_cast<std::uint32_t>(qweight[i * words + j]);
+      for (int n = 0; n < 8; ++n) {
+        const std::int64_t o = 8 * j + kAwqOrder[n];
+        m.codes[static_cast<std::size_t>(o * in + i)] =
+            static_cast<std::uint8_t>(nibble_of(word, n));
+      }
+    }
+  }
+  for (std::int64_t gi = 0; gi < m.num_groups; ++gi) {
+    for (std::int64_t j = 0; j < words; ++j) {
+      const auto word = static_cast<std::uint32_t>(qzeros[gi * words + j]);
+      for (int n = 0; n < 8; ++n) {
+        const std::int64_t o = 8 * j + kAwqOrder[n];
+        m.zeros[static_cast<std::size_t>(o * m.num_groups + gi)] =
+            static_cast<std::uint8_t>(nibble_of(word, n));
+      }
+    }
+    for (std::int64_t o = 0; o < out; ++o)
+      m.scales[static_cast<std::size_t>(o * m.num_groups + gi)] = scales[gi * out + o];
+  }
+  return m;
+}
+
+QuantizedMatrix UnpackGptq(const std::int32_t* qweight, const std::int32_t* qzeros,
+                           const float* scales, const std::int32_t* g_idx, std::int64_t in,
+                           std::int64_t out, int bits, std::int64_t group_size,
+                           bool zeros_minus_one) {
+  QuantizedMatrix m;
+  m.algo = bits == 4 ? QuantAlgo::kInt4Wo : QuantAlgo::kInt8Wo;
+  m.rows = out;
+  m.cols = in;
+  m.num_groups = group_size > 0 ? (in + group_size - 1) / group_size : 1;
+  m.group_size = group_size > 0 && m.num_groups > 1 ? group_size : 0;
+  if (g_idx != nullptr) m.g_idx.assign(g_idx, g_idx + in);
+  m.codes.resize(static_cast<std::size_t>(out * in));
+  m.scales.resize(static_cast<std::size_t>(out * m.num_groups));
+  m.zeros.resize(m.scales.size());
+  const std::int64_t per_word = 32 / bits;
+  const std::uint32_t mask = (1u << bits) - 1u;
+  // int8 codes are kept as two's complement of (code - 128): q - z is unchanged.
+  const std::uint32_t shift = bits == 8 ? 0x80u : 0u;
+  for (std::int64_t r = 0; r < in / per_word; ++r) {
+    for (std::int64_t o = 0; o < out; ++o) {
+      const auto word = static_cast<std::uint32_t>(qweight[r * out + o]);
+      for (std::int64_t j = 0; j < per_word; ++j) {
+        const std::uint32_t v = (word >> (bits * j)) & mask;
+        m.codes[static_cast<std::size_t>(o * in + r * per_word + j)] =
+            static_cast<std::uint8_t>(v ^ shift);
+      }
+    }
+  }
+  const std::int64_t zero_words = out / per_word;
+  for (std::int64_t gi = 0; gi < m.num_groups; ++gi) {
+    for (std::int64_t c = 0; c < zero_words; ++c) {
+      const auto word = static_cast<std::uint32_t>(qzeros[gi * zero_words + c]);
+      for (std::int64_t j = 0; j < per_word; ++j) {
+        // NOTE: v1 adds the 1 back without masking, as AutoGPTQ's dequantization does: a stored
+        // 15 is the zero point 16 (4 bits).
+        const std::uint32_t z = ((word >> (bits * j)) & mask) + (zeros_minus_one ? 1u : 0u);
+        m.zeros[static_cast<std::size_t>((c * per_word + j) * m.num_groups + gi)] =
+            static_cast<std::uint8_t>(z ^ shift);
+      }
+    }
+    for (std::int64_t o = 0; o < out; ++o)
+      m.scales[static_cast<std::size_t>(o * m.num_groups + gi)] = scales[gi * out + o];
+  }
+  return m;
+}
+
+}  // namespace inflight::model
