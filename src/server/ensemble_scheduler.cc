@@ -237,7 +237,10 @@ class EnsembleContext : public InflightRequest,
         (void)out_->SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
       }
     }
-    sched_->model()->stats->ReportOutcome(!failed_, start_ns_, NowNs());
+    // A cancelled ensemble counts as cancelled, as its cancelled steps do.
+    sched_->model()->stats->ReportOutcome(
+        !failed_, start_ns_, NowNs(),
+        cancelled_.load() ? FailureReason::kCanceled : FailureReason::kBackend);
   }
 
   void FailLocked(const Status& status) {
