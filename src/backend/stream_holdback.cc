@@ -44,6 +44,14 @@ Result<std::unique_ptr<tokenizer::Tokenizer>> LoadStreamTokenizer(
     return std::unique_ptr<tokenizer::Tokenizer>();
   }
   auto tokenizer = tokenizer::Tokenizer::Load(dir);
+  if (!tokenizer.ok() && params.tokenizer_dir.empty()) {
+    // The postprocessing model's own load reports its tokenizer; this model still serves.
+    LOG_WARN(
+        "model '{}': cannot load the tokenizer of {} \"{}\" ({}): streamed output_ids are sent as "
+        "they come, and may end inside a character",
+        params.model_name, source, dir, tokenizer.status().message());
+    return std::unique_ptr<tokenizer::Tokenizer>();
+  }
   if (!tokenizer.ok()) {
     return Status(tokenizer.status().code(),
                   "model '" + params.model_name + "': cannot load the tokenizer of " + source +

@@ -7,6 +7,7 @@
 #include "server/inference_request.h"
 
 using inflight::server::Backend;
+using inflight::server::FailureReason;
 using inflight::server::FromHandle;
 using inflight::server::InferenceRequest;
 using inflight::server::Model;

@@ -70,11 +70,11 @@ class ObservabilityTest(unittest.TestCase):
         for piece in pieces:
             if FFFD not in whole_text:
                 self.assertNotIn(FFFD, piece)
-        # A response never ends on the lead half of 你 (E4 BD) when its tail follows.
-        for e in events[:-1]:
-            ids = e["output_ids"] if isinstance(e["output_ids"], list) else [e["output_ids"]]
-            if ids:
-                self.assertNotEqual(ids[-1], NI_LEAD, f"a response ended inside 你: {events}")
+        # A response never ends on the lead half of 你 (E4 BD) when the next one starts with its tail.
+        chunks = [e["output_ids"] if isinstance(e["output_ids"], list) else [e["output_ids"]] for e in events]
+        chunks = [c for c in chunks if c]
+        for this, after in zip(chunks, chunks[1:]):
+            self.assertFalse(this[-1] == NI_LEAD and after[0] == NI_TAIL, f"a response ended inside 你: {chunks}")
 
     def test_ensemble_stream_concatenates_to_the_whole_text(self):
         for prompt in PROMPTS:
@@ -123,23 +123,50 @@ class ObservabilityTest(unittest.TestCase):
     def test_cancelled_stream_counts_as_canceled(self):
         def counts():
             text = self.server.metrics()
-            return {(m, what): metric_value(text, f"nv_inference_request_{what}", model=m, **labels)
-                    for m in ("tensorrt_llm",)
-                    for what, labels in (("success", {}), ("failure", {"reason": "CANCELED"}),
-                                         ("failure", {"reason": "BACKEND"}))}
+            out = {"success": metric_value(text, "nv_inference_request_success", model="tensorrt_llm")}
+            for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"):
+                out[reason] = metric_value(text, "nv_inference_request_failure", model="tensorrt_llm",
+                                           reason=reason)
+                metric_value(text, "nv_inference_request_failure", model="ensemble", reason=reason)
+            return out
+
         before = counts()
-        for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"):
-            metric_value(self.server.metrics(), "nv_inference_request_failure", model="ensemble", reason=reason)
         ids = self.tokenize("What is machine learning?")
         got = self.server.stream("/v2/models/tensorrt_llm/generate_stream",
                                  llm_inputs(ids, 900, streaming=[True]), max_events=2)
         self.assertEqual(len(got), 2)
         deadline = time.time() + 20
-        while counts()[("tensorrt_llm", "failure")] == before[("tensorrt_llm", "failure")]:
-            self.assertLess(time.time(), deadline, "the cancelled stream was never counted")
+        while counts()["CANCELED"] == before["CANCELED"]:
+            self.assertLess(time.time(), deadline, f"the cancelled stream was never counted: {counts()}")
             time.sleep(0.1)
         after = counts()
-        self.assertEqual(after[("tensorrt_llm", "success")], before[("tensorrt_llm", "success")])
+        self.assertEqual(after["CANCELED"], before["CANCELED"] + 1)
+        for key in ("success", "REJECTED", "BACKEND", "OTHER"):
+            self.assertEqual(after[key], before[key], key)
+        ic.wait_llm_idle(self.server.server.metrics_port, timeout=10)
+
+    def test_cancelled_ensemble_stream_counts_as_canceled_in_both_models(self):
+        def value(text, model, **labels):
+            name = "nv_inference_request_failure" if labels else "nv_inference_request_success"
+            return metric_value(text, name, model=model, **labels)
+
+        before = self.server.metrics()
+        body = {"text_input": PROMPTS[0], "max_tokens": 900, "bad_words": "", "stop_words": "", "stream": True}
+        got = self.server.stream("/v2/models/ensemble/generate_stream", body, max_events=2)
+        self.assertEqual(len(got), 2)
+        deadline = time.time() + 20
+        while True:
+            after = self.server.metrics()
+            if (value(after, "ensemble", reason="CANCELED") > value(before, "ensemble", reason="CANCELED") and
+                    value(after, "tensorrt_llm", reason="CANCELED") >
+                    value(before, "tensorrt_llm", reason="CANCELED")):
+                break
+            self.assertLess(time.time(), deadline, "the cancelled ensemble stream was not counted as CANCELED "
+                                                   "in both models:\n" + after)
+            time.sleep(0.1)
+        for model in ("ensemble", "tensorrt_llm"):
+            self.assertEqual(value(after, model, reason="CANCELED"), value(before, model, reason="CANCELED") + 1)
+            self.assertEqual(value(after, model), value(before, model), f"{model} counted a success")
         ic.wait_llm_idle(self.server.server.metrics_port, timeout=10)
 
     def test_backend_lines_go_through_triton_log_message(self):

@@ -17,8 +17,7 @@ inline const std::vector<std::string>& UnicodeCorpus() {
       "❤️",
       "🧑🏾‍🚀 and 🏳️‍🌈 then 😀😃😄",
       // Combining marks: e + U+0301, n + U+0303, stacked diacritics.
-      "Cafe\xCC\x81 man\xCC\x83ana Z\xCC\xB4\xCC\xA1\xCC\xAA"
-      "a\xCC\xB7l\xCC\xB8g\xCC\xB5o",
+      "Cafe\u0301 man\u0303ana Z\u0334\u0321\u032Aa\u0337l\u0338g\u0335o",
       "مرحبا بالعالم، كيف حالك؟",
       "שלום עולם",
       "नमस्ते दुनिया",
