@@ -5,7 +5,10 @@ TRITONSERVER_LogMessage, and the warning for an unknown config key.
 import os
 import re
 import shutil
+import socket
+import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -177,6 +180,12 @@ class ObservabilityTest(unittest.TestCase):
         self.assertRegex(log, r"model_state\.cc:\d+\] model 'postprocessing': postprocessing with the tokenizer")
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class ConfigWarningTest(unittest.TestCase):
     def test_unknown_key_is_named_with_the_nearest_key_and_info_lines_obey_log_info(self):
         source = ic.env_or_skip("INFLIGHT_LLM_REPO")
@@ -189,9 +198,17 @@ class ConfigWarningTest(unittest.TestCase):
                 text = f.read()
             with open(config, "w", encoding="utf-8") as f:
                 f.write(text + '\nparameters: { key: "kv_cache_free_gpu_mem_fracton" value: { string_value: "0.5" } }\n')
-            server = ic.InflightServer(args=["--log-info=false"], model_repository=repo,
-                                       backend_directory=os.environ["INFLIGHT_BACKEND_DIR"]).start()
+            # --log-info=false also hides the "Started ..." lines that tell the ports: give fixed ones.
+            http_port, metrics_port, grpc_port = free_port(), free_port(), free_port()
+            server = ic.InflightServer(args=["--log-info=false", f"--http-port={http_port}",
+                                             f"--metrics-port={metrics_port}", f"--grpc-port={grpc_port}"],
+                                       model_repository=repo, backend_directory=os.environ["INFLIGHT_BACKEND_DIR"])
+            server.process = subprocess.Popen(server.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            server._reader = threading.Thread(target=server._read_output, daemon=True)
+            server._reader.start()
+            server.http_port = http_port
             try:
+                server.wait_until_ready(time.monotonic() + 60)
                 log = server.log()
             finally:
                 self.assertEqual(server.stop(), 0)
