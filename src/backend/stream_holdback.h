@@ -19,8 +19,8 @@ namespace inflight::backend {
 // The tokenizer whose characters streamed responses keep whole: the tensorrt_llm model's own
 // tokenizer_dir parameter, else the tokenizer_dir of the postprocessing model beside it in the
 // repository (`repository_path` is the model's folder), else none (nullptr: ids are sent as they
-// come, as NVIDIA's backend does). A tokenizer_dir of this model's that cannot be loaded is an error;
-// one of the postprocessing model's is a warning (that model's own load reports it).
+// come, as NVIDIA's backend does). A tokenizer_dir of this model's that cannot be loaded is an
+// error; one of the postprocessing model's is a warning (that model's own load reports it).
 Result<std::unique_ptr<tokenizer::Tokenizer>> LoadStreamTokenizer(
     const config::LlmParams& params, const std::string& repository_path);
 
