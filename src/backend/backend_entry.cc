@@ -7,6 +7,7 @@
 #include "backend/instance_state.h"
 #include "backend/model_state.h"
 #include "backend/triton_error.h"
+#include "backend/triton_log.h"
 #include "common/logging.h"
 #include "triton/core/tritonbackend.h"
 
@@ -51,7 +52,7 @@ TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend) {
           std::to_string(TRITONBACKEND_API_VERSION_MINOR) + " but the server provides " +
           std::to_string(major) + "." + std::to_string(minor));
     }
-    if (TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE)) inflight::SetLogVerbosity(1);
+    inflight::backend::UseTritonLog();
     LOG_INFO("backend {} initialized (API {}.{})", name, major, minor);
     return Status::Ok();
   });

@@ -43,6 +43,8 @@ Result<std::unique_ptr<InstanceState>> InstanceState::Create(
   state->executor_ = std::move(executor).value();
   state->metrics_ = std::make_unique<MetricsReporter>(model.name(), model.version(),
                                                       p.batching_type == config::BatchingType::kV1);
+  state->metrics_->ReportLimits(state->executor_->maxBatchSize(),
+                                state->executor_->getKvCacheStats());
   state->response_thread_ = std::thread([s = state.get()] { s->ResponseLoop(); });
   state->cancellation_thread_ = std::thread([s = state.get()] { s->CancellationLoop(); });
   state->stats_thread_ = std::thread([s = state.get()] { s->StatsLoop(); });
@@ -75,7 +77,14 @@ InstanceState::~InstanceState() {
 
 void InstanceState::Execute(TRITONBACKEND_Request** requests, std::uint32_t count) {
   // NOTE: the array belongs to Triton; each request pointer is ours from here on.
+  const std::uint64_t start = NowNs();
   for (std::uint32_t i = 0; i < count; ++i) ExecuteOne(requests[i]);
+  // One execution of `count` requests (Triton's execution_count and batch_stats): converting and
+  // enqueueing them; generation itself runs on the executor's thread.
+  const std::uint64_t end = NowNs();
+  LogTritonError(
+      TRITONBACKEND_ModelInstanceReportBatchStatistics(instance_, count, start, start, end, end),
+      "report batch statistics");
 }
 
 void InstanceState::RespondError(TRITONBACKEND_Request* request, const Status& status,
@@ -132,8 +141,11 @@ void InstanceState::ExecuteOne(TRITONBACKEND_Request* request) {
       continue;
     }
     parent->executor_ids.push_back(*ids[b]);
-    rows_[*ids[b]] = Row{parent, static_cast<std::int32_t>(b),
-                         static_cast<std::int64_t>(converted->rows[b].input_token_ids.size()), 0};
+    Row& row = rows_[*ids[b]];
+    row = Row{parent, static_cast<std::int32_t>(b),
+              static_cast<std::int64_t>(converted->rows[b].input_token_ids.size()), 0, nullptr};
+    if (converted->rows[b].streaming && model_.stream_tokenizer() != nullptr)
+      row.holdback = std::make_shared<StreamHoldback>(*model_.stream_tokenizer());
   }
   parent->remaining_rows = static_cast<int>(parent->executor_ids.size());
   if (!first_error.ok()) {
@@ -181,6 +193,8 @@ void InstanceState::HandleResponse(Response& response) {
   auto it = rows_.find(response.request_id);
   if (it == rows_.end()) return;
   Row& row = it->second;
+  // Ids that end inside a character wait for the next response (stream_holdback.h).
+  if (row.holdback && !response.hasError() && !row.holdback->Apply(response.result)) return;
   TritonRequest& parent = *row.parent;
   const bool row_final = response.isFinal();
   const bool last = row_final && parent.remaining_rows == 1;
@@ -214,7 +228,14 @@ void InstanceState::HandleResponse(Response& response) {
     }
   }
   if (!row_final) return;
-  metrics_->ObserveRequest(row.input_len, row.output_len);
+  // NOTE: a cancelled row is not a success, so that Triton counts a cancelled request the same way
+  // here and in an ensemble around this model (inflight-server labels it reason="CANCELED").
+  for (FinishReason reason : response.result.finish_reasons) {
+    if (reason == FinishReason::kCancelled) parent.any_row_error = true;
+  }
+  const ResponseResult& result = response.result;
+  metrics_->ObserveRequest({row.input_len, row.output_len, result.arrival_time_ns,
+                            result.first_token_time_ns, result.last_token_time_ns});
   auto parent_ptr = row.parent;  // keep alive past erase
   rows_.erase(it);
   if (--parent_ptr->remaining_rows == 0) FinishRequest(*parent_ptr);

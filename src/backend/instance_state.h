@@ -20,6 +20,7 @@
 
 #include "backend/metrics_reporter.h"
 #include "backend/model_state.h"
+#include "backend/stream_holdback.h"
 #include "inflight/executor.h"
 #include "triton/core/tritonbackend.h"
 
@@ -56,6 +57,7 @@ class InstanceState {
     std::int32_t batch_index = 0;
     std::int64_t input_len = 0;
     std::int64_t output_len = 0;
+    std::shared_ptr<StreamHoldback> holdback;  // streamed rows, when the model has a tokenizer
   };
 
   InstanceState(ModelState& model, TRITONBACKEND_ModelInstance* instance);

@@ -1,5 +1,7 @@
 #include "backend/model_state.h"
 
+#include "backend/stream_holdback.h"
+
 #include "backend/triton_error.h"
 #include "common/logging.h"
 #include "config/model_config_loader.h"
@@ -75,6 +77,11 @@ Result<std::unique_ptr<ModelState>> ModelState::Create(TRITONBACKEND_Model* mode
                   "model '" + state->name_ + "': " + engine.status().message());
   }
   state->engine_ = std::move(engine).value();
+  const char* location = nullptr;
+  TRITONBACKEND_ArtifactType artifact;
+  RETURN_IF_TRITON_ERROR(TRITONBACKEND_ModelRepository(model, &artifact, &location));
+  ASSIGN_OR_RETURN(state->stream_tokenizer_,
+                   LoadStreamTokenizer(state->params_, location != nullptr ? location : ""));
   if (!state->engine_->converted() && AnyBuildParameter(state->params_)) {
     LOG_WARN(
         "model {}: engine_cache_dir and build_* apply only when gpt_model_path is a Hugging Face "

@@ -9,6 +9,7 @@
 #include "config/llm_params.h"
 #include "inflight/executor.h"
 #include "model/engine_source.h"
+#include "tokenizer/tokenizer.h"
 #include "triton/core/tritonbackend.h"
 
 namespace inflight::backend {
@@ -25,6 +26,10 @@ class ModelState {
   // The engine directory the executors load: gpt_model_path, or its conversion.
   const std::string& engine_dir() const { return engine_->dir(); }
 
+  // The tokenizer whose characters streamed responses keep whole, or nullptr
+  // (stream_holdback.h).
+  const tokenizer::Tokenizer* stream_tokenizer() const { return stream_tokenizer_.get(); }
+
   // The executor configuration the parameters describe.
   ExecutorConfig MakeExecutorConfig() const;
   // 0 for the model's first instance, 1 for the next, ... (orchestrator mode's gpu_device_ids
@@ -39,6 +44,7 @@ class ModelState {
   TRITONSERVER_DataType logits_dtype_ = TRITONSERVER_TYPE_FP32;
   std::unique_ptr<model::PreparedEngine> engine_;
   mutable std::atomic<int> next_instance_index_{0};
+  std::unique_ptr<tokenizer::Tokenizer> stream_tokenizer_;
 };
 
 }  // namespace inflight::backend

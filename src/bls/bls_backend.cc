@@ -13,6 +13,7 @@
 
 #include "backend/api_version.h"
 #include "backend/triton_error.h"
+#include "backend/triton_log.h"
 #include "bls/bls_config.h"
 #include "bls/bls_inputs.h"
 #include "bls/bls_request.h"
@@ -194,6 +195,7 @@ using inflight::bls::ModelState;
 extern "C" {
 
 TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* /*backend*/) {
+  inflight::backend::UseTritonLog();
   return inflight::backend::CheckBackendApiVersion("inflight_bls");
 }
 

@@ -4,6 +4,7 @@
 
 #include "config/model_config_loader.h"
 #include "config/parameters.h"
+#include "config/unknown_parameters.h"
 
 namespace inflight::bls {
 namespace {
@@ -35,6 +36,12 @@ Result<BlsConfig> LoadBlsConfig(const inference::ModelConfig& config,
   out.batched = config.max_batch_size() > 0;
   out.decoupled = config.model_transaction_policy().decoupled();
   for (const auto& o : config.output()) out.outputs.push_back(o.name());
+  // The keys of NVIDIA's tensorrt_llm_bls template, and ours: tokenizer_dir, add_special_tokens
+  // and skip_special_tokens (read here when the tokenizer is not the preprocessing model's).
+  config::WarnUnknownParameters(
+      config,
+      {"accumulate_tokens", "tensorrt_llm_model_name", "tensorrt_llm_draft_model_name",
+       "multimodal_encoders_name", "tokenizer_dir", "add_special_tokens", "skip_special_tokens"});
 
   auto accumulate = config::GetBoolParameter(config, "accumulate_tokens");
   if (!accumulate.ok()) return ForModel(model, accumulate.status());

@@ -5,6 +5,7 @@
 
 #include "backend/triton_error.h"
 #include "common/logging.h"
+#include "tokenizer/stream_decoder.h"
 
 namespace inflight::bls {
 namespace {
@@ -64,9 +65,8 @@ class BlsRequest::Row : public LlmSink {
 
   void OnLlmDone() override {
     if (stream_ && !flushed_) {
-      auto rest = text_.Finish();
-      if (!rest.ok()) return parent_->Fail(rest.status());
-      if (!rest->empty()) parent_->Send(TextOnly(Accumulate() ? text_.text() : *rest));
+      const std::string rest = text_.Finish();
+      if (!rest.empty()) parent_->Send(TextOnly(Accumulate() ? text_.text() : rest));
     }
     parent_->RowDone();
     parent_.reset();  // the request may end now
@@ -140,9 +140,7 @@ class BlsRequest::Row : public LlmSink {
       if (!piece.ok()) return piece.status();
       std::string text = std::move(*piece);
       if (final) {
-        auto rest = text_.Finish();
-        if (!rest.ok()) return rest.status();
-        text += *rest;
+        text += text_.Finish();
         flushed_ = true;
       }
       texts.push_back(Accumulate() ? text_.text() : text);
@@ -171,7 +169,7 @@ class BlsRequest::Row : public LlmSink {
   std::shared_ptr<BlsRequest> parent_;  // until the row is done
   const int64_t row_;
   const bool stream_;
-  TextStream text_;
+  tokenizer::StreamDecoder text_;  // whole characters only: tokenizer/stream_decoder.h
   bool flushed_ = false;
 };
 

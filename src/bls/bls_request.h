@@ -22,7 +22,6 @@
 #include "bls/bls_inputs.h"
 #include "bls/llm_call.h"
 #include "bls/raw_tensor.h"
-#include "bls/text_stream.h"
 #include "tokenizer/tokenizer.h"
 #include "triton/core/tritonbackend.h"
 

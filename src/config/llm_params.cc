@@ -8,6 +8,7 @@
 
 #include "common/logging.h"
 #include "config/parameters.h"
+#include "config/unknown_parameters.h"
 
 namespace inflight::config {
 namespace {
@@ -391,12 +392,7 @@ Result<LlmParams> LlmParams::FromModelConfig(const inference::ModelConfig& confi
     }
     if (value) RETURN_IF_ERROR(spec.apply(spec.name, *value, p));
   }
-  for (const auto& [key, value] : config.parameters()) {
-    bool known = false;
-    for (const ParamSpec& spec : Table()) known = known || spec.name == key;
-    if (!known)
-      LOG_DEBUG("model '{}': parameter {} is not used by the LLM model", p.model_name, key);
-  }
+  WarnUnknownParameters(config, ParameterNames());
   RETURN_IF_ERROR(CheckCombinations(p));
   return p;
 }

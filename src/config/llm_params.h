@@ -114,7 +114,8 @@ struct LlmParams {
   std::optional<int32_t> build_tokens_per_block;  // a power of two in [1, 1024]
 
   // Reads every parameter through one table (llm_params.cc), then checks the rules that join
-  // several keys. Unknown parameter keys are ignored (logged at debug level).
+  // several keys. An unknown parameter key is ignored with one warning naming the nearest known
+  // key (unknown_parameters.h).
   static Result<LlmParams> FromModelConfig(const inference::ModelConfig& config);
 
   // Refuses, by name, a parameter set to a value that asks for a feature this engine does not have

@@ -7,6 +7,7 @@
 #include "server/inference_request.h"
 
 using inflight::server::Backend;
+using inflight::server::FailureReason;
 using inflight::server::FromHandle;
 using inflight::server::InferenceRequest;
 using inflight::server::Model;
@@ -314,9 +315,12 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReportStatistics(
     const uint64_t exec_end_ns) {
   INFLIGHT_API_REQUIRE(instance);
   INFLIGHT_API_REQUIRE(request);
+  const InferenceRequest* r = FromHandle<InferenceRequest>(request);
+  // A request that fails after its client cancelled it counts as cancelled, not as a backend error.
+  const bool cancelled = r->channel != nullptr && r->channel->IsCancelled();
   Inst(instance)->model->stats->ReportRequest(
-      success, FromHandle<InferenceRequest>(request)->queue_start_ns, exec_start_ns,
-      compute_start_ns, compute_end_ns, exec_end_ns);
+      success, r->queue_start_ns, exec_start_ns, compute_start_ns, compute_end_ns, exec_end_ns,
+      cancelled ? FailureReason::kCanceled : FailureReason::kBackend);
   return nullptr;
 }
 

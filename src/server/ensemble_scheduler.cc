@@ -237,7 +237,12 @@ class EnsembleContext : public InflightRequest,
         (void)out_->SendFlags(TRITONSERVER_RESPONSE_COMPLETE_FINAL);
       }
     }
-    sched_->model()->stats->ReportOutcome(!failed_, start_ns_, NowNs());
+    // A cancelled ensemble is a failure with reason CANCELED even when its steps ended cleanly (a
+    // cancelled LLM step sends its last tokens as a final response), as the cancelled steps count.
+    const bool cancelled = cancelled_.load();
+    sched_->model()->stats->ReportOutcome(
+        !failed_ && !cancelled, start_ns_, NowNs(),
+        cancelled ? FailureReason::kCanceled : FailureReason::kBackend);
   }
 
   void FailLocked(const Status& status) {

@@ -117,7 +117,7 @@ void InstanceScheduler::Execute(ModelInstance* instance,
     if (r->channel->IsCancelled()) {
       r->channel->Fail(
           Cancelled("request for model '" + model_->name + "' was cancelled before it ran"));
-      model_->stats->ReportOutcome(false, r->queue_start_ns, NowNs());
+      model_->stats->ReportOutcome(false, r->queue_start_ns, NowNs(), FailureReason::kCanceled);
     } else {
       runnable.push_back(std::move(r));
     }
@@ -139,7 +139,7 @@ void InstanceScheduler::Execute(ModelInstance* instance,
             instance->name, runnable.size(), status.message());
   for (auto& r : runnable) {
     r->channel->Fail(status);
-    model_->stats->ReportOutcome(false, r->queue_start_ns, NowNs());
+    model_->stats->ReportOutcome(false, r->queue_start_ns, NowNs(), FailureReason::kBackend);
   }
 }
 

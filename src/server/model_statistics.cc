@@ -22,14 +22,29 @@ nlohmann::json ToJson(const DurationStat& d) {
 
 }  // namespace
 
+const char* FailureReasonName(FailureReason reason) {
+  switch (reason) {
+    case FailureReason::kRejected:
+      return "REJECTED";
+    case FailureReason::kCanceled:
+      return "CANCELED";
+    case FailureReason::kBackend:
+      return "BACKEND";
+    case FailureReason::kOther:
+      return "OTHER";
+  }
+  return "OTHER";
+}
+
 void ModelStatistics::ReportRequest(bool success, uint64_t queue_start_ns, uint64_t exec_start_ns,
                                     uint64_t compute_start_ns, uint64_t compute_end_ns,
-                                    uint64_t exec_end_ns) {
+                                    uint64_t exec_end_ns, FailureReason reason) {
   std::lock_guard lock(mu_);
   s_.last_inference_ms = WallMs();
   const uint64_t start = queue_start_ns != 0 ? queue_start_ns : exec_start_ns;
   if (!success) {
     s_.fail.Add(Span(start, exec_end_ns));
+    ++s_.failures[reason];
     return;
   }
   s_.success.Add(Span(start, exec_end_ns));
@@ -51,10 +66,12 @@ void ModelStatistics::ReportBatch(uint64_t batch_size, uint64_t exec_start_ns,
   b.compute_output.Add(Span(compute_end_ns, exec_end_ns));
 }
 
-void ModelStatistics::ReportOutcome(bool success, uint64_t start_ns, uint64_t end_ns) {
+void ModelStatistics::ReportOutcome(bool success, uint64_t start_ns, uint64_t end_ns,
+                                    FailureReason reason) {
   std::lock_guard lock(mu_);
   s_.last_inference_ms = WallMs();
   (success ? s_.success : s_.fail).Add(Span(start_ns, end_ns));
+  if (!success) ++s_.failures[reason];
 }
 
 ModelStatsSnapshot ModelStatistics::Snapshot() const {

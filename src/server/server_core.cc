@@ -581,7 +581,7 @@ Result<std::shared_ptr<InflightRequest>> ServerCore::InferInternal(InferRequest 
       BuildInferenceRequest(model, std::move(request), channel, batch_size.value()));
   if (!st.ok()) {
     channel->Disarm();
-    model->stats->ReportOutcome(false, start_ns, NowNs());
+    model->stats->ReportOutcome(false, start_ns, NowNs(), FailureReason::kRejected);
     return st;
   }
   return std::static_pointer_cast<InflightRequest>(handle);
@@ -640,9 +640,21 @@ std::string ServerCore::MetricsText() const {
   std::ostringstream out;
   for (const auto& f : kFamilies) {
     out << "# HELP " << f.name << " " << f.help << "\n# TYPE " << f.name << " " << f.type << "\n";
+    const bool by_reason = std::string_view(f.name) == "nv_inference_request_failure";
     for (const auto& [name, version, snap, pending] : rows) {
-      out << f.name << FormatLabels({{"model", name}, {"version", version}}) << " " << f.value(snap)
-          << "\n";
+      if (!by_reason) {
+        out << f.name << FormatLabels({{"model", name}, {"version", version}}) << " "
+            << f.value(snap) << "\n";
+        continue;
+      }
+      // As tritonserver 2.68: one series per failure reason, zeros included.
+      for (FailureReason reason : kFailureReasons) {
+        auto it = snap.failures.find(reason);
+        out << f.name
+            << FormatLabels(
+                   {{"model", name}, {"reason", FailureReasonName(reason)}, {"version", version}})
+            << " " << (it == snap.failures.end() ? 0 : it->second) << "\n";
+      }
     }
   }
   out << "# HELP nv_inference_pending_request_count Instantaneous number of pending requests "

@@ -211,6 +211,22 @@ Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
 
 Result<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
                                       bool skip_special_tokens) const {
+  ASSIGN_OR_RETURN(std::string bytes, DecodeBytes(ids, skip_special_tokens));
+  return BytesToText(bytes);
+}
+
+std::string Tokenizer::BytesToText(std::string_view bytes) const {
+  std::string text = Utf8Lossy(bytes);
+  if (parts_->clean_up_tokenization_spaces) CleanUpTokenizationSpaces(&text);
+  return text;
+}
+
+bool Tokenizer::cleans_up_spaces() const {
+  return parts_->clean_up_tokenization_spaces;
+}
+
+Result<std::string> Tokenizer::DecodeBytes(std::span<const int32_t> ids,
+                                           bool skip_special_tokens) const {
   std::string bytes;
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size_) {
@@ -240,9 +256,7 @@ Result<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
       bytes += *token;
     }
   }
-  std::string text = Utf8Lossy(bytes);
-  if (parts_->clean_up_tokenization_spaces) CleanUpTokenizationSpaces(&text);
-  return text;
+  return bytes;
 }
 
 std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {

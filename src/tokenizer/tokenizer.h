@@ -37,6 +37,14 @@ class Tokenizer {
   // InvalidArgument naming the id and the vocabulary size.
   Result<std::string> Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
+  // Decode in two halves, for decoders that cut a stream (stream_decoder.h): the raw bytes the
+  // ids stand for, then the text of such bytes (UTF-8 repair, then the space clean-up when
+  // cleans_up_spaces()). Decode(ids) == BytesToText(DecodeBytes(ids)).
+  Result<std::string> DecodeBytes(std::span<const int32_t> ids, bool skip_special_tokens) const;
+  std::string BytesToText(std::string_view bytes) const;
+  // transformers' clean_up_tokenization_spaces from tokenizer_config.json (" ." -> "." ...).
+  bool cleans_up_spaces() const;
+
   // Id of a vocabulary or added token, spelled as stored (byte-level, e.g. "Ġthe").
   std::optional<int32_t> TokenToId(std::string_view token) const;
   // Whether `id` is an added token marked special (skipped by Decode(..., true)).

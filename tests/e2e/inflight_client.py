@@ -261,9 +261,9 @@ def get_metrics(port):
     return status, headers, data.decode("utf-8")
 
 
-# Metric family names of the LLM model's statistics, before and after they take NVIDIA's names.
-KV_FAMILIES = ("nv_trt_llm_kv_cache_block_metrics", "inflight_kv_cache_block_metrics")
-ACTIVE_FAMILIES = ("nv_trt_llm_request_metrics", "inflight_request_metrics")
+# Metric families of the LLM model's statistics (NVIDIA's names).
+KV_FAMILIES = ("nv_trt_llm_kv_cache_block_metrics",)
+ACTIVE_FAMILIES = ("nv_trt_llm_request_metrics",)
 
 
 def first_sample(text, names, **labels):

@@ -64,7 +64,9 @@ class BlsTest(BlsServer):
         for prompt in PROMPTS:
             whole = self.post("tensorrt_llm_bls", {"text_input": prompt, "max_tokens": 14})["text_output"]
             events = self.stream("tensorrt_llm_bls", {"text_input": prompt, "max_tokens": 14, "stream": True})
-            self.assertGreaterEqual(len(events), 14)  # one per token (a held-back piece is "")
+            # One per tensorrt_llm response: per token, except where that model holds back ids that end
+            # inside a character until the next token completes it (docs/observability.md).
+            self.assertGreater(len(events), 1)
             self.assertEqual("".join(e["text_output"] for e in events), whole, prompt)
             # Never a character cut in two, unlike pieces decoded token by token.
             for e in events:

@@ -134,8 +134,8 @@ class LlmServer(unittest.TestCase):
 
     def kv_blocks(self):
         text = self.server.metrics()
-        return (metric_value(text, "inflight_kv_cache_block_metrics", kv_cache_block_type="free"),
-                metric_value(text, "inflight_kv_cache_block_metrics", kv_cache_block_type="max"))
+        return (metric_value(text, "nv_trt_llm_kv_cache_block_metrics", kv_cache_block_type="free"),
+                metric_value(text, "nv_trt_llm_kv_cache_block_metrics", kv_cache_block_type="max"))
 
     def wait_all_blocks_free(self):
         deadline = time.time() + 10
@@ -229,19 +229,19 @@ class EnsembleTest(LlmServer):
     def test_client_disconnect_mid_stream_cancels(self):
         ids = self.tokenize(PROMPT)
         before = self.server.metrics()
-        count0 = metric_value(before, "inflight_output_token_len_count")
-        sum0 = metric_value(before, "inflight_output_token_len_sum")
+        count0 = metric_value(before, "nv_llm_output_token_len_count")
+        sum0 = metric_value(before, "nv_llm_output_token_len_sum")
         got = self.server.stream("/v2/models/tensorrt_llm/generate_stream", llm_inputs(ids, 900, streaming=[True]),
                                  max_events=3)
         self.assertEqual(len(got), 3)
         deadline = time.time() + 20
         while time.time() < deadline:
             after = self.server.metrics()
-            if metric_value(after, "inflight_output_token_len_count") > count0:
+            if metric_value(after, "nv_llm_output_token_len_count") > count0:
                 break
             time.sleep(0.1)
-        self.assertEqual(metric_value(after, "inflight_output_token_len_count"), count0 + 1)
-        self.assertLess(metric_value(after, "inflight_output_token_len_sum") - sum0, 900)
+        self.assertEqual(metric_value(after, "nv_llm_output_token_len_count"), count0 + 1)
+        self.assertLess(metric_value(after, "nv_llm_output_token_len_sum") - sum0, 900)
         self.wait_all_blocks_free()
 
     def test_64_concurrent_clients(self):

@@ -137,16 +137,17 @@ class SeedReplayTest(unittest.TestCase):
             expected = requests + (bls_requests if model == "tensorrt_llm" else 0)
             self.assertEqual(value("nv_inference_request_success",
                                    f'model="{model}",version="1"'), expected, model)
-            self.assertEqual(value("nv_inference_request_failure",
-                                   f'model="{model}",version="1"'), 0, model)
-        # The LLM model's batch statistics (the documents show them as nv_trt_llm_*; Inflight
-        # reports them as inflight_*).
-        self.assertEqual(value("inflight_request_metrics",
+            for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"):
+                self.assertEqual(value("nv_inference_request_failure",
+                                       f'model="{model}",reason="{reason}",version="1"'), 0, model)
+        # The LLM model's batch statistics, under the names the documents show.
+        self.assertEqual(value("nv_trt_llm_request_metrics",
                                'model="tensorrt_llm",request_type="max",version="1"'), 64)
-        self.assertGreater(value("inflight_kv_cache_block_metrics",
+        self.assertGreater(value("nv_trt_llm_kv_cache_block_metrics",
                                  'kv_cache_block_type="max",model="tensorrt_llm",version="1"'), 0)
-        self.assertEqual(value("inflight_output_token_len_count",
-                               'model="tensorrt_llm",version="1"'), requests + bls_requests)
+        self.assertEqual(value("nv_llm_output_token_len_count",
+                               'model="tensorrt_llm",response_metric_type="total_output_tokens",'
+                               'version="1"'), requests + bls_requests)
 
     def replay(self, sequence):
         """Starts the sequence's server, sends its requests and checks the answers; returns the

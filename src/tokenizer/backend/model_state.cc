@@ -3,6 +3,7 @@
 #include "common/logging.h"
 #include "config/model_config_loader.h"
 #include "config/parameters.h"
+#include "config/unknown_parameters.h"
 #include "tokenizer/text_models.h"
 
 namespace inflight::tokenizer::backend {
@@ -18,6 +19,16 @@ Result<bool> BoolParameter(const inference::ModelConfig& config, const std::stri
   auto value = config::GetBoolParameter(config, key);
   if (!value.ok()) return ForModel(model, value.status());
   return value->value_or(fallback);
+}
+
+// The keys of our preprocessing and postprocessing templates. tokenizer_type is NVIDIA's up to
+// v0.8 and ignored here (the tokenizer files say what they are). NVIDIA's multimodal keys are
+// unknown on purpose: they are not served (docs/template_keys.md), so setting one gets the warning.
+std::vector<std::string> KnownParameters(TextModelRole role) {
+  if (role == TextModelRole::kPreprocessing) {
+    return {"tokenizer_dir", "tokenizer_type", "add_special_tokens"};
+  }
+  return {"tokenizer_dir", "tokenizer_type", "skip_special_tokens"};
 }
 
 }  // namespace
@@ -54,6 +65,7 @@ Result<std::unique_ptr<TextModelState>> CreateTextModelState(const std::string& 
                            "postprocessing (input TOKENS_BATCH)");
   }
   state->role = has_query ? TextModelRole::kPreprocessing : TextModelRole::kPostprocessing;
+  config::WarnUnknownParameters(config, KnownParameters(state->role));
 
   auto dir = config::GetParameter(config, "tokenizer_dir");
   if (!dir) {

@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "backend/api_version.h"
+#include "backend/triton_log.h"
 #include "common/logging.h"
 #include "tokenizer/backend/model_state.h"
 #include "tokenizer/backend/triton_io.h"
@@ -91,6 +92,7 @@ using inflight::tokenizer::backend::ToTritonError;
 extern "C" {
 
 TRITONSERVER_Error* TRITONBACKEND_Initialize(TRITONBACKEND_Backend* /*backend*/) {
+  inflight::backend::UseTritonLog();
   return inflight::backend::CheckBackendApiVersion("inflight_tokenizer");
 }
 

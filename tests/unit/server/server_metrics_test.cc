@@ -61,7 +61,10 @@ TEST(ServerMetrics, BackendFamiliesAndInferenceCountersMove) {
   std::string after = server->MetricsText();
   for (const char* line : {
            "nv_inference_request_success{model=\"echo\",version=\"1\"} 3",
-           "nv_inference_request_failure{model=\"echo\",version=\"1\"} 0",
+           "nv_inference_request_failure{model=\"echo\",reason=\"REJECTED\",version=\"1\"} 0",
+           "nv_inference_request_failure{model=\"echo\",reason=\"CANCELED\",version=\"1\"} 0",
+           "nv_inference_request_failure{model=\"echo\",reason=\"BACKEND\",version=\"1\"} 0",
+           "nv_inference_request_failure{model=\"echo\",reason=\"OTHER\",version=\"1\"} 0",
            "nv_inference_count{model=\"echo\",version=\"1\"} 3",
            "nv_inference_exec_count{model=\"echo\",version=\"1\"} 3",
            "echo_requests_total{model=\"echo\"} 3",
@@ -96,6 +99,38 @@ TEST(ServerMetrics, BackendFamiliesAndInferenceCountersMove) {
   server->Shutdown();
   EXPECT_FALSE(Contains(server->MetricsText(), "echo_requests_total"))
       << "families are gone once the backend deleted them";
+}
+
+// tritonserver 2.68 labels each failure with its reason: a backend's error response is BACKEND, an
+// invalid request OTHER.
+TEST(ServerMetrics, FailuresCountByReason) {
+  auto server = testing::MakeServer(testing::TestOptions());
+  ASSERT_NE(server, nullptr);
+  InferRequest failing;
+  failing.model_name = "echo";
+  failing.inputs.push_back(Int32Tensor("IN0", {1}));
+  failing.inputs.push_back(testing::BoolTensor("fail", true));
+  Collector c;
+  ASSERT_TRUE(server->Infer(failing, c.Callback()).ok());
+  ASSERT_TRUE(c.WaitFinal());
+  InferRequest unknown_input;
+  unknown_input.model_name = "echo";
+  unknown_input.inputs.push_back(Int32Tensor("NOT_AN_INPUT", {1}));
+  Collector c2;
+  EXPECT_FALSE(server->Infer(unknown_input, c2.Callback()).ok());
+  EXPECT_TRUE(Eventually([&] {
+    const std::string t = server->MetricsText();
+    return Contains(
+               t,
+               "nv_inference_request_failure{model=\"echo\",reason=\"BACKEND\",version=\"1\"} 1") &&
+           Contains(
+               t,
+               "nv_inference_request_failure{model=\"echo\",reason=\"OTHER\",version=\"1\"} 1") &&
+           Contains(
+               t,
+               "nv_inference_request_failure{model=\"echo\",reason=\"CANCELED\",version=\"1\"} 0");
+  })) << server->MetricsText();
+  server->Shutdown();
 }
 
 class MetricsApi : public ::testing::Test {
