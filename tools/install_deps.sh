@@ -9,7 +9,8 @@ packages=(
   libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libspdlog-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcpp-httplib-dev libpcre2-dev
+  # Boost.Beast and Asio, header-only: inflight-server's HTTP frontend.
+  libboost-dev libpcre2-dev
   libgrpc++-dev protobuf-compiler-grpc
   # The gRPC e2e tests run Debian's python3 with its gRPC and protobuf modules.
   python3-grpcio python3-protobuf

@@ -165,7 +165,8 @@ void AddRepositoryOptions(Table& t, CommandLine& cl) {
           cl.server.model_repositories.push_back(v);
           return Status::Ok();
         });
-  t.Bool({"exit-on-error"}, "Exit when a model fails to load (default false).", &cl.exit_on_error);
+  t.Bool({"exit-on-error"}, "Exit when a model asked for fails to load (default true).",
+         &cl.exit_on_error);
   t.Add({"disable-auto-complete-config"}, Kind::kBool,
         "Accepted: inflight-server never completes a model configuration, so every model needs a "
         "complete config.pbtxt.",
@@ -223,11 +224,16 @@ void AddHttpOptions(Table& t, CommandLine& cl) {
   t.Refused({"http-header-forward-pattern"}, Kind::kString,
             "HTTP headers are not forwarded as request parameters");
   t.Int({"http-thread-count"},
-        "HTTP workers (default 128); each open connection or SSE stream holds one.", 1, 4096,
-        &cl.http_thread_count);
+        "HTTP io threads (default 8): they serve every connection and SSE stream between them; "
+        "no connection holds a thread.",
+        1, 4096, &cl.http_thread_count);
   t.Refused({"http-restricted-api"}, Kind::kString, "HTTP APIs cannot be restricted by header");
   t.Int({"http-max-input-size"}, "Largest request body in bytes (default 64 MiB); larger is 413.",
         1, kIntMax, &cl.http_max_input_bytes);
+  t.Int({"http-read-timeout-secs"},
+        "Seconds a client has to send a request's head, and again its body (default 60); "
+        "slower is 408.",
+        1, 86400, &cl.http_read_timeout_secs);
 }
 
 void AddGrpcOptions(Table& t, CommandLine& cl) {
@@ -379,7 +385,8 @@ void AddServerOptions(Table& t, CommandLine& cl) {
   t.NotUsed({"repoagent-directory"}, Kind::kString, "inflight-server runs no repository agents");
   t.NotUsed({"id"}, Kind::kString, "inflight-server reports its name as \"inflight\" (GET /v2)");
   t.Add({"exit-timeout-secs"}, Kind::kInt,
-        "Seconds to wait for requests in flight at shutdown (default 30).",
+        "Seconds requests in flight get to finish after SIGTERM/SIGINT before the rest are "
+        "cancelled (default 30); new connections are refused meanwhile.",
         [&cl](const std::string& name, const std::string& v) -> Status {
           ASSIGN_OR_RETURN(long long secs, ParseIntOption(name, v, -kIntMax, kIntMax));
           cl.server.exit_timeout_secs = static_cast<double>(std::max(0LL, secs));  // as Triton

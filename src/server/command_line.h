@@ -26,6 +26,7 @@ struct CommandLine {
   std::optional<int> http_port;
   std::optional<int> http_thread_count;
   std::optional<std::size_t> http_max_input_bytes;
+  std::optional<int> http_read_timeout_secs;
 
   bool allow_grpc = true;
   // Unset: the gRPC service's defaults (0.0.0.0, 8001).
@@ -43,10 +44,10 @@ struct CommandLine {
   bool log_iso8601 = false;  // --log-format=ISO8601
   std::string log_file;
 
-  // NOTE: tritonserver defaults to true; here a model that fails to load leaves the server up with
-  // that model UNAVAILABLE (and /v2/health/ready false under --strict-readiness) unless this is
-  // asked for.
-  bool exit_on_error = false;
+  // As tritonserver: a model asked for that fails to load stops the server at startup (exit 1).
+  // With false the server stays up with that model UNAVAILABLE (and /v2/health/ready false under
+  // --strict-readiness).
+  bool exit_on_error = true;
   bool help = false;
 
   // One line per accepted option that has no effect in inflight-server, saying so; the caller

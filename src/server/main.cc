@@ -2,6 +2,7 @@
 // loads the model repository through the Server core, serves KServe v2 over HTTP, Triton's
 // GRPCInferenceService over gRPC and Prometheus metrics, and shuts down cleanly on SIGINT/SIGTERM.
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,7 +21,7 @@
 #include "common/mpi_launch.h"
 #include "common/status.h"
 #include "server/command_line.h"
-#include "server/http_service.h"
+#include "server/http/http_service.h"
 #include "server/server_api.h"
 #ifdef INFLIGHT_SERVER_GRPC
 #include "server/grpc/grpc_service.h"
@@ -120,6 +121,18 @@ std::string ModelTable(const std::vector<server::ModelIndexEntry>& index) {
   return out + rule;
 }
 
+// How long answers already computed get to reach their clients at shutdown.
+constexpr std::chrono::seconds kAnswerFlushTime{5};
+
+// Each HTTP connection is a file descriptor and idle ones cost little else: raise the soft limit to
+// the hard one (often 1024 -> 1M) so that the descriptor limit, not the server, bounds clients.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) LOG_WARN("could not raise the open file limit");
+}
+
 int Run(int argc, char** argv) {
   auto parsed = server::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
   if (!parsed.ok()) {
@@ -139,6 +152,8 @@ int Run(int argc, char** argv) {
   if (!cl.backend_directory_given)
     cl.server.backend_directory = DefaultBackendSearchPath(cl.server.backend_directory);
   LOG_INFO("backend directory: {}", cl.server.backend_directory);
+
+  RaiseOpenFileLimit();
 
   // Every thread the core and the HTTP servers start inherits this mask, so SIGINT/SIGTERM reach
   // only the sigwait below. Broken client sockets must be an error from send(), never a
@@ -172,14 +187,11 @@ int Run(int argc, char** argv) {
     spdlog::default_logger()->flush();
     return 1;
   }
-  if (cl.exit_on_error) {
-    for (const auto& entry : index) {
-      if (entry.state != "READY") {
-        LOG_ERROR("error: creating server: Internal - failed to load all models");
-        core->Shutdown();
-        return 1;
-      }
-    }
+  // IsReady(): every model asked for (all of the repository, or the --load-model list) is READY.
+  if (cl.exit_on_error && !core->IsReady()) {
+    LOG_ERROR("error: creating server: Internal - failed to load all models");
+    core->Shutdown();
+    return 1;
   }
 
   std::unique_ptr<server::http::HttpService> http;
@@ -202,6 +214,8 @@ int Run(int argc, char** argv) {
   if (cl.http_port) http_options.port = *cl.http_port;
   if (cl.http_thread_count) http_options.thread_count = *cl.http_thread_count;
   if (cl.http_max_input_bytes) http_options.max_input_bytes = *cl.http_max_input_bytes;
+  if (cl.http_read_timeout_secs)
+    http_options.read_timeout = std::chrono::seconds(*cl.http_read_timeout_secs);
   if (cl.allow_http) {
     http = std::make_unique<server::http::HttpService>(*core, http_options);
     if (Status st = http->Start(); !st.ok()) return fail("HTTP service", st);
@@ -241,11 +255,17 @@ int Run(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   LOG_INFO("Signal ({}) received.", signal_number);
-  if (http) http->Stop();
-  if (metrics) metrics->Stop();
+  // As tritonserver: stop accepting, let requests in flight finish for up to --exit-timeout-secs,
+  // then cancel the rest (the core's Shutdown does both) and exit 0. HTTP clients of requests in
+  // flight keep their connections and get their answers (streams run to their end); new
+  // connections are refused and /v2/health/ready says 400 meanwhile.
+  if (http) http->Drain();
   // gRPC calls keep receiving their responses while the core drains (it fails what it cancels),
   // then whatever is still open is cancelled.
   core->Shutdown();
+  // The core answered every request by now; what is left is writing the last answers out.
+  if (http) http->Stop(kAnswerFlushTime);
+  if (metrics) metrics->Stop();
 #ifdef INFLIGHT_SERVER_GRPC
   if (grpc) grpc->Stop(std::chrono::seconds(5));
 #endif

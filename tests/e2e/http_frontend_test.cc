@@ -1,21 +1,29 @@
 // The HTTP frontend over real loopback HTTP, against FakeServer instead of the core: wire formats,
 // status codes, SSE streaming, cancellation on disconnect, limits and concurrency.
 #include <gtest/gtest.h>
-#include <httplib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "e2e/fake_server.h"
-#include "server/http_service.h"
+#include "e2e/http_test_client.h"
+#include "server/http/http_service.h"
 
 namespace inflight::server::http {
 namespace {
 
+using inflight::server::http::testing::ClientResponse;
+using inflight::server::http::testing::TestHttpClient;
+using inflight::server::testing::FakeServer;
 using nlohmann::json;
-using testing::FakeServer;
 
 class HttpFrontendTest : public ::testing::Test {
  protected:
@@ -24,19 +32,19 @@ class HttpFrontendTest : public ::testing::Test {
     HttpServiceOptions options;
     options.address = "127.0.0.1";
     options.port = 0;
-    options.thread_count = 80;
+    options.thread_count = 2;  // 64 concurrent streams below share these two threads
     options.max_input_bytes = 64 * 1024;
     service_ = std::make_unique<HttpService>(fake_, options);
     ASSERT_TRUE(service_->Start().ok());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", service_->port());
+    client_ = std::make_unique<TestHttpClient>(service_->port());
   }
   void TearDown() override {
     service_->Stop();
     fake_.Shutdown();
   }
 
-  httplib::Result Post(const std::string& path, const std::string& body) {
-    return client_->Post(path.c_str(), body, "application/json");
+  std::optional<ClientResponse> Post(const std::string& path, const std::string& body) {
+    return client_->Post(path, body);
   }
   json PostJson(const std::string& path, const json& body, int expected_status) {
     auto res = Post(path, body.dump());
@@ -60,34 +68,28 @@ class HttpFrontendTest : public ::testing::Test {
   std::vector<json> Stream(const json& body, int stop_after = 0,
                            std::string* content_type = nullptr,
                            const std::string& model = "stream") {
-    httplib::Client client("127.0.0.1", service_->port());
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v2/models/" + model + "/generate_stream";
-    req.body = body.dump();
-    req.set_header("Content-Type", "application/json");
+    TestHttpClient client(service_->port());
     std::string buffer;
     std::vector<json> events;
-    req.content_receiver = [&](const char* data, std::size_t len, std::uint64_t, std::uint64_t) {
-      buffer.append(data, len);
-      for (auto end = buffer.find("\n\n"); end != std::string::npos; end = buffer.find("\n\n")) {
-        std::string event = buffer.substr(0, end);
-        buffer.erase(0, end + 2);
-        EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
-        events.push_back(json::parse(event.substr(6), nullptr, false));
-      }
-      return stop_after == 0 || static_cast<int>(events.size()) < stop_after;
-    };
-    httplib::Response res;
-    httplib::Error error = httplib::Error::Success;
-    client.send(req, res, error);
-    if (content_type != nullptr) *content_type = res.get_header_value("Content-Type");
+    auto res = client.Send("POST", "/v2/models/" + model + "/generate_stream", body.dump(),
+                           [&](std::string_view data) {
+                             buffer.append(data);
+                             for (auto end = buffer.find("\n\n"); end != std::string::npos;
+                                  end = buffer.find("\n\n")) {
+                               std::string event = buffer.substr(0, end);
+                               buffer.erase(0, end + 2);
+                               EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+                               events.push_back(json::parse(event.substr(6), nullptr, false));
+                             }
+                             return stop_after == 0 || static_cast<int>(events.size()) < stop_after;
+                           });
+    if (content_type != nullptr && res) *content_type = res->Header("content-type");
     return events;
   }
 
   FakeServer fake_;
   std::unique_ptr<HttpService> service_;
-  std::unique_ptr<httplib::Client> client_;
+  std::unique_ptr<TestHttpClient> client_;
 };
 
 TEST_F(HttpFrontendTest, HealthAndServerMetadata) {
@@ -349,15 +351,131 @@ TEST_F(HttpFrontendTest, SixtyFourConcurrentStreamsAllGetTheirAnswers) {
   for (int c = 0; c < kClients; ++c) EXPECT_EQ(correct[c], 1) << "client " << c;
 }
 
+// A raw loopback connection, for what a well-behaved client library will not do.
+int RawConnect(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void SendAll(int fd, const std::string& data) {
+  ASSERT_EQ(::send(fd, data.data(), data.size(), MSG_NOSIGNAL), static_cast<ssize_t>(data.size()));
+}
+
+std::string ReadToEnd(int fd) {
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) out.append(buffer, n);
+  return out;
+}
+
+std::string PostText(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+TEST_F(HttpFrontendTest, ClientThatLeavesANonStreamedRequestCancelsIt) {
+  // /infer: the answer is held back 5 s; the client leaves after 300 ms.
+  json infer = {
+      {"inputs",
+       {{{"name", "INPUT0"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {1}}},
+        {{"name", "DELAY_MS"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {5000}}}}}};
+  int fd = RawConnect(service_->port());
+  ASSERT_GE(fd, 0);
+  SendAll(fd, PostText("/v2/models/echo/infer", infer.dump()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::close(fd);
+  EXPECT_TRUE(WaitFor([this] { return fake_.cancelled_requests() == 1; }, std::chrono::seconds(3)));
+  // /generate on a decoupled model answering once, 1.5 s from now.
+  fd = RawConnect(service_->port());
+  ASSERT_GE(fd, 0);
+  SendAll(fd, PostText("/v2/models/stream/generate", R"({"COUNT": 1, "DELAY_MS": 1500})"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::close(fd);
+  EXPECT_TRUE(WaitFor([this] { return fake_.cancelled_requests() == 2; }, std::chrono::seconds(5)));
+  EXPECT_EQ(fake_.finished_requests(), 0);
+}
+
+TEST_F(HttpFrontendTest, HalfClosedClientGetsItsAnswer) {
+  json infer = {{"inputs",
+                 {{{"name", "INPUT0"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {3}}},
+                  {{"name", "DELAY_MS"}, {"shape", {1}}, {"datatype", "INT32"}, {"data", {300}}}}}};
+  int fd = RawConnect(service_->port());
+  ASSERT_GE(fd, 0);
+  SendAll(fd, PostText("/v2/models/echo/infer", infer.dump()));
+  ::shutdown(fd, SHUT_WR);
+  const std::string response = ReadToEnd(fd);
+  ::close(fd);
+  EXPECT_EQ(response.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << response;
+  EXPECT_NE(response.find("\"OUTPUT0\""), std::string::npos) << response;
+  EXPECT_EQ(fake_.cancelled_requests(), 0);
+}
+
+TEST_F(HttpFrontendTest, DrainRefusesNewClientsAndFinishesOpenStreams) {
+  std::vector<json> events;
+  std::thread client([&] { events = Stream({{"COUNT", 20}, {"DELAY_MS", 20}}); });
+  ASSERT_TRUE(WaitFor([this] { return fake_.last_request().model_name == "stream"; },
+                      std::chrono::seconds(5)));
+  service_->Drain();
+  EXPECT_EQ(RawConnect(service_->port()), -1);  // refused: the listening socket is closed
+  client.join();
+  ASSERT_EQ(events.size(), 20u);
+  EXPECT_EQ(events[19]["INDEX"], 19);
+  EXPECT_EQ(fake_.cancelled_requests(), 0);
+}
+
+TEST_F(HttpFrontendTest, ProtocolErrorsHaveTheirStatusAndAReason) {
+  auto exchange = [this](const std::string& raw) {
+    int fd = RawConnect(service_->port());
+    EXPECT_GE(fd, 0);
+    SendAll(fd, raw);
+    std::string response = ReadToEnd(fd);
+    ::close(fd);
+    return response;
+  };
+  const std::string conflicting = exchange(
+      "POST /v2/models/echo/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n"
+      "Content-Length: 3\r\n\r\n{}");
+  EXPECT_EQ(conflicting.rfind("HTTP/1.1 400 ", 0), 0u) << conflicting;
+  EXPECT_NE(conflicting.find("conflicting Content-Length"), std::string::npos) << conflicting;
+  // A refused route keeps the connection (the request itself was well formed): ask to close it.
+  const std::string not_allowed =
+      exchange("DELETE /v2/health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(not_allowed.rfind("HTTP/1.1 405 ", 0), 0u) << not_allowed;
+  EXPECT_NE(not_allowed.find("Allow: GET\r\n"), std::string::npos) << not_allowed;
+  const std::string version = exchange("GET /v2/health/live HTTP/2.0\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(version.rfind("HTTP/1.1 505 ", 0), 0u) << version;
+  const std::string coding =
+      exchange("POST /v2/models/echo/infer HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: br\r\n\r\n");
+  EXPECT_EQ(coding.rfind("HTTP/1.1 501 ", 0), 0u) << coding;
+  EXPECT_NE(coding.find("{\"error\":"), std::string::npos) << coding;
+}
+
 TEST(MetricsServiceTest, ServesPrometheusText) {
   FakeServer fake;
   MetricsService metrics(fake, "127.0.0.1", 0);
   ASSERT_TRUE(metrics.Start().ok());
-  httplib::Client client("127.0.0.1", metrics.port());
+  TestHttpClient client(metrics.port());
   auto res = client.Get("/metrics");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
-  EXPECT_EQ(res->get_header_value("Content-Type").rfind("text/plain; version=0.0.4", 0), 0u);
+  EXPECT_EQ(res->Header("content-type").rfind("text/plain; version=0.0.4", 0), 0u);
   EXPECT_NE(res->body.find("nv_inference_request_success{model=\"echo\""), std::string::npos);
 }
 

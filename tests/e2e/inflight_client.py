@@ -73,9 +73,13 @@ class InflightServer:
         self._reader = None
 
     def command(self):
+        # The test repository holds models that fail to load on purpose; tests that want tritonserver's
+        # default (--exit-on-error=true: exit when one fails) ask for it.
+        exit_on_error = [] if any(a.startswith("--exit-on-error") for a in self.args) else ["--exit-on-error=false"]
         return [self.binary, f"--model-repository={self.model_repository}",
                 f"--backend-directory={self.backend_directory}", "--http-address=127.0.0.1",
-                "--http-port=0", "--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-port=0", *self.args]
+                "--http-port=0", "--grpc-address=127.0.0.1", "--grpc-port=0", "--metrics-port=0",
+                *exit_on_error, *self.args]
 
     def start(self):
         self.process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -202,9 +206,10 @@ class SseResult:
         self.body = body  # the JSON error body when the server refused before streaming
 
 
-def stream_sse(port, path, body, max_events=None, timeout=30.0):
+def stream_sse(port, path, body, max_events=None, timeout=30.0, on_event=None):
     """POSTs to a generate_stream URL and reads its events. With max_events, hangs up abruptly after that
-    many (the socket is closed, as a client that goes away does)."""
+    many (the socket is closed, as a client that goes away does). on_event(event) is called as each
+    arrives."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request("POST", path, body=json.dumps(body).encode("utf-8"),
@@ -225,6 +230,8 @@ def stream_sse(port, path, body, max_events=None, timeout=30.0):
                 events.append(json.loads("\n".join(data_lines)))
                 times.append(time.monotonic())
                 data_lines = []
+                if on_event:
+                    on_event(events[-1])
                 if max_events and len(events) >= max_events:
                     conn.sock.shutdown(socket.SHUT_RDWR)
                     break

@@ -35,6 +35,14 @@ foreach(_test test_llm_ensemble test_llm_repository test_llm_observability)
     LABELS e2e TIMEOUT 600 ENVIRONMENT "${_llm_env}" FIXTURES_REQUIRED llm_repos)
 endforeach()
 
+# The HTTP layer under load (label soak; CI's size: 200 streams, 30% cut by their clients, 500 idle
+# connections, 20 s): health stays fast, every request ends, every KV block comes back.
+add_test(NAME e2e_test_http_soak
+  COMMAND ${Python3_EXECUTABLE} -m unittest -v test_http_soak
+  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(e2e_test_http_soak PROPERTIES
+  LABELS "e2e;soak" TIMEOUT 300 ENVIRONMENT "${_llm_env}" FIXTURES_REQUIRED llm_repos)
+
 add_test(NAME e2e_test_seed_replay
   COMMAND ${Python3_EXECUTABLE} -m unittest -v test_seed_replay
   WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})

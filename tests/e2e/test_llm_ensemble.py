@@ -8,7 +8,9 @@ INFLIGHT_E2E_LOGPROB_TOL (default 0: exact) is the log-prob tolerance of the pau
 judge_greedy_runs.
 """
 import concurrent.futures
+import json
 import os
+import socket
 import sys
 import time
 import unittest
@@ -65,6 +67,19 @@ def judge_greedy_runs(ref_ids, ref_log_probs, got_ids, got_log_probs, tol, name=
     summary = (f"{name}: {end}/{len(ref_ids)} tokens match, divergence {where}, "
                f"max |delta log-prob| before it {drift:.3g}")
     return failure, summary
+
+
+def output_token_histogram(text):
+    """(count, sum) of the backend's output-token-length histogram (the family's prefix may change)."""
+    count = total = None
+    for (sample, _), value in ic.parse_metrics(text).items():
+        if sample.endswith("output_token_len_count"):
+            count = value
+        elif sample.endswith("output_token_len_sum"):
+            total = value
+    if count is None or total is None:
+        raise AssertionError("no output_token_len histogram in the metrics")
+    return count, total
 
 
 def metric_value(text, name, **labels):
@@ -243,6 +258,39 @@ class EnsembleTest(LlmServer):
         self.assertEqual(metric_value(after, "nv_llm_output_token_len_count"), count0 + 1)
         self.assertLess(metric_value(after, "nv_llm_output_token_len_sum") - sum0, 900)
         self.wait_all_blocks_free()
+
+    def test_client_disconnect_of_a_non_streamed_generate_cancels(self):
+        # The client of a plain /generate gives up (curl -m1); generation must stop with it, not run on
+        # to max_tokens, and every KV block must come back. Through tensorrt_llm alone and the ensemble.
+        ids = self.tokenize(PROMPT)
+        cases = (("tensorrt_llm", llm_inputs(ids, 900)),
+                 ("ensemble", {"text_input": PROMPT, "max_tokens": 900, "bad_words": "", "stop_words": ""}))
+        for model, body in cases:
+            with self.subTest(model=model):
+                count0, sum0 = output_token_histogram(self.server.metrics())
+                payload = json.dumps(body).encode()
+                sock = socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+                sock.sendall(b"POST /v2/models/" + model.encode() + b"/generate HTTP/1.1\r\nHost: t\r\n"
+                             b"Content-Type: application/json\r\nContent-Length: " + str(len(payload)).encode() +
+                             b"\r\n\r\n" + payload)
+                deadline = time.time() + 20
+                while time.time() < deadline:  # until the request is generating
+                    if ic.first_sample(self.server.metrics(), ic.ACTIVE_FAMILIES, request_type="active") > 0:
+                        break
+                    time.sleep(0.02)
+                time.sleep(0.2)
+                sock.close()
+                deadline = time.time() + 20
+                while time.time() < deadline:
+                    count, total = output_token_histogram(self.server.metrics())
+                    if count > count0:
+                        break
+                    time.sleep(0.05)
+                self.assertEqual(count, count0 + 1, "the request did not end")
+                produced = total - sum0
+                print(f"{model}: {produced:.0f} of 900 tokens produced before the disconnect stopped it")
+                self.assertLess(produced, 450, "generation went on after the client left")
+                self.wait_all_blocks_free()
 
     def test_64_concurrent_clients(self):
         prompts = [f"Question {i % 8}: what is machine learning?" for i in range(64)]

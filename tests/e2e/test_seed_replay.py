@@ -194,23 +194,27 @@ class SeedReplayTest(unittest.TestCase):
                 seed_replay.set_parameter(os.path.join(repo, model, "config.pbtxt"), key, value)
         # As written, the repository still has the placeholders the document's table does not
         # mention: each model is UNAVAILABLE with an error naming them and the fill_template.py
-        # keys that set them.
+        # keys that set them. As tritonserver (--exit-on-error defaults to true), the server prints its
+        # model table with each reason, then exits 1.
         fills = {}
-        with self.start(sequence) as server:
-            status, index = post_json(server.http_port, "/v2/repository/index", {})
-            self.assertEqual(status, 200, index)
-            reasons = {entry["name"]: entry.get("reason", "") for entry in index}
-            for model in ("preprocessing", "postprocessing", "tensorrt_llm", "ensemble"):
-                path = os.path.join(repo, model, "config.pbtxt")
-                reason = reasons[model]
-                self.assertIn(f"{path}: unfilled template placeholders", reason)
-                self.assertIn("${triton_max_batch_size}", reason)
-                self.assertIn(f"fill_template.py -i {path} ", reason)
-                listed = reason.split(". Set them with")[0]
-                defaulted = reason.split("without them: ")[1] if "without them: " in reason else ""
-                keys = [k for k in re.findall(r"\$\{(\w+)\}", listed) if k + " " not in defaulted]
-                self.assertTrue(set(keys) <= set(SEED_002_FILL_VALUES), (model, keys, reason))
-                fills[path] = ",".join(f"{k}:{SEED_002_FILL_VALUES[k]}" for k in keys)
+        server = self.start(sequence)
+        with self.assertRaises(RuntimeError):
+            server.start()
+        self.assertEqual(server.process.wait(timeout=60), 1, server.log())
+        reasons = {}
+        for row in re.finditer(r"^\| (\w+)\s+\|[^|]*\| UNAVAILABLE: (.*?) \|$", server.log(), re.M):
+            reasons[row.group(1)] = row.group(2)
+        for model in ("preprocessing", "postprocessing", "tensorrt_llm", "ensemble"):
+            path = os.path.join(repo, model, "config.pbtxt")
+            reason = reasons[model]
+            self.assertIn(f"{path}: unfilled template placeholders", reason)
+            self.assertIn("${triton_max_batch_size}", reason)
+            self.assertIn(f"fill_template.py -i {path} ", reason)
+            listed = reason.split(". Set them with")[0]
+            defaulted = reason.split("without them: ")[1] if "without them: " in reason else ""
+            keys = [k for k in re.findall(r"\$\{(\w+)\}", listed) if k + " " not in defaulted]
+            self.assertTrue(set(keys) <= set(SEED_002_FILL_VALUES), (model, keys, reason))
+            fills[path] = ",".join(f"{k}:{SEED_002_FILL_VALUES[k]}" for k in keys)
         fill_template = self.root.path("/tensorrtllm_backend/tools/fill_template.py")
         for path, subs in fills.items():
             result = subprocess.run(["python3", fill_template, "-i", path, subs],

@@ -72,6 +72,20 @@ class ServerCliTest(unittest.TestCase):
         self.assertEqual(server.process.returncode, 1)
         self.assertIn("failed to load all models", server.log())
 
+    def test_exit_on_error_is_on_by_default_as_in_tritonserver(self):
+        class DefaultServer(InflightServer):
+            def command(self):
+                return [c for c in super().command() if c != "--exit-on-error=false"]
+
+        server = DefaultServer(wait_ready=False)
+        with self.assertRaises(RuntimeError):
+            server.start()
+        self.assertEqual(server.process.returncode, 1)
+        self.assertIn("failed to load all models", server.log())
+        # Only the models asked for count: explicit mode with one good model serves.
+        with DefaultServer(["--model-control-mode=explicit", "--load-model=echo"]) as server:
+            self.assertEqual(request("GET", server.http_port, "/v2/models/echo/ready")[0], 200)
+
     def test_sigint_stops_cleanly_and_log_file_is_written(self):
         with tempfile.TemporaryDirectory() as tmp:
             log_file = os.path.join(tmp, "server.log")

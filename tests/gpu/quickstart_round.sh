@@ -14,7 +14,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 debs="$root/.device/debs"
 # The libraries of install_deps.sh that a CUDA image with protobuf, spdlog and nlohmann-json was seen
 # to lack, with their runtime packages.
-packages=(libcpp-httplib-dev libcpp-httplib0.11 libpcre2-dev libpcre2-16-0 libpcre2-32-0
+packages=(libboost-dev libboost1.74-dev libpcre2-dev libpcre2-16-0 libpcre2-32-0
   libpcre2-posix3 libbenchmark-dev libbenchmark1debian libgmock-dev protobuf-compiler libprotoc32
   nlohmann-json3-dev)
 

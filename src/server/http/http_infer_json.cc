@@ -1,9 +1,9 @@
-#include "server/http_infer_json.h"
+#include "server/http/http_infer_json.h"
 
 #include <set>
 #include <utility>
 
-#include "server/http_tensor_json.h"
+#include "server/http/http_tensor_json.h"
 
 namespace inflight::server::http {
 namespace {

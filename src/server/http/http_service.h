@@ -1,8 +1,10 @@
 // The KServe v2 HTTP/REST frontend of inflight-server (health, metadata, config, stats, repository
 // index, infer) plus Triton's generate extension (/generate, /generate_stream as Server-Sent
-// Events), and the Prometheus /metrics endpoint on its own port.
+// Events), and the Prometheus /metrics endpoint on its own port. Both run on HttpServer
+// (http_server.h): a fixed pool of io threads, no thread per connection.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -12,20 +14,23 @@
 
 namespace inflight::server::http {
 
-class HttpListener;
+class HttpServer;
 class HttpHandlers;
+class HttpRouter;
 
 struct HttpServiceOptions {
   std::string address = "0.0.0.0";  // --http-address
   int port = 8000;                  // --http-port; 0 binds any free port (see HttpService::port())
-  // --http-thread-count. Every open connection holds a worker, an SSE stream for its whole life, so
-  // this bounds the number of concurrent streaming clients.
-  int thread_count = 128;
+  // --http-thread-count: the io threads that serve every connection. Connections do not hold a
+  // thread, so this does not bound the number of clients or streams.
+  int thread_count = 8;
   std::size_t max_input_bytes = 64u << 20;  // --http-max-input-size; larger bodies get 413
+  // --http-read-timeout-secs: a request's head, then its body, must each arrive within this (408).
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
 };
 
-// HTTP status for a Status code: kInvalidArgument and kUnsupported 400, kNotFound 404, kUnavailable
-// 503, kAlreadyExists 409, everything else 500.
+// HTTP status for a Status code: kInvalidArgument, kUnsupported and kCancelled 400, kNotFound 404,
+// kUnavailable 503, kAlreadyExists 409, everything else 500.
 int HttpStatusFor(StatusCode code);
 
 class HttpService {
@@ -38,13 +43,18 @@ class HttpService {
 
   Status Start();
   int port() const;  // the bound port, after Start()
-  // Ends open streams (cancelling their requests), stops accepting and joins the workers.
-  void Stop();
+  // Graceful stop, first half: new connections are refused, /v2/health/ready answers 400, idle
+  // connections close; requests in flight go on and are answered.
+  void Drain();
+  // Waits (up to `grace`) for answers still being written, then closes every connection, cancelling
+  // the requests they wait for, and joins the io threads.
+  void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 
  private:
   HttpServiceOptions options_;
+  std::unique_ptr<HttpRouter> router_;
   std::unique_ptr<HttpHandlers> handlers_;
-  std::unique_ptr<HttpListener> listener_;
+  std::unique_ptr<HttpServer> http_;
 };
 
 // GET /metrics: Server::MetricsText() as Prometheus text (version 0.0.4).
@@ -61,9 +71,8 @@ class MetricsService {
 
  private:
   const Server& server_;
-  std::string address_;
-  int port_;
-  std::unique_ptr<HttpListener> listener_;
+  std::unique_ptr<HttpRouter> router_;
+  std::unique_ptr<HttpServer> http_;
 };
 
 }  // namespace inflight::server::http

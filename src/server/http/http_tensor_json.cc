@@ -1,4 +1,4 @@
-#include "server/http_tensor_json.h"
+#include "server/http/http_tensor_json.h"
 
 #include <array>
 #include <cmath>
