@@ -149,10 +149,10 @@ class HttpProtocolTest(unittest.TestCase):
         self.assertEqual(json.loads(out)["outputs"][0]["data"], [4, 2])
 
     def test_half_closed_client_is_answered(self):
-        status, headers, out = exchange(self.port, infer_request(), shut_wr=True)
+        status, _, out = exchange(self.port, infer_request(), shut_wr=True)
         self.assertEqual(status, 200, out)
         self.assertEqual(json.loads(out)["outputs"][0]["data"], [4, 2])
-        self.assertEqual(headers.get("connection"), "close")
+        # (Connection: close comes only when the FIN was read before the answer was written: a race.)
         # A stream too: 3 responses 20 ms apart, all of them written after the client's FIN.
         body = json.dumps({"IN0": [1], "count": 3})
         raw = (b"POST /v2/models/stream/generate_stream HTTP/1.1\r\nHost: t\r\nContent-Length: " +

@@ -32,7 +32,8 @@ README_PROMPT = "What is machine learning?"
 # Values for the keys seed 002's hand edits leave unfilled and that have no fill_template.py default:
 # the ones seeds 000 and 004 use.
 SEED_002_FILL_VALUES = {"triton_max_batch_size": "4", "decoupled_mode": "false",
-                        "preprocessing_instance_count": "1", "postprocessing_instance_count": "1"}
+                        "preprocessing_instance_count": "1", "postprocessing_instance_count": "1",
+                        "bls_instance_count": "1"}
 
 
 class SeedReplayTest(unittest.TestCase):
@@ -204,7 +205,10 @@ class SeedReplayTest(unittest.TestCase):
         reasons = {}
         for row in re.finditer(r"^\| (\w+)\s+\|[^|]*\| UNAVAILABLE: (.*?) \|$", server.log(), re.M):
             reasons[row.group(1)] = row.group(2)
-        for model in ("preprocessing", "postprocessing", "tensorrt_llm", "ensemble"):
+        self.assertTrue({"preprocessing", "postprocessing", "tensorrt_llm", "ensemble"} <= set(reasons), reasons)
+        # Every model the table names is fixed with the keys its error names (tensorrt_llm_bls too: the
+        # server stops while any model fails to load).
+        for model in sorted(reasons):
             path = os.path.join(repo, model, "config.pbtxt")
             reason = reasons[model]
             self.assertIn(f"{path}: unfilled template placeholders", reason)
