@@ -362,8 +362,9 @@ class FaultTest(SplitEngineCase):
 
     def test_world_size_that_does_not_fit_the_engine_is_refused(self):
         # The tp 1 engine under two ranks: the model is unavailable with both numbers named, rank 1
-        # leaves, rank 0 serves the rest (inflight-server's --exit-on-error is false by default).
-        server = MpiServer(os.environ["INFLIGHT_LLM_REPO"], 2)
+        # leaves, rank 0 serves the rest (--exit-on-error=false; by default, true as tritonserver's,
+        # rank 0 would exit instead).
+        server = MpiServer(os.environ["INFLIGHT_LLM_REPO"], 2, extra=["--exit-on-error=false"])
         server.wait_ready = False  # not every model is ready
         try:
             server.start()
