@@ -14,4 +14,23 @@ namespace inflight::kernels::cpu {
 void KvCacheWrite(float* k_pool, float* v_pool, const float* k, const float* v,
                   std::int64_t kv_token_stride, const PagedBatch& batch, const PagedKvShape& shape);
 
+// The walk both pool formats share (KvCacheWrite, KvCacheWriteFp8): calls
+// write_head(src, dst) for every new row's every kv head, src the offset of its head_dim values
+// in k / v, dst the offset of its slot in the pools (PagedKvShape::Offset).
+template <typename WriteHead>
+void ForEachNewKvHead(std::int64_t kv_token_stride, const PagedBatch& batch,
+                      const PagedKvShape& shape, WriteHead&& write_head) {
+  for (std::int32_t s = 0; s < batch.num_seqs; ++s) {
+    const std::int32_t* table = batch.table(s);
+    for (std::int32_t r = batch.query_start[s]; r < batch.query_start[s + 1]; ++r) {
+      const std::int64_t pos = batch.num_cached[s] + (r - batch.query_start[s]);
+      const std::int64_t block = table[pos / shape.tokens_per_block];
+      const std::int64_t slot = pos % shape.tokens_per_block;
+      for (std::int64_t h = 0; h < shape.num_kv_heads; ++h) {
+        write_head(r * kv_token_stride + h * shape.head_dim, shape.Offset(block, h, slot));
+      }
+    }
+  }
+}
+
 }  // namespace inflight::kernels::cpu
