@@ -222,8 +222,21 @@ class EnsembleContext : public InflightRequest,
     if (outputs.empty()) return;
     flow.emitted = true;
     emitted_any_ = true;
-    Status st = out_->Send(std::move(outputs), {}, 0, std::nullopt);
+    Status st = out_->Send(std::move(outputs), SequenceParameters(), 0, std::nullopt);
     if (!st.ok()) LOG_WARN("ensemble '{}': {}", sched_->model()->name, st.message());
+  }
+
+  // Triton's ensemble scheduler adds the request's sequence_id, sequence_start and sequence_end to
+  // every response carrying a composing model's tensors (core ensemble_scheduler.cc,
+  // CheckAndSetEnsembleOutput): the `"sequence_id": 0, "sequence_start": false` lines of
+  // tensorrtllm_backend's README answers. A string id stays a string, as there.
+  std::map<std::string, ParameterValue> SequenceParameters() const {
+    std::map<std::string, ParameterValue> out{
+        {"sequence_id", std::int64_t{0}}, {"sequence_start", false}, {"sequence_end", false}};
+    for (const char* key : {"sequence_id", "sequence_start", "sequence_end"}) {
+      if (auto it = parameters_.find(key); it != parameters_.end()) out[key] = it->second;
+    }
+    return out;
   }
 
   void MaybeFinishLocked() {

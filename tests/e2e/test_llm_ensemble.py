@@ -177,6 +177,16 @@ class EnsembleTest(LlmServer):
         text = self.server.post_json("/v2/models/postprocessing/generate",
                                      {"TOKENS_BATCH": [[direct]], "SEQUENCE_LENGTH": [len(direct)]})
         self.assertEqual(text["OUTPUT"], first["text_output"])
+        # The fields of the README's answer that tritonserver's ensemble adds beside text_output.
+        self.assertEqual((first["model_name"], first["model_version"]), ("ensemble", "1"))
+        self.assertEqual((first["sequence_id"], first["sequence_start"], first["sequence_end"]),
+                         (0, False, False))
+        self.assertNotIn("sequence_id", text)  # a plain model's answer has none
+        tagged = self.server.post_json("/v2/models/ensemble/generate",
+                                       dict(body, sequence_id=42, sequence_start=True, sequence_end=True))
+        self.assertEqual((tagged["sequence_id"], tagged["sequence_start"], tagged["sequence_end"]),
+                         (42, True, True))
+        self.assertEqual(tagged["text_output"], first["text_output"])
 
     def test_generate_stream_gives_the_same_tokens(self):
         ids = self.tokenize(PROMPT)

@@ -91,6 +91,10 @@ Result<nlohmann::json> GenerateResponseToJson(const InferResponse& response) {
   out["model_name"] = response.model_name;
   out["model_version"] = std::to_string(response.model_version);
   if (!response.id.empty()) out["id"] = response.id;
+  // Response parameters sit beside the outputs, as tritonserver's generate answers show them (the
+  // ensemble's sequence_id / sequence_start / sequence_end).
+  const json parameters = ParametersToJson(response.parameters);
+  for (const auto& [key, value] : parameters.items()) out[key] = value;
   for (const Tensor& tensor : response.outputs) {
     ASSIGN_OR_RETURN(json data, TensorElementsToJson(tensor));
     if (data.size() == 1) {
