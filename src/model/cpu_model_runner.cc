@@ -1,5 +1,7 @@
 #include "model/cpu_model_runner.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -8,6 +10,21 @@
 #include "model/step_validation.h"
 
 namespace inflight::model {
+namespace {
+
+// calloc hands back untouched zero pages: without this the KV pools would enter the resident set
+// block by block as the block manager first hands each one out (its free list prefers blocks never
+// used, to keep reusable prefixes), so RSS would climb for minutes of serving, and a machine short
+// of memory would fail mid-request instead of at load. Writing one byte per page commits the pool
+// now, as the GPU runner's up-front allocation does.
+void CommitPages(void* p, std::size_t bytes) {
+  const long page = sysconf(_SC_PAGESIZE);
+  const std::size_t step = page > 0 ? static_cast<std::size_t>(page) : 4096;
+  auto* bytes_p = static_cast<volatile unsigned char*>(p);
+  for (std::size_t i = 0; i < bytes; i += step) bytes_p[i] = 0;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string& engine_dir,
                                                                const RunnerOptions& options) {
@@ -59,6 +76,9 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
                          std::to_string(r->pool_floats_ * r->kv_elem_bytes_) +
                          " bytes (max_kv_tokens " + std::to_string(options.max_kv_tokens) + ")");
     }
+    const std::size_t pool_bytes = n * static_cast<std::size_t>(r->kv_elem_bytes_);
+    CommitPages(fp8 ? static_cast<void*>(p.k8) : p.k, pool_bytes);
+    CommitPages(fp8 ? static_cast<void*>(p.v8) : p.v, pool_bytes);
   }
   r->pool_ = std::make_unique<kernels::cpu::ThreadPool>(options.num_threads);
   const std::string window_text = DescribeAttentionWindows(windows);
