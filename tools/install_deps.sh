@@ -14,6 +14,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc
   # The gRPC e2e tests run Debian's python3 with its gRPC and protobuf modules.
   python3-grpcio python3-protobuf
+  # inflight-server embeds Debian's CPython and renders chat templates with its Jinja2
+  # (cmake/embedded_python.cmake, src/server/openai/chat_template.cc).
+  python3-dev python3-jinja2
 )
 # Tools: checked as commands, since a machine may have them from elsewhere (a Node.js or Python
 # install of its own); only a missing command is installed from Debian.
