@@ -1,6 +1,7 @@
 #include "server/openai/openai_request.h"
 
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <utility>
 
@@ -15,6 +16,12 @@ std::string Shown(const ordered_json& value) {
   return text.size() > 80 ? text.substr(0, 77) + "..." : text;
 }
 
+std::string Number(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", x);
+  return buffer;
+}
+
 Error Refuse(const std::string& field, const ordered_json& value, const std::string& accepted) {
   return InvalidField(field, field + " " + Shown(value) + " is not supported: " + accepted);
 }
@@ -27,8 +34,8 @@ Error ReadNumber(const ordered_json& body, const std::string& field, double lo, 
   if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < lo ||
       value.get<double>() > hi) {
     return InvalidField(field, field + " " + Shown(value) +
-                                   " is not accepted: must be a number in [" + Shown(lo) + ", " +
-                                   Shown(hi) + "]");
+                                   " is not accepted: must be a number in [" + Number(lo) + ", " +
+                                   Number(hi) + "]");
   }
   *out = value.get<double>();
   return std::nullopt;

@@ -67,10 +67,13 @@ void OpenAiRoutes::Serve(const OpenAiModel& model, const std::string& prompt,
   const auto prompt_tokens = static_cast<std::int64_t>(ids->size());
   const std::int64_t max_tokens =
       settings.max_tokens.value_or(DefaultMaxTokens(model, kind == ApiKind::kChat, prompt_tokens));
-  // Per-token log-probs need a response per step, so the ensemble streams whenever they are asked
-  // for; a client that does not stream still gets one body.
-  InferRequest request = BuildEnsembleRequest(model, prompt, settings, max_tokens,
-                                              settings.stream || settings.logprobs);
+  // The ensemble streams (a response per step) whenever per-token log-probs are asked for, and
+  // when there are stop strings: the engine matches stop words as token sequences, which a stop
+  // string need not align with, so the text match here may be what ends the request, and it can
+  // only cancel a request that is still running. A client that does not stream still gets one body.
+  const bool ensemble_streams = settings.stream || settings.logprobs || !settings.stop.empty();
+  InferRequest request =
+      BuildEnsembleRequest(model, prompt, settings, max_tokens, ensemble_streams);
   ResponseOptions options;
   options.kind = kind;
   options.model = model.name;
