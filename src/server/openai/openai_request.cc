@@ -130,9 +130,15 @@ Error ReadCommon(const ordered_json& body, GenerationSettings* s) {
   return std::nullopt;
 }
 
-// Fields that cannot change the output: accepted and not used.
-const std::set<std::string> kHarmless = {"user", "metadata", "store", "service_tier",
-                                         "parallel_tool_calls"};
+// Fields that cannot change the output: accepted and not used. (parallel_tool_calls only matters
+// with tools, which are refused; prompt_cache_key and safety_identifier are OpenAI's bookkeeping.)
+const std::set<std::string> kHarmless = {"user",
+                                         "metadata",
+                                         "store",
+                                         "service_tier",
+                                         "parallel_tool_calls",
+                                         "prompt_cache_key",
+                                         "safety_identifier"};
 
 Error CheckKnown(const ordered_json& body, const std::set<std::string>& known) {
   for (const auto& [key, value] : body.items()) {
