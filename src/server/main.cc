@@ -26,6 +26,9 @@
 #ifdef INFLIGHT_SERVER_GRPC
 #include "server/grpc/grpc_service.h"
 #endif
+#ifdef INFLIGHT_SERVER_OPENAI
+#include "server/openai/openai_routes.h"
+#endif
 
 namespace {
 
@@ -194,6 +197,10 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
+#ifdef INFLIGHT_SERVER_OPENAI
+  // Declared before `http`, which holds its routes, so that it is destroyed after it.
+  std::unique_ptr<server::openai::OpenAiRoutes> openai;
+#endif
   std::unique_ptr<server::http::HttpService> http;
   std::unique_ptr<server::http::MetricsService> metrics;
 #ifdef INFLIGHT_SERVER_GRPC
@@ -218,6 +225,11 @@ int Run(int argc, char** argv) {
     http_options.read_timeout = std::chrono::seconds(*cl.http_read_timeout_secs);
   if (cl.allow_http) {
     http = std::make_unique<server::http::HttpService>(*core, http_options);
+#ifdef INFLIGHT_SERVER_OPENAI
+    // /v1/models, /v1/completions, /v1/chat/completions on the same port.
+    openai = std::make_unique<server::openai::OpenAiRoutes>(*core);
+    openai->Register(http->router());
+#endif
     if (Status st = http->Start(); !st.ok()) return fail("HTTP service", st);
   }
 #ifdef INFLIGHT_SERVER_GRPC

@@ -115,3 +115,34 @@ if(MPIRUN_EXECUTABLE)
 else()
   message(STATUS "e2e: mpirun not found (apt-get install openmpi-bin); the leader-mode tests are not registered")
 endif()
+
+# The OpenAI-compatible routes (src/server/openai/) over the LLM repository: every endpoint, good and bad
+# input, streaming (test_openai_api.py); and the official `openai` npm client against them
+# (test_openai_js.py), installed into the build tree by e2e_openai_js_install (needs node, npm and the npm
+# registry; a pinned version, in a folder named after it so that a new pin installs afresh).
+if(TARGET inflight_server_openai)
+  add_test(NAME e2e_test_openai_api
+    COMMAND ${Python3_EXECUTABLE} -m unittest -v test_openai_api
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+  set_tests_properties(e2e_test_openai_api PROPERTIES
+    LABELS e2e TIMEOUT 600 ENVIRONMENT "${_llm_env}" FIXTURES_REQUIRED llm_repos)
+  find_program(NODE_EXECUTABLE node)
+  find_program(NPM_EXECUTABLE npm)
+  if(NODE_EXECUTABLE AND NPM_EXECUTABLE)
+    set(_openai_js_version 4.95.0)
+    set(_openai_js ${PROJECT_BINARY_DIR}/openai_js_${_openai_js_version})
+    add_test(NAME e2e_openai_js_install
+      COMMAND sh -c "[ -f \"$0/node_modules/openai/package.json\" ] || \"$1\" install --prefix \"$0\" \
+--no-save --no-audit --no-fund --loglevel=error openai@$2"
+        ${_openai_js} ${NPM_EXECUTABLE} ${_openai_js_version})
+    set_tests_properties(e2e_openai_js_install PROPERTIES FIXTURES_SETUP openai_js LABELS e2e TIMEOUT 300)
+    add_test(NAME e2e_test_openai_js
+      COMMAND ${Python3_EXECUTABLE} -m unittest -v test_openai_js
+      WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+    set_tests_properties(e2e_test_openai_js PROPERTIES
+      LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED "llm_repos;openai_js"
+      ENVIRONMENT "${_llm_env};INFLIGHT_OPENAI_JS=${_openai_js}/node_modules/openai;INFLIGHT_NODE=${NODE_EXECUTABLE}")
+  else()
+    message(STATUS "e2e: node/npm not found (apt-get install npm); the openai JS client test is not registered")
+  endif()
+endif()

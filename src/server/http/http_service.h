@@ -41,6 +41,9 @@ class HttpService {
   HttpService(const HttpService&) = delete;
   HttpService& operator=(const HttpService&) = delete;
 
+  // For routes of other front ends on this port (the OpenAI routes): add them before Start().
+  HttpRouter& router() { return *router_; }
+
   Status Start();
   int port() const;  // the bound port, after Start()
   // Graceful stop, first half: new connections are refused, /v2/health/ready answers 400, idle
