@@ -2,12 +2,14 @@
 tritonclient.http sends byte for byte (kserve_binary.py), against the test echo backend: the outputs
 decoded from binary must equal what the JSON path gives for the same request."""
 
+import gzip
 import json
 import os
 import shutil
 import struct
 import tempfile
 import unittest
+import zlib
 
 import kserve_binary as kb
 from inflight_client import InflightServer, env_or_skip, get_json, post_json, request
@@ -201,11 +203,23 @@ class HttpBinaryTest(unittest.TestCase):
         self.assert_refused(body, {"Inference-Header-Content-Length": str(size)}, 400,
                             'input "INT"', "both 'data' and parameters.binary_data_size")
 
-    def test_compressed_bodies_are_refused_not_misread(self):
-        body, size = kb.infer_body([ints(), floats()])
+    def test_compressed_bodies_inflate_as_tritonclient_sends_them(self):
+        # request_compression_algorithm="gzip" / "deflate": the body compressed whole, the header length
+        # still that of the uncompressed JSON (tritonclient.http's _client.py infer).
+        body, size = kb.infer_body([ints(), floats()], [kb.requested_output("OUT_INT")])
+        for coding, compressed in (("gzip", gzip.compress(body)), ("deflate", zlib.compress(body))):
+            status, headers, data = kb.post_infer(self.port, "mixed", compressed, size,
+                                                  headers={"Content-Encoding": coding})
+            self.assertEqual(status, 200, data)
+            self.assertEqual(kb.decode_response(headers, data)["OUT_INT"][2], INTS, coding)
         got = self.assert_refused(body, {"Inference-Header-Content-Length": str(size),
-                                         "Content-Encoding": "gzip"}, 415, '"gzip"', "identity")
-        self.assertEqual(got["accept-encoding"], "identity")
+                                         "Content-Encoding": "br"}, 415, '"br"', "gzip, deflate, identity")
+        self.assertEqual(got["accept-encoding"], "gzip, deflate, identity")
+        self.assert_refused(body, {"Inference-Header-Content-Length": str(size), "Content-Encoding": "gzip"},
+                            400, "not valid gzip data")
+        # The body limit holds for the inflated size: 1 MiB of zeros is about 1 KiB of gzip.
+        self.assert_refused(gzip.compress(b"\0" * (1 << 20)), {"Content-Encoding": "gzip"}, 413,
+                            f"limit of {MAX_INPUT} bytes")
         # Accept-Encoding is a preference: the answer is sent uncompressed (identity is always acceptable).
         _, headers, data = kb.post_infer(self.port, "mixed", body, size, headers={"Accept-Encoding": "gzip"})
         self.assertNotIn("content-encoding", headers)

@@ -8,6 +8,7 @@
 
 #include "common/logging.h"
 #include "server/http/http_binary_tensors.h"
+#include "server/http/http_content_coding.h"
 #include "server/http/http_exchange.h"
 #include "server/http/http_generate_json.h"
 #include "server/http/http_handlers.h"
@@ -186,8 +187,11 @@ void HttpHandlers::HandleInfer(const HttpRequest& req,
   if (!decoupled.ok()) return exchange->Reply(ErrorReply(decoupled.status()));
   if (*decoupled) return exchange->Reply(ErrorReply(Unsupported(kDecoupledInferMessage)));
 
-  if (auto refused = CheckContentEncoding(req)) return exchange->Reply(std::move(*refused));
-  auto parts = SplitInferBody(req.body, HeaderValues(req, kInferHeaderContentLength));
+  DecodedBody decoded(req);
+  if (auto refused = decoded.Decode(max_input_bytes_)) return exchange->Reply(std::move(*refused));
+  // Inference-Header-Content-Length counts bytes of the inflated body, as in Triton's
+  // GetContentLength when the body was compressed.
+  auto parts = SplitInferBody(decoded.body(), HeaderValues(req, kInferHeaderContentLength));
   if (!parts.ok()) return exchange->Reply(ErrorReply(parts.status()));
   auto body = ParseInferHeader(*parts);
   if (!body.ok()) return exchange->Reply(ErrorReply(body.status()));

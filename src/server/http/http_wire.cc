@@ -121,8 +121,7 @@ std::optional<HttpReply> CheckContentEncoding(const HttpRequest& request) {
   for (std::string_view coding : HeaderValues(request, "Content-Encoding")) {
     if (coding.empty() || Lower(coding) == "identity") continue;
     // RFC 9110 15.5.16: 415 for a content coding the server does not take, with Accept-Encoding
-    // naming what it takes (12.5.3). Triton's HTTP frontend inflates gzip and deflate bodies; we
-    // take them as sent, so a compressed body must be refused, never parsed as JSON.
+    // naming what it takes (12.5.3): a compressed body must be refused, never parsed as JSON.
     HttpReply reply = JsonErrorReply(
         415, "Content-Encoding \"" + std::string(coding) +
                  "\" is not supported: send the request body uncompressed (identity)");
