@@ -10,13 +10,16 @@ Facts from triton-inference-server/client, src/python/library/tritonclient/http/
   _infer_input.py set_data_from_numpy(binary_data=True): parameters {"binary_data_size": n}, no "data";
     BYTES serialized as a 4-byte little-endian length before each element (utils.serialize_byte_tensor).
   _requested_output.py InferRequestedOutput(name, binary_data=True): {"name", "parameters": {"binary_data"}}.
-  _infer_result.py InferResult: Inference-Header-Content-Length splits the answer; each output with
-    parameters.binary_data_size takes that many bytes of the rest, in output order.
+  _infer_result.py InferResult: a gzip or deflate Content-Encoding is undone first; then
+    Inference-Header-Content-Length splits the answer; each output with parameters.binary_data_size
+    takes that many bytes of the rest, in output order.
 """
 
+import gzip
 import http.client
 import json
 import struct
+import zlib
 from urllib.parse import quote
 
 # struct codes of the fixed-size KServe datatypes (little-endian on the wire).
@@ -116,6 +119,11 @@ def post_infer(port, model, body, json_size=None, headers=None, timeout=120.0):
 def decode_response(headers, data):
     """{output name: (datatype, shape, flat list of values)}, reading binary outputs as InferResult does;
     BYTES values come back as bytes whether they were sent as JSON or binary."""
+    encoding = headers.get("content-encoding")
+    if encoding == "gzip":
+        data = gzip.decompress(data)
+    elif encoding == "deflate":
+        data = zlib.decompress(data)
     header_length = headers.get("inference-header-content-length")
     header = json.loads(data if header_length is None else data[:int(header_length)])
     binary = b"" if header_length is None else data[int(header_length):]

@@ -220,10 +220,22 @@ class HttpBinaryTest(unittest.TestCase):
         # The body limit holds for the inflated size: 1 MiB of zeros is about 1 KiB of gzip.
         self.assert_refused(gzip.compress(b"\0" * (1 << 20)), {"Content-Encoding": "gzip"}, 413,
                             f"limit of {MAX_INPUT} bytes")
-        # Accept-Encoding is a preference: the answer is sent uncompressed (identity is always acceptable).
-        _, headers, data = kb.post_infer(self.port, "mixed", body, size, headers={"Accept-Encoding": "gzip"})
-        self.assertNotIn("content-encoding", headers)
-        self.assertEqual(kb.decode_response(headers, data)["OUT_INT"][2], INTS)
+
+    def test_answers_are_compressed_as_accept_encoding_asks(self):
+        # response_compression_algorithm="gzip" / "deflate" in tritonclient.http.
+        body, size = kb.infer_body([ints(), floats()], [kb.requested_output("OUT_INT"),
+                                                        kb.requested_output("OUT_FLOAT", False)])
+        _, plain_headers, plain = kb.post_infer(self.port, "mixed", body, size)
+        self.assertNotIn("content-encoding", plain_headers)
+        for coding, inflate in (("gzip", gzip.decompress), ("deflate", zlib.decompress)):
+            status, headers, data = kb.post_infer(self.port, "mixed", body, size,
+                                                  headers={"Accept-Encoding": coding})
+            self.assertEqual(status, 200, data)
+            self.assertEqual(headers["content-encoding"], coding)
+            self.assertEqual(inflate(data), plain)
+            self.assertEqual(headers["inference-header-content-length"],
+                             plain_headers["inference-header-content-length"])
+            self.assertEqual(kb.decode_response(headers, data), kb.decode_response(plain_headers, plain))
 
     def test_the_body_limit_still_applies(self):
         big = kb.InferInput("FLOAT", [MAX_INPUT // 4 + 1], "FP32", [0.0] * (MAX_INPUT // 4 + 1))

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <limits>
+#include <utility>
 
 namespace inflight::server::http {
 namespace {
@@ -86,7 +88,67 @@ std::optional<HttpReply> Inflate(std::string_view in, const std::string& coding,
   return std::nullopt;
 }
 
+// The q value of one Accept-Encoding item's parameters ("; q=0.5"); 1 when absent or unreadable.
+double QValue(std::string_view parameters) {
+  for (std::size_t start = 0; start < parameters.size();) {
+    std::size_t end = parameters.find(';', start);
+    if (end == std::string_view::npos) end = parameters.size();
+    const std::string item = LowerTrimmed(parameters.substr(start, end - start));
+    if (item.rfind("q=", 0) == 0) {
+      double q = 1.0;
+      auto [ptr, ec] = std::from_chars(item.data() + 2, item.data() + item.size(), q);
+      return ec == std::errc() && ptr == item.data() + item.size() ? q : 1.0;
+    }
+    start = end + 1;
+  }
+  return 1.0;
+}
+
 }  // namespace
+
+std::string ChooseResponseCoding(const HttpRequest& request) {
+  std::string best;
+  double best_q = 0.0;
+  for (std::string_view field : HeaderValues(request, "Accept-Encoding")) {
+    for (std::size_t start = 0; start <= field.size();) {
+      std::size_t end = field.find(',', start);
+      if (end == std::string_view::npos) end = field.size();
+      const std::string_view item = field.substr(start, end - start);
+      const std::size_t semicolon = item.find(';');
+      std::string coding = LowerTrimmed(item.substr(0, semicolon));
+      const double q =
+          semicolon == std::string_view::npos ? 1.0 : QValue(item.substr(semicolon + 1));
+      if (coding == "*") coding = "gzip";
+      if ((coding == "gzip" || coding == "deflate") && q > best_q) {
+        best = coding;
+        best_q = q;
+      }
+      start = end + 1;
+    }
+  }
+  return best;
+}
+
+void EncodeReply(HttpReply& reply, std::string_view coding) {
+  if (coding.empty() || reply.body.size() > std::numeric_limits<uInt>::max()) return;
+  z_stream z{};
+  const int window_bits = coding == "gzip" ? kGzipWindowBits : kZlibWindowBits;
+  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
+    return;  // as Triton does when compressing fails: the answer goes uncompressed
+  }
+  std::string out(deflateBound(&z, reply.body.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(reply.body.data());
+  z.avail_in = static_cast<uInt>(reply.body.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  const int ret = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (ret != Z_STREAM_END) return;
+  reply.body = std::move(out);
+  reply.headers.emplace_back("Content-Encoding", std::string(coding));
+}
 
 std::optional<HttpReply> DecodedBody::Decode(std::size_t max_bytes) {
   const auto fields = HeaderValues(request_, "Content-Encoding");

@@ -34,4 +34,14 @@ class DecodedBody {
 // The content codings Decode takes, for Accept-Encoding in a 415.
 inline constexpr std::string_view kAcceptedContentCodings = "gzip, deflate, identity";
 
+// The coding to answer with, from the request's Accept-Encoding (RFC 9110 12.5.3): "gzip" or
+// "deflate" when the client lists one with q > 0 (the higher q wins, then the first listed; "*"
+// counts as gzip), else "" (identity), as Triton's GetResponseCompressionType chooses.
+std::string ChooseResponseCoding(const HttpRequest& request);
+
+// Compresses reply.body with `coding` ("gzip" or "deflate") and says so in Content-Encoding; ""
+// leaves the reply as it is. Inference-Header-Content-Length keeps counting the uncompressed JSON,
+// as in Triton's InferRequestClass::FinalizeResponse (the client inflates first, then splits).
+void EncodeReply(HttpReply& reply, std::string_view coding);
+
 }  // namespace inflight::server::http

@@ -197,11 +197,14 @@ void HttpHandlers::HandleInfer(const HttpRequest& req,
   if (!body.ok()) return exchange->Reply(ErrorReply(body.status()));
   auto parsed = ParseInferRequest(*body, *parts, model, *version);
   if (!parsed.ok()) return exchange->Reply(ErrorReply(parsed.status()));
-  auto to_reply = [binary_outputs = std::move(parsed->binary_outputs)](
-                      const InferResponse& response) -> Result<HttpReply> {
+  auto to_reply =
+      [binary_outputs = std::move(parsed->binary_outputs),
+       coding = ChooseResponseCoding(req)](const InferResponse& response) -> Result<HttpReply> {
     std::string binary;
     ASSIGN_OR_RETURN(json header, InferResponseToJson(response, binary_outputs, binary));
-    return InferReply(DumpJson(header), binary);
+    HttpReply reply = InferReply(DumpJson(header), binary);
+    EncodeReply(reply, coding);
+    return reply;
   };
   RunOneAnswer(server_, std::move(parsed->request), exchange, std::move(to_reply),
                "model \"" + model + "\" sent more than one response",

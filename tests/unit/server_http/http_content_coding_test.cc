@@ -6,6 +6,8 @@
 #include <zlib.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -115,6 +117,46 @@ TEST(DecodedBody, TheBodyLimitHoldsForTheInflatedSize) {
   DecodedBody exact(req);
   EXPECT_FALSE(exact.Decode(1 << 20).has_value());
   EXPECT_EQ(exact.body().size(), 1u << 20);
+}
+
+TEST(ChooseResponseCoding, FollowsAcceptEncoding) {
+  auto choose = [](std::vector<std::pair<std::string, std::string>> headers) {
+    HttpRequest req;
+    req.headers = std::move(headers);
+    return ChooseResponseCoding(req);
+  };
+  EXPECT_EQ(choose({}), "");
+  EXPECT_EQ(choose({{"Accept-Encoding", "gzip"}}), "gzip");  // tritonclient's
+  EXPECT_EQ(choose({{"accept-encoding", "deflate"}}), "deflate");
+  EXPECT_EQ(choose({{"Accept-Encoding", "deflate;q=0.5, gzip;q=0.8"}}), "gzip");
+  EXPECT_EQ(choose({{"Accept-Encoding", "gzip; q=0.2, deflate"}}), "deflate");
+  EXPECT_EQ(choose({{"Accept-Encoding", "gzip;q=0"}}), "");
+  EXPECT_EQ(choose({{"Accept-Encoding", "br, identity"}}), "");
+  EXPECT_EQ(choose({{"Accept-Encoding", "*"}}), "gzip");
+  EXPECT_EQ(choose({{"Accept-Encoding", "br"}, {"Accept-Encoding", "deflate"}}), "deflate");
+}
+
+TEST(EncodeReply, CompressesWhatDecodedBodyInflates) {
+  const std::string body = "{\"outputs\":[]}" + std::string(4000, 'z');
+  for (const char* coding : {"gzip", "deflate"}) {
+    HttpReply reply;
+    reply.body = body;
+    reply.headers = {{"Inference-Header-Content-Length", "14"}};
+    EncodeReply(reply, coding);
+    EXPECT_LT(reply.body.size(), body.size()) << coding;
+    ASSERT_EQ(reply.headers.size(), 2u);
+    EXPECT_EQ(reply.headers[0].second, "14");  // still the uncompressed JSON's length
+    EXPECT_EQ(reply.headers[1], (std::pair<std::string, std::string>{"Content-Encoding", coding}));
+    HttpRequest req = WithCoding(coding, reply.body);
+    DecodedBody inflated(req);
+    ASSERT_FALSE(inflated.Decode(1 << 20).has_value()) << coding;
+    EXPECT_EQ(inflated.body(), body) << coding;
+  }
+  HttpReply plain;
+  plain.body = body;
+  EncodeReply(plain, "");
+  EXPECT_EQ(plain.body, body);
+  EXPECT_TRUE(plain.headers.empty());
 }
 
 }  // namespace
