@@ -11,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # Boost.Beast and Asio, header-only: inflight-server's HTTP frontend.
   libboost-dev libpcre2-dev
+  # zlib: gzip/deflate request bodies on the HTTP frontend.
+  zlib1g-dev
   libgrpc++-dev protobuf-compiler-grpc
   # The gRPC e2e tests run Debian's python3 with its gRPC and protobuf modules.
   python3-grpcio python3-protobuf

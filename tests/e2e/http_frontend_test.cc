@@ -208,7 +208,7 @@ TEST_F(HttpFrontendTest, MalformedInferBodiesAre400WithAReason) {
           path,
           R"({"inputs":[{"name":"INPUT0","shape":[1],"datatype":"INT32","parameters":{"binary_data_size":4}}]})",
           400)
-          .find("binary"),
+          .find("no Inference-Header-Content-Length header"),
       std::string::npos);
   EXPECT_NE(ErrorOf(path, R"({"id": 5, "inputs": []})", 400).find("'id'"), std::string::npos);
   EXPECT_NE(ErrorOf(path, R"({"parameters": {"p": [1]}, "inputs": []})", 400).find("\"p\""),

@@ -27,7 +27,7 @@ set(_llm_env
   "INFLIGHT_LLM_ENGINE=${_llm_work}/default/engine"
   "INFLIGHT_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
   "PYTHONDONTWRITEBYTECODE=1")
-foreach(_test test_llm_ensemble test_llm_repository test_llm_observability)
+foreach(_test test_llm_ensemble test_llm_repository test_llm_observability test_llm_binary_http)
   add_test(NAME e2e_${_test}
     COMMAND ${Python3_EXECUTABLE} -m unittest -v ${_test}
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})

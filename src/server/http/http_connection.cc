@@ -316,6 +316,9 @@ void HttpConnection::Dispatch() {
   request.method = std::string(message.method_string());
   request.target = std::string(message.target());
   request.path = request.target.substr(0, request.target.find('?'));
+  for (const auto& field : message) {
+    request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
   request.body = std::move(message.body());
   keep_alive_ = message.keep_alive() && !state_->draining;
   answer_started_ = answer_done_ = chunked_ = half_closed_ = false;

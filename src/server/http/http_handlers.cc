@@ -27,7 +27,8 @@ std::string ModelRoute(const char* suffix) {
 // What GET /v2 reports; only what this frontend really serves.
 const std::vector<std::string>& Extensions() {
   static const std::vector<std::string> kExtensions = {"model_repository", "model_configuration",
-                                                       "statistics", "parameters", "generate"};
+                                                       "statistics",       "parameters",
+                                                       "generate",         "binary_tensor_data"};
   return kExtensions;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,7 +22,9 @@ class HttpRouter;
 
 class HttpHandlers {
  public:
-  explicit HttpHandlers(Server& server) : server_(server) {}
+  // `max_input_bytes` (--http-max-input-size) also bounds a compressed body once inflated.
+  HttpHandlers(Server& server, std::size_t max_input_bytes)
+      : server_(server), max_input_bytes_(max_input_bytes) {}
 
   void Register(HttpRouter& router);
   // The server is stopping: /v2/health/ready answers 400 from now on.
@@ -41,6 +44,7 @@ class HttpHandlers {
   Result<InferRequest> ParseGenerateBody(const HttpRequest& req);
 
   Server& server_;
+  std::size_t max_input_bytes_;
   std::atomic<bool> stopping_{false};
 };
 

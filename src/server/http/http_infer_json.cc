@@ -16,7 +16,7 @@ const char* JsonTypeName(const json& value) {
   return value.type_name();
 }
 
-Result<Tensor> ParseInput(const json& input, std::size_t index) {
+Result<Tensor> ParseInput(const json& input, std::size_t index, BinaryInputCursor& binary) {
   const std::string where = "inputs[" + std::to_string(index) + "]";
   if (!input.is_object()) {
     return InvalidArgument(where + " must be an object, got " + std::string(JsonTypeName(input)));
@@ -54,23 +54,70 @@ Result<Tensor> ParseInput(const json& input, std::size_t index) {
     tensor.shape.push_back(dim.get<std::int64_t>());
   }
 
+  const json* binary_data_size = nullptr;
   auto parameters = input.find("parameters");
   if (parameters != input.end()) {
     if (!parameters->is_object()) return InvalidArgument(what + ": 'parameters' must be an object");
-    if (parameters->contains("binary_data_size")) {
-      return Unsupported(
-          what + ": the binary tensor data extension is not supported; send 'data' as JSON");
-    }
     if (parameters->contains("shared_memory_region")) {
-      return Unsupported(what + ": shared memory inputs are not supported; send 'data' as JSON");
+      return Unsupported(what +
+                         ": shared memory inputs are not supported; send 'data' as JSON or "
+                         "parameters.binary_data_size with binary data");
+    }
+    if (auto size = parameters->find("binary_data_size"); size != parameters->end()) {
+      binary_data_size = &*size;
     }
   }
 
   auto data = input.find("data");
-  if (data == input.end()) return InvalidArgument(what + ": 'data' is missing");
+  // One source of data per input, as Triton's ValidateInputContentType rules.
+  if (data != input.end() && binary_data_size != nullptr) {
+    return InvalidArgument(what +
+                           ": sets both 'data' and parameters.binary_data_size; an input's "
+                           "data is either JSON 'data' or binary data, not both");
+  }
+  if (binary_data_size != nullptr) {
+    ASSIGN_OR_RETURN(std::int64_t size, ParseBinaryDataSize(*binary_data_size, tensor.name));
+    ASSIGN_OR_RETURN(std::string_view bytes, binary.Take(tensor.name, size));
+    RETURN_IF_ERROR(SetBinaryTensorData(bytes, tensor));
+    return tensor;
+  }
+  if (data == input.end()) {
+    return InvalidArgument(what +
+                           ": 'data' is missing; give the elements as JSON 'data' or as binary "
+                           "data with parameters.binary_data_size");
+  }
   RETURN_IF_ERROR(AppendJsonElements(*data, tensor));
   RETURN_IF_ERROR(CheckElementCount(tensor));
   return tensor;
+}
+
+// outputs[i]: {"name", "parameters": {"binary_data": bool}}.
+Status ParseRequestedOutput(const json& output, std::size_t index, InferRequest& request,
+                            BinaryOutputChoice& binary_outputs) {
+  auto name = output.is_object() ? output.find("name") : output.end();
+  if (!output.is_object() || name == output.end() || !name->is_string()) {
+    return InvalidArgument("outputs[" + std::to_string(index) +
+                           "] must be an object with a string 'name'");
+  }
+  const std::string output_name = name->get<std::string>();
+  const std::string what = "output \"" + output_name + "\"";
+  if (auto parameters = output.find("parameters"); parameters != output.end()) {
+    if (!parameters->is_object()) return InvalidArgument(what + ": 'parameters' must be an object");
+    if (parameters->contains("classification")) {
+      return Unsupported(what + ": classification outputs are not supported; ask for the tensor");
+    }
+    if (parameters->contains("shared_memory_region")) {
+      return Unsupported(what +
+                         ": shared memory outputs are not supported; ask for JSON or binary data");
+    }
+    if (auto binary = parameters->find("binary_data"); binary != parameters->end()) {
+      ASSIGN_OR_RETURN(bool is_binary,
+                       ParseBoolParameter(*binary, what + ": parameters.binary_data"));
+      binary_outputs.Set(output_name, is_binary);
+    }
+  }
+  request.requested_outputs.push_back(output_name);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -124,13 +171,15 @@ nlohmann::json ParametersToJson(const std::map<std::string, ParameterValue>& par
   return out;
 }
 
-Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::string& model_name,
-                                       std::int64_t model_version) {
+Result<ParsedInferRequest> ParseInferRequest(const nlohmann::json& body, const InferBody& parts,
+                                             const std::string& model_name,
+                                             std::int64_t model_version) {
   if (!body.is_object()) {
     return InvalidArgument("inference request body must be a JSON object, got " +
                            std::string(JsonTypeName(body)));
   }
-  InferRequest request;
+  ParsedInferRequest parsed;
+  InferRequest& request = parsed.request;
   request.model_name = model_name;
   request.model_version = model_version;
 
@@ -141,6 +190,14 @@ Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::st
   }
   if (auto parameters = body.find("parameters"); parameters != body.end()) {
     RETURN_IF_ERROR(ParseParameters(*parameters, "'parameters'", request.parameters));
+    // The frontend's own parameter, as in Triton's ParseJsonTritonParams: it picks the default
+    // output encoding and is not passed on to the model.
+    if (auto all_binary = parameters->find("binary_data_output"); all_binary != parameters->end()) {
+      ASSIGN_OR_RETURN(bool binary,
+                       ParseBoolParameter(*all_binary, "parameters.binary_data_output"));
+      parsed.binary_outputs.SetDefault(binary);
+      request.parameters.erase("binary_data_output");
+    }
   }
 
   auto inputs = body.find("inputs");
@@ -148,31 +205,29 @@ Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::st
     return InvalidArgument("'inputs' must be an array of input tensors");
   }
   std::set<std::string> seen;
+  BinaryInputCursor binary(parts);
   for (std::size_t i = 0; i < inputs->size(); ++i) {
-    ASSIGN_OR_RETURN(Tensor tensor, ParseInput((*inputs)[i], i));
+    ASSIGN_OR_RETURN(Tensor tensor, ParseInput((*inputs)[i], i, binary));
     if (!seen.insert(tensor.name).second) {
       return InvalidArgument("input \"" + tensor.name + "\" is given more than once");
     }
     request.inputs.push_back(std::move(tensor));
   }
+  RETURN_IF_ERROR(binary.CheckAllUsed());
 
   if (auto outputs = body.find("outputs"); outputs != body.end()) {
     if (!outputs->is_array())
       return InvalidArgument("'outputs' must be an array of {\"name\": ...} objects");
     for (std::size_t i = 0; i < outputs->size(); ++i) {
-      const json& output = (*outputs)[i];
-      auto name = output.is_object() ? output.find("name") : output.end();
-      if (!output.is_object() || name == output.end() || !name->is_string()) {
-        return InvalidArgument("outputs[" + std::to_string(i) +
-                               "] must be an object with a string 'name'");
-      }
-      request.requested_outputs.push_back(name->get<std::string>());
+      RETURN_IF_ERROR(ParseRequestedOutput((*outputs)[i], i, request, parsed.binary_outputs));
     }
   }
-  return request;
+  return parsed;
 }
 
-Result<nlohmann::json> InferResponseToJson(const InferResponse& response) {
+Result<nlohmann::json> InferResponseToJson(const InferResponse& response,
+                                           const BinaryOutputChoice& binary_outputs,
+                                           std::string& binary) {
   json out = json::object();
   out["model_name"] = response.model_name;
   out["model_version"] = std::to_string(response.model_version);
@@ -180,6 +235,17 @@ Result<nlohmann::json> InferResponseToJson(const InferResponse& response) {
   if (!response.parameters.empty()) out["parameters"] = ParametersToJson(response.parameters);
   json outputs = json::array();
   for (const Tensor& tensor : response.outputs) {
+    if (binary_outputs.IsBinary(tensor.name)) {
+      // Checked as the JSON path checks it (a BYTES tensor's length prefixes must hold), so that
+      // both encodings refuse the same malformed model outputs.
+      RETURN_IF_ERROR(EncodedElementCount(tensor).status());
+      outputs.push_back({{"name", tensor.name},
+                         {"datatype", DataTypeName(tensor.datatype)},
+                         {"shape", tensor.shape},
+                         {"parameters", {{"binary_data_size", tensor.data.size()}}}});
+      binary.append(tensor.data.data(), tensor.data.size());
+      continue;
+    }
     ASSIGN_OR_RETURN(json data, TensorElementsToJson(tensor));
     outputs.push_back({{"name", tensor.name},
                        {"datatype", DataTypeName(tensor.datatype)},

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "server/http/http_binary_tensors.h"
 #include "server/server_api.h"
 
 namespace inflight::server::http {
@@ -22,15 +23,25 @@ Status ParseParameters(const nlohmann::json& object, std::string_view where,
                        std::map<std::string, ParameterValue>& parameters);
 nlohmann::json ParametersToJson(const std::map<std::string, ParameterValue>& parameters);
 
+struct ParsedInferRequest {
+  InferRequest request;
+  BinaryOutputChoice binary_outputs;  // how to send the outputs back
+};
+
 // {"id", "parameters", "inputs": [{"name", "shape", "datatype", "data", "parameters"}], "outputs":
-// [{"name"}]} The binary tensor extension is not supported: an input with "binary_data_size" is
-// refused.
-Result<InferRequest> ParseInferRequest(const nlohmann::json& body, const std::string& model_name,
-                                       std::int64_t model_version);
+// [{"name", "parameters"}]}, `body` being the parsed parts.json. An input with
+// parameters.binary_data_size takes its data from parts.binary (http_binary_tensors.h); every byte
+// there must belong to an input.
+Result<ParsedInferRequest> ParseInferRequest(const nlohmann::json& body, const InferBody& parts,
+                                             const std::string& model_name,
+                                             std::int64_t model_version);
 
 // {"model_name", "model_version", "id", "parameters", "outputs": [{"name", "datatype", "shape",
-// "data"}]}
-Result<nlohmann::json> InferResponseToJson(const InferResponse& response);
+// "data"}]}. Outputs `binary_outputs` names binary carry "parameters": {"binary_data_size": N}
+// instead of "data", and their bytes are appended to `binary` in output order.
+Result<nlohmann::json> InferResponseToJson(const InferResponse& response,
+                                           const BinaryOutputChoice& binary_outputs,
+                                           std::string& binary);
 
 // {"name", "versions", "platform", "inputs": [{"name", "datatype", "shape"}], "outputs": [...]}
 nlohmann::json ModelMetadataToJson(const ModelMetadata& metadata);

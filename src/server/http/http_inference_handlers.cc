@@ -1,17 +1,21 @@
 // POST .../infer, .../generate and .../generate_stream. Each queues its request with the core and
 // returns; the core's responses come back on its threads and go to the client through the
 // HttpExchange. A client that leaves cancels its request (HttpExchange::OnClientGone).
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <utility>
 
 #include "common/logging.h"
+#include "server/http/http_binary_tensors.h"
+#include "server/http/http_content_coding.h"
 #include "server/http/http_exchange.h"
 #include "server/http/http_generate_json.h"
 #include "server/http/http_handlers.h"
 #include "server/http/http_infer_json.h"
 #include "server/http/http_service.h"
 #include "server/http/http_tensor_json.h"
+#include "server/http/http_wire.h"
 
 namespace inflight::server::http {
 namespace {
@@ -80,17 +84,18 @@ class CancelHandle {
   bool cancel_wanted_ = false;
 };
 
-using ToJson = Result<json> (*)(const InferResponse&);
+// Turns the one response of a request into its HTTP answer (on an io thread).
+using ToReply = std::function<Result<HttpReply>(const InferResponse&)>;
 
 // A request answered by one HTTP response: collects the core's responses (a decoupled model may
 // send one, then a flag-only FINAL) and answers when the last one comes. More than one response
 // that carries something cancels the request and answers `too_many_message`.
 class OneAnswer {
  public:
-  OneAnswer(std::shared_ptr<HttpExchange> exchange, ToJson to_json, std::string too_many_message,
+  OneAnswer(std::shared_ptr<HttpExchange> exchange, ToReply to_reply, std::string too_many_message,
             std::string none_message)
       : exchange_(std::move(exchange)),
-        to_json_(to_json),
+        to_reply_(std::move(to_reply)),
         too_many_message_(std::move(too_many_message)),
         none_message_(std::move(none_message)) {}
 
@@ -113,12 +118,12 @@ class OneAnswer {
       return;
     }
     // JSON is written on the io thread, not on the core thread that delivers responses.
-    exchange_->Dispatch([exchange = exchange_, to_json = to_json_,
+    exchange_->Dispatch([exchange = exchange_, to_reply = to_reply_,
                          response = std::make_shared<InferResponse>(std::move(responses_[0]))] {
       if (response->error) return exchange->Reply(ErrorReply(*response->error));
-      auto out = to_json(*response);
+      auto out = to_reply(*response);
       if (!out.ok()) return exchange->Reply(ErrorReply(out.status()));
-      exchange->Reply(JsonReply(200, DumpJson(*out)));
+      exchange->Reply(std::move(*out));
     });
   }
 
@@ -126,7 +131,7 @@ class OneAnswer {
 
  private:
   std::shared_ptr<HttpExchange> exchange_;
-  ToJson to_json_;
+  ToReply to_reply_;
   std::string too_many_message_;
   std::string none_message_;
   CancelHandle cancel_;
@@ -137,10 +142,10 @@ class OneAnswer {
 
 // Queues `request`, answering through `exchange` as one response; a client that leaves cancels it.
 void RunOneAnswer(Server& server, InferRequest request,
-                  const std::shared_ptr<HttpExchange>& exchange, ToJson to_json,
+                  const std::shared_ptr<HttpExchange>& exchange, ToReply to_reply,
                   std::string too_many_message, std::string none_message) {
-  auto answer = std::make_shared<OneAnswer>(exchange, to_json, std::move(too_many_message),
-                                            std::move(none_message));
+  auto answer = std::make_shared<OneAnswer>(exchange, std::move(to_reply),
+                                            std::move(too_many_message), std::move(none_message));
   auto started = server.Infer(std::move(request), [answer](InferResponse response) {
     answer->OnResponse(std::move(response));
   });
@@ -152,12 +157,23 @@ void RunOneAnswer(Server& server, InferRequest request,
   });
 }
 
-Result<json> InferToJson(const InferResponse& response) {
-  return InferResponseToJson(response);
+Result<HttpReply> GenerateToReply(const InferResponse& response) {
+  ASSIGN_OR_RETURN(json out, GenerateResponseToJson(response));
+  return JsonReply(200, DumpJson(out));
 }
 
-Result<json> GenerateToJson(const InferResponse& response) {
-  return GenerateResponseToJson(response);
+// The JSON inference header, or, when it fails to parse and the request gave no
+// Inference-Header-Content-Length, the same error with a word on why binary data may be the cause.
+Result<json> ParseInferHeader(const InferBody& parts) {
+  auto body = ParseJsonBody(parts.json);
+  if (body.ok() || parts.has_header_length ||
+      parts.json.find("binary_data_size") == std::string_view::npos) {
+    return body;
+  }
+  return InvalidArgument(body.status().message() +
+                         "; a body that carries binary tensor data (binary_data_size) needs the " +
+                         std::string(kInferHeaderContentLength) +
+                         " header giving the length of its JSON part");
 }
 
 }  // namespace
@@ -171,11 +187,26 @@ void HttpHandlers::HandleInfer(const HttpRequest& req,
   if (!decoupled.ok()) return exchange->Reply(ErrorReply(decoupled.status()));
   if (*decoupled) return exchange->Reply(ErrorReply(Unsupported(kDecoupledInferMessage)));
 
-  auto body = ParseJsonBody(req.body);
+  DecodedBody decoded(req);
+  if (auto refused = decoded.Decode(max_input_bytes_)) return exchange->Reply(std::move(*refused));
+  // Inference-Header-Content-Length counts bytes of the inflated body, as in Triton's
+  // GetContentLength when the body was compressed.
+  auto parts = SplitInferBody(decoded.body(), HeaderValues(req, kInferHeaderContentLength));
+  if (!parts.ok()) return exchange->Reply(ErrorReply(parts.status()));
+  auto body = ParseInferHeader(*parts);
   if (!body.ok()) return exchange->Reply(ErrorReply(body.status()));
-  auto request = ParseInferRequest(*body, model, *version);
-  if (!request.ok()) return exchange->Reply(ErrorReply(request.status()));
-  RunOneAnswer(server_, std::move(*request), exchange, InferToJson,
+  auto parsed = ParseInferRequest(*body, *parts, model, *version);
+  if (!parsed.ok()) return exchange->Reply(ErrorReply(parsed.status()));
+  auto to_reply =
+      [binary_outputs = std::move(parsed->binary_outputs),
+       coding = ChooseResponseCoding(req)](const InferResponse& response) -> Result<HttpReply> {
+    std::string binary;
+    ASSIGN_OR_RETURN(json header, InferResponseToJson(response, binary_outputs, binary));
+    HttpReply reply = InferReply(DumpJson(header), binary);
+    EncodeReply(reply, coding);
+    return reply;
+  };
+  RunOneAnswer(server_, std::move(parsed->request), exchange, std::move(to_reply),
                "model \"" + model + "\" sent more than one response",
                "model \"" + model + "\" sent no response");
 }
@@ -191,16 +222,19 @@ Result<InferRequest> HttpHandlers::ParseGenerateBody(const HttpRequest& req) {
 
 void HttpHandlers::HandleGenerate(const HttpRequest& req,
                                   const std::shared_ptr<HttpExchange>& exchange) {
+  // Triton's HandleGenerate also refuses any Content-Encoding but identity.
+  if (auto refused = CheckContentEncoding(req)) return exchange->Reply(std::move(*refused));
   auto request = ParseGenerateBody(req);
   if (!request.ok()) return exchange->Reply(ErrorReply(request.status()));
   // Like tritonserver: a decoupled model is fine here as long as it answers with exactly one
   // response.
-  RunOneAnswer(server_, std::move(*request), exchange, GenerateToJson, kGenerateOneResponseMessage,
+  RunOneAnswer(server_, std::move(*request), exchange, GenerateToReply, kGenerateOneResponseMessage,
                kGenerateOneResponseMessage);
 }
 
 void HttpHandlers::HandleGenerateStream(const HttpRequest& req,
                                         const std::shared_ptr<HttpExchange>& exchange) {
+  if (auto refused = CheckContentEncoding(req)) return exchange->Reply(std::move(*refused));
   auto request = ParseGenerateBody(req);
   if (!request.ok()) return exchange->Reply(ErrorReply(request.status()));
   // Errors found before inference starts are a plain JSON error with its HTTP status (Triton's

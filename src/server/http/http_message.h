@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,8 +16,14 @@ struct HttpRequest {
   std::string path;    // target without the query
   // The route pattern's groups: groups[i] is nullopt when group i did not take part in the match.
   std::vector<std::optional<std::string>> groups;
+  // The header fields as received, in order, names as the client spelled them.
+  std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
 };
+
+// The values of every header field called `name`, in order; names compare case-insensitively
+// (RFC 9110 5.1).
+std::vector<std::string_view> HeaderValues(const HttpRequest& request, std::string_view name);
 
 struct HttpReply {
   int status = 200;

@@ -32,7 +32,7 @@ int HttpStatusFor(StatusCode code) {
 HttpService::HttpService(Server& server, HttpServiceOptions options)
     : options_(std::move(options)),
       router_(std::make_unique<HttpRouter>()),
-      handlers_(std::make_unique<HttpHandlers>(server)) {
+      handlers_(std::make_unique<HttpHandlers>(server, options_.max_input_bytes)) {
   handlers_->Register(*router_);
   HttpServerOptions http_options;
   http_options.address = options_.address;

@@ -109,6 +109,28 @@ std::optional<std::string_view> LineWithoutColon(std::string_view raw) {
 
 }  // namespace
 
+std::vector<std::string_view> HeaderValues(const HttpRequest& request, std::string_view name) {
+  std::vector<std::string_view> values;
+  for (const auto& [field, value] : request.headers) {
+    if (Lower(field) == Lower(name)) values.emplace_back(value);
+  }
+  return values;
+}
+
+std::optional<HttpReply> CheckContentEncoding(const HttpRequest& request) {
+  for (std::string_view coding : HeaderValues(request, "Content-Encoding")) {
+    if (coding.empty() || Lower(coding) == "identity") continue;
+    // RFC 9110 15.5.16: 415 for a content coding the server does not take, with Accept-Encoding
+    // naming what it takes (12.5.3): a compressed body must be refused, never parsed as JSON.
+    HttpReply reply = JsonErrorReply(
+        415, "Content-Encoding \"" + std::string(coding) +
+                 "\" is not supported: send the request body uncompressed (identity)");
+    reply.headers.emplace_back("Accept-Encoding", "identity");
+    return reply;
+  }
+  return std::nullopt;
+}
+
 HttpReply JsonErrorReply(int status, const std::string& message) {
   return JsonReply(status, nlohmann::json{{"error", message}}.dump(
                                -1, ' ', false, nlohmann::json::error_handler_t::replace));

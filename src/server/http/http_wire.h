@@ -37,6 +37,10 @@ std::optional<HttpReply> CheckRequestHead(unsigned version, std::string_view tar
                                           std::optional<std::string_view> transfer_encoding,
                                           bool has_host, const HttpLimits& limits);
 
+// 415 for a body sent with a Content-Encoding other than identity, for endpoints that read bodies
+// as sent (generate; Triton's HandleGenerate refuses them too). nullopt: fine.
+std::optional<HttpReply> CheckContentEncoding(const HttpRequest& request);
+
 // The reply to a request Beast's parser refused with `ec`; `raw` is what is left of the request's
 // bytes in the read buffer (the whole head when the head was refused), used to name the bad line.
 HttpReply DescribeParseError(const boost::system::error_code& ec, std::string_view raw,
