@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -119,6 +120,34 @@ std::vector<VecTokens> Tokens(const std::vector<Response>& responses) {
   }
   return out;
 }
+
+// The leader's runner as the executor sees it, counting the steps launched and not yet completed,
+// to show that micro-batches were really in flight together.
+class InFlightCounter final : public ModelRunner {
+ public:
+  InFlightCounter(std::unique_ptr<ModelRunner> inner, std::shared_ptr<int> max_in_flight)
+      : inner_(std::move(inner)), max_in_flight_(std::move(max_in_flight)) {}
+  const EngineConfig& config() const override { return inner_->config(); }
+  std::int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
+  const char* device_name() const override { return inner_->device_name(); }
+  std::int64_t memory_bytes() const override { return inner_->memory_bytes(); }
+  Result<StepOutput> Step(const StepInput& input) override { return inner_->Step(input); }
+  std::int32_t max_steps_in_flight() const override { return inner_->max_steps_in_flight(); }
+  Status Launch(const StepInput& input) override {
+    RETURN_IF_ERROR(inner_->Launch(input));
+    *max_in_flight_ = std::max(*max_in_flight_, ++in_flight_);
+    return Status::Ok();
+  }
+  Result<StepOutput> Complete() override {
+    --in_flight_;
+    return inner_->Complete();
+  }
+
+ private:
+  std::unique_ptr<ModelRunner> inner_;
+  std::shared_ptr<int> max_in_flight_;  // read by the test after the executor is gone
+  int in_flight_ = 0;
+};
 
 ExecutorConfig Config(bool micro_batching) {
   ExecutorConfig c;
@@ -247,7 +276,9 @@ TEST_F(MpiExecutorTest, MicroBatchedPipelineGivesTheWholeEnginesTokens) {
         auto leader =
             std::make_unique<LeaderRunner>(std::move(runner).value(), std::move(channel), *blocks);
         EXPECT_EQ(leader->max_steps_in_flight(), l.pp);
-        auto ex = Executor::CreateWithRunner(Config(micro), std::move(leader));
+        auto max_in_flight = std::make_shared<int>(0);
+        auto ex = Executor::CreateWithRunner(
+            Config(micro), std::make_unique<InFlightCounter>(std::move(leader), max_in_flight));
         EXPECT_TRUE(ex.ok()) << ex.status().ToString();
         if (ex.ok()) {
           EXPECT_EQ(Tokens(RunAll(**ex, Requests())), *reference_);
@@ -277,6 +308,9 @@ TEST_F(MpiExecutorTest, MicroBatchedPipelineGivesTheWholeEnginesTokens) {
           EXPECT_EQ(kv.free_num_blocks, kv.max_num_blocks);
           EXPECT_EQ(kv.used_num_blocks, 0);
         }
+        // A full pipeline at some point (seven requests: more than pp micro-batches' worth), and
+        // never more than pp_size steps in flight.
+        EXPECT_EQ(*max_in_flight, micro ? l.pp : 1);
         // `ex` goes here: the LeaderRunner's destructor sends stop, so the followers return.
       }
       MPI_Barrier(MPI_COMM_WORLD);
