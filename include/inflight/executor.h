@@ -132,6 +132,10 @@ struct ExecutorConfig {
   // Let a runner that can (the CUDA one) sample eligible requests on the device, so their logits
   // never reach the host; false: every token is sampled on the host (for comparisons).
   bool device_sampling = true;
+  // Pipeline-parallel engines (pp_size > 1) keep up to pp_size micro-batches in flight, so that
+  // the stages compute at once, where the runner can (the CPU runner under MPI); false: one step
+  // at a time, each stage idle while the others compute (for comparisons).
+  bool enable_micro_batching = true;
   SchedulerConfig scheduler_config;
   KvCacheConfig kv_cache_config;
   Status Validate() const;

@@ -72,6 +72,20 @@ Result<std::unique_ptr<Executor::Impl>> Executor::Impl::CreateWithRunner(
   RETURN_IF_ERROR(config.Validate());
   const model::EngineConfig& engine = runner->config();
   ASSIGN_OR_RETURN(executor::SchedulerLimits limits, MakeLimits(engine, config));
+  if (config.enable_micro_batching) {
+    limits.max_micro_batches = std::max<std::int32_t>(1, runner->max_steps_in_flight());
+  }
+  if (limits.max_micro_batches > 1) {
+    LOG_INFO("executor: up to {} micro-batches in flight (pipeline of {} stages)",
+             limits.max_micro_batches, engine.pp_size);
+  } else if (engine.pp_size > 1 && config.enable_micro_batching) {
+    // NOTE: the CUDA runner and orchestrator mode do not split a step into Launch / Complete yet
+    // (docs/multi_gpu.md): their stages take turns.
+    LOG_WARN(
+        "executor: the {} runner of this pp_size {} engine runs one step at a time; micro-batches "
+        "in flight (enable_micro_batching) are implemented for the CPU runner in leader mode",
+        runner->device_name(), engine.pp_size);
+  }
   LOG_INFO(
       "executor: {} on {}, {} KV blocks of {} tokens, max_batch_size {}, max_num_tokens {}, "
       "max_seq_len {}, sampling on the {}",
@@ -233,7 +247,7 @@ void Executor::Impl::Loop() {
       work_cv_.wait(lock, [&] {
         return shutdown_ || !incoming_.empty() || !cancels_.empty() || scheduler_.HasWork();
       });
-      if (shutdown_) return;
+      if (shutdown_) break;
     }
     AdmitAndCancel();
     if (scheduler_.HasWork()) {
@@ -247,6 +261,7 @@ void Executor::Impl::Loop() {
       busy_ = false;
     }
   }
+  DrainInFlight();
 }
 
 void Executor::Impl::AdmitAndCancel() {
@@ -264,20 +279,36 @@ void Executor::Impl::AdmitAndCancel() {
   }
   for (IdType id : cancels) {
     auto it = states_.find(id);
-    if (it != states_.end()) FinishRequest(*it->second, FinishReason::kCancelled);
+    if (it == states_.end()) continue;
+    // NOTE: a request in a micro-batch in flight keeps its blocks until the micro-batch is back:
+    // the pipeline's later stages still write them.
+    if (it->second->sequence.in_flight) {
+      held_cancels_.insert(id);
+      continue;
+    }
+    FinishRequest(*it->second, FinishReason::kCancelled);
   }
 }
 
 void Executor::Impl::RunStep() {
-  const auto start = std::chrono::steady_clock::now();
-  profile_.Begin();
-  executor::ScheduleResult step = scheduler_.Schedule();
-  if (step.empty()) {
+  while (static_cast<SizeType>(in_flight_.size()) < limits_.max_micro_batches && LaunchStep()) {
+  }
+  if (in_flight_.empty()) {
     // Nothing fits this instant (blocks held by requests being finished); wait for a change.
     std::unique_lock<std::mutex> lock(mu_);
     work_cv_.wait_for(lock, std::chrono::milliseconds(5));
     return;
   }
+  CompleteStep();
+}
+
+bool Executor::Impl::LaunchStep() {
+  InFlightStep f;
+  f.start = std::chrono::steady_clock::now();
+  profile_.Begin();
+  f.step = scheduler_.Schedule();
+  const executor::ScheduleResult& step = f.step;
+  if (step.empty()) return false;
   const std::int64_t now = NowNs();
   for (const ScheduledItem& item : step.items) {
     RequestState& s = *states_.at(item.seq->id);
@@ -285,7 +316,7 @@ void Executor::Impl::RunStep() {
   }
   model::StepInput input = scheduler_.BuildStepInput(step);
   profile_.Mark(executor::StepProfile::kSchedule);
-  std::vector<bool> on_device(step.items.size(), false);
+  f.on_device.assign(step.items.size(), false);
   const bool device_sampling = config_.device_sampling && runner_->supports_device_sampling();
   for (std::size_t i = 0; device_sampling && i < step.items.size(); ++i) {
     const ScheduledItem& item = step.items[i];
@@ -297,10 +328,26 @@ void Executor::Impl::RunStep() {
     }
     input.sequences[i].device_sampling = MakeDeviceSampling(s);
     input.sequences[i].logits = model::SequenceStep::Logits::kNone;
-    on_device[i] = true;
+    f.on_device[i] = true;
   }
   profile_.Mark(executor::StepProfile::kSamplingInputs);
-  Result<model::StepOutput> out = runner_->Step(input);
+  if (Status launched = runner_->Launch(input); !launched.ok()) {
+    // Refused before anything moved (model_runner.h): nothing of it is in flight.
+    LOG_ERROR("executor: model step failed: {}", launched.ToString());
+    for (const ScheduledItem& item : step.items) FailRequest(*states_.at(item.seq->id), launched);
+    return true;
+  }
+  f.micro_batch_id = num_launches_++ % limits_.max_micro_batches;
+  in_flight_.push_back(std::move(f));
+  return true;
+}
+
+void Executor::Impl::CompleteStep() {
+  InFlightStep f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const executor::ScheduleResult& step = f.step;
+  const std::vector<bool>& on_device = f.on_device;
+  Result<model::StepOutput> out = runner_->Complete();
   profile_.Mark(executor::StepProfile::kRunnerHost);
   if (out.ok()) profile_.AddRunnerTimes(out->device_wait_ms, out->device_ms);
   if (out.ok() && std::find(on_device.begin(), on_device.end(), true) != on_device.end() &&
@@ -313,8 +360,10 @@ void Executor::Impl::RunStep() {
   }
   if (!out.ok()) {
     LOG_ERROR("executor: model step failed: {}", out.status().ToString());
-    for (const ScheduledItem& item : step.items)
+    for (const ScheduledItem& item : step.items) {
+      held_cancels_.erase(item.seq->id);
       FailRequest(*states_.at(item.seq->id), out.status());
+    }
     return;
   }
   scheduler_.OnStepComputed(step);
@@ -322,6 +371,10 @@ void Executor::Impl::RunStep() {
   for (std::size_t i = 0; i < step.items.size(); ++i) {
     const ScheduledItem& item = step.items[i];
     RequestState& s = *states_.at(item.seq->id);
+    if (held_cancels_.erase(item.seq->id) > 0) {
+      FinishRequest(s, FinishReason::kCancelled);  // its blocks are the pipeline's no more
+      continue;
+    }
     if (on_device[i]) {
       AcceptDeviceToken(s, out->sampled_tokens[i], out->sampled_log_probs[i], vocab);
       continue;
@@ -342,12 +395,24 @@ void Executor::Impl::RunStep() {
   }
   profile_.Mark(executor::StepProfile::kOutputs);
   const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  RecordIteration(step, ms);
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f.start).count();
+  RecordIteration(step, ms, f.micro_batch_id);
   if (profile_.enabled()) {
     profile_.Mark(executor::StepProfile::kStats);
     profile_.EndStep(static_cast<std::int64_t>(step.items.size()));
   }
+}
+
+void Executor::Impl::DrainInFlight() {
+  // Every rank of a split engine launched these steps, so each is completed here too; the
+  // requests themselves are cancelled by Shutdown.
+  while (!in_flight_.empty()) {
+    if (Result<model::StepOutput> out = runner_->Complete(); !out.ok()) {
+      LOG_WARN("executor: a micro-batch in flight at shutdown failed: {}", out.status().ToString());
+    }
+    in_flight_.pop_front();
+  }
+  held_cancels_.clear();
 }
 
 void Executor::Impl::CollectContextLogits(RequestState& s, const ScheduledItem& item,
@@ -447,8 +512,10 @@ void Executor::Impl::FailRequest(RequestState& s, const Status& error) {
   states_.erase(s.sequence.id);
 }
 
-void Executor::Impl::RecordIteration(const executor::ScheduleResult& step, double latency_ms) {
+void Executor::Impl::RecordIteration(const executor::ScheduleResult& step, double latency_ms,
+                                     std::int64_t micro_batch_id) {
   IterationStats st;
+  st.micro_batch_id = micro_batch_id;
   st.timestamp_ns = NowNs();
   st.iter = iteration_++;
   st.iter_latency_ms = latency_ms;

@@ -3,6 +3,7 @@
 // states belong to the iteration thread alone.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -55,7 +56,15 @@ class Executor::Impl {
   void Loop();
   // Moves new requests and cancellations from the client queues into the scheduler.
   void AdmitAndCancel();
+  // Launches micro-batches while the pipeline has room (one at a time without micro-batching),
+  // then completes the oldest.
   void RunStep();
+  // Schedules and launches one micro-batch; false when nothing could be scheduled.
+  bool LaunchStep();
+  // Completes the oldest micro-batch in flight: samples, responds, applies held-back cancels.
+  void CompleteStep();
+  // Completes every micro-batch in flight and drops their outputs (shutdown).
+  void DrainInFlight();
   // Samples the next token of one scheduled item on the host, then AcceptToken.
   void SampleItem(executor::RequestState& state, std::span<const float> row);
   // The request's next token, sampled on the host or the device: stop criteria, append, respond.
@@ -74,7 +83,16 @@ class Executor::Impl {
   void FailRequest(executor::RequestState& state, const Status& error);
   void Emit(Response response);
   void PublishKvStats();  // what getKvCacheStats reports
-  void RecordIteration(const executor::ScheduleResult& step, double latency_ms);
+  void RecordIteration(const executor::ScheduleResult& step, double latency_ms,
+                       std::int64_t micro_batch_id = 0);
+
+  // A launched micro-batch (ModelRunner::Launch); completed oldest first.
+  struct InFlightStep {
+    executor::ScheduleResult step;
+    std::vector<bool> on_device;  // per item: the runner samples its token
+    std::chrono::steady_clock::time_point start;
+    std::int64_t micro_batch_id = 0;
+  };
 
   const ExecutorConfig config_;
   std::unique_ptr<model::ModelRunner> runner_;
@@ -85,8 +103,11 @@ class Executor::Impl {
   // Requests sampled on the device so far (loop thread only); erased with the state.
   std::unordered_map<IdType, executor::DeviceSamplingInputs> device_inputs_;
   std::uint64_t iteration_ = 0;
-  bool busy_ = false;              // the last loop turn ran a step
-  executor::StepProfile profile_;  // loop thread only
+  bool busy_ = false;                        // the last loop turn ran a step
+  executor::StepProfile profile_;            // loop thread only
+  std::deque<InFlightStep> in_flight_;       // loop thread only; at most max_micro_batches
+  std::unordered_set<IdType> held_cancels_;  // cancels of requests in flight, applied when back
+  std::int64_t num_launches_ = 0;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;       // the loop waits here for requests / cancels / shutdown

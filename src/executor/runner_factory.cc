@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "executor/cpu_kv_sizing.h"
+#include "model/model_shard.h"
 #ifdef INFLIGHT_HAVE_CUDA_RUNNER
 #include "model/cuda_model_runner.h"
 #endif
@@ -68,26 +70,19 @@ Result<std::unique_ptr<model::ModelRunner>> CreateModelRunner(
         "(built with INFLIGHT_CUDA=OFF or without a CUDA toolkit); accepted here: auto, cpu");
   }
 #endif
-  // K and V for every layer: fp32, or E4M3 bytes for an FP8 KV cache (4x the tokens).
-  const std::int64_t bytes_per_token = 2 * engine.num_layers * engine.num_kv_heads *
-                                       engine.head_dim * (engine.quant.kv_cache_fp8 ? 1 : 4);
-  const std::int64_t full =
-      static_cast<std::int64_t>(engine.build.max_batch_size) * engine.build.max_seq_len;
-  std::int64_t tokens =
-      std::min(full, kDefaultCpuKvCacheBytes / std::max<std::int64_t>(bytes_per_token, 1));
-  tokens = std::max<std::int64_t>(tokens, engine.build.max_seq_len);
-  if (config.kv_cache_config.max_tokens) tokens = *config.kv_cache_config.max_tokens;
-  if (tokens < engine.build.tokens_per_block) {
-    return InvalidArgument("max_tokens_in_paged_kv_cache " + std::to_string(tokens) +
-                           " is smaller than one KV block (" +
-                           std::to_string(engine.build.tokens_per_block) + " tokens)");
-  }
+  // The KV pool holds this rank's shard only: its stage's layers and its kv heads.
+  const model::Collectives* group = collectives.get();
+  ASSIGN_OR_RETURN(
+      model::ModelShard shard,
+      model::MakeModelShard(engine, group ? group->tp_rank() : 0, group ? group->tp_size() : 1,
+                            group ? group->pp_rank() : 0, group ? group->pp_size() : 1));
+  ASSIGN_OR_RETURN(CpuKvCacheSize kv, SizeCpuKvCache(engine, shard, config.kv_cache_config));
   model::RunnerOptions options;
-  options.max_kv_tokens = tokens;
+  options.max_kv_tokens = kv.tokens;
   options.attention_limits = AttentionLimitsOf(config.kv_cache_config);
   options.collectives = std::move(collectives);
-  LOG_INFO("executor: CPU runner, KV cache {} tokens ({} MiB)", tokens,
-           tokens * bytes_per_token / (1 << 20));
+  LOG_INFO("executor: CPU runner, KV cache {} tokens ({} MiB) for layers [{}, {})", kv.tokens,
+           kv.tokens * kv.bytes_per_token / (1 << 20), shard.first_layer, shard.last_layer);
   return model::CreateCpuModelRunner(engine_dir, options);
 }
 

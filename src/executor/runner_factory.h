@@ -10,10 +10,6 @@
 
 namespace inflight::executor {
 
-// CPU KV pool when max_tokens_in_paged_kv_cache is unset: enough for every sequence at full length,
-// capped at this many bytes.
-inline constexpr std::int64_t kDefaultCpuKvCacheBytes = std::int64_t{1} << 30;
-
 // `collectives`: this process's tensor- and pipeline-parallel group when the engine is split over
 // processes (every rank calls Step alike: model/model_runner.h); null: one process runs the
 // whole engine. With a group, the CUDA runner of group rank r (pp_rank * tp_size + tp_rank) runs

@@ -29,6 +29,7 @@ Status SchedulerLimits::Validate() const {
   RETURN_IF_ERROR(check("max_num_tokens", max_num_tokens));
   RETURN_IF_ERROR(check("max_seq_len", max_seq_len));
   RETURN_IF_ERROR(check("tokens_per_block", tokens_per_block));
+  RETURN_IF_ERROR(check("max_micro_batches", max_micro_batches));
   return Status::Ok();
 }
 
@@ -106,11 +107,16 @@ std::int64_t Scheduler::BlocksStillNeeded(const Sequence* seq) const {
 ScheduleResult Scheduler::Schedule() {
   ScheduleResult result;
   SizeType budget = limits_.max_num_tokens;
-  const auto max_batch = static_cast<std::size_t>(limits_.max_batch_size);
+  const std::size_t max_batch = MicroBatchCap();
   const bool was_idle = running_.empty() && paused_.empty();
 
-  // 1. Running sequences, oldest first; one-token decodes before prompt chunks.
-  std::vector<Sequence*> order = running_;
+  // 1. Running sequences, oldest first; one-token decodes before prompt chunks. Those in flight
+  // belong to an earlier micro-batch.
+  std::vector<Sequence*> order;
+  order.reserve(running_.size());
+  for (Sequence* s : running_) {
+    if (!s->in_flight) order.push_back(s);
+  }
   std::stable_partition(order.begin(), order.end(),
                         [](const Sequence* s) { return s->NumTokensToCompute() == 1; });
   for (Sequence* seq : order) {
@@ -129,7 +135,11 @@ ScheduleResult Scheduler::Schedule() {
         has_room = false;
         break;
       }
-      Sequence* victim = running_.back();  // the most recently admitted
+      Sequence* victim = PauseVictim();
+      if (victim == nullptr) {  // every other running sequence is in flight: wait for them
+        has_room = false;
+        break;
+      }
       Pause(victim, budget, result);
       if (victim == seq) {
         has_room = false;
@@ -149,6 +159,8 @@ ScheduleResult Scheduler::Schedule() {
   if (batching_type_ == BatchingType::kStatic && !was_idle) admit = false;
   while (admit && !waiting_.empty()) admit = TryAdmit(waiting_.front(), budget, result, reserved);
 
+  for (const ScheduledItem& item : result.items) item.seq->in_flight = true;
+
   ScheduleStats& st = result.stats;
   st.num_waiting = num_waiting();
   st.num_running = num_running();
@@ -167,8 +179,10 @@ ScheduleResult Scheduler::Schedule() {
 
 bool Scheduler::TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result,
                          std::optional<std::int64_t>& reserved) {
-  const auto max_batch = static_cast<std::size_t>(limits_.max_batch_size);
-  if (running_.size() >= max_batch || result.items.size() >= max_batch || budget <= 0) return false;
+  const auto max_running = static_cast<std::size_t>(limits_.max_batch_size);
+  if (running_.size() >= max_running || result.items.size() >= MicroBatchCap() || budget <= 0) {
+    return false;
+  }
   std::span<const TokenIdType> tokens(seq->tokens);
   // Context logits need every prompt row, so the first pass over the prompt computes it all.
   const bool reuse = !(seq->return_context_logits && seq->num_generated() == 0);
@@ -207,7 +221,31 @@ bool Scheduler::TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result
   return true;
 }
 
+std::size_t Scheduler::MicroBatchCap() const {
+  const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
+  const std::int64_t depth = limits_.max_micro_batches;
+  if (depth == 1) return static_cast<std::size_t>(limits_.max_batch_size);
+  const std::int64_t sequences = num_running() + num_paused() + num_waiting();
+  return static_cast<std::size_t>(std::min(ceil_div(limits_.max_batch_size, depth),
+                                           std::max<std::int64_t>(1, ceil_div(sequences, depth))));
+}
+
+Sequence* Scheduler::PauseVictim() const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (!(*it)->in_flight) return *it;
+  }
+  return nullptr;
+}
+
+std::int64_t Scheduler::num_in_flight() const {
+  return std::count_if(running_.begin(), running_.end(),
+                       [](const Sequence* s) { return s->in_flight; });
+}
+
 void Scheduler::AddItem(Sequence* seq, SizeType num_tokens, ScheduleResult& result) {
+  // The micro-batch invariant: a sequence whose previous step is still in the pipeline has no
+  // known next token yet.
+  assert(!seq->in_flight && "a sequence may be in only one micro-batch in flight");
   ScheduledItem item;
   item.seq = seq;
   item.num_cached = seq->num_computed_tokens;
@@ -278,6 +316,7 @@ model::StepInput Scheduler::BuildStepInput(const ScheduleResult& result) const {
 void Scheduler::OnStepComputed(const ScheduleResult& result) {
   for (const ScheduledItem& item : result.items) {
     Sequence* seq = item.seq;
+    seq->in_flight = false;
     if (seq->state != SequenceState::kRunning || seq->num_computed_tokens != item.num_cached)
       continue;
     seq->num_computed_tokens += item.num_tokens;
@@ -301,6 +340,7 @@ void Scheduler::Finish(Sequence* seq) {
       break;
   }
   ReleaseBlocks(seq);
+  seq->in_flight = false;
   seq->state = SequenceState::kFinished;
 }
 

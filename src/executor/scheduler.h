@@ -40,6 +40,20 @@
 //                        cache) and num_computed_tokens = 0.
 // Static batching (kStatic): new sequences are admitted only when nothing is running or paused;
 // that batch then runs to completion.
+//
+// Micro-batches (pipeline parallelism, max_micro_batches = pp_size > 1): the executor keeps up to
+// that many steps in flight, so that stage s computes micro-batch m while stage s + 1 computes
+// m - 1. Each Schedule() call then builds one micro-batch from the sequences that are not in
+// flight (Sequence::in_flight): a sequence's next token depends on its previous step, so it is in
+// at most one micro-batch until OnStepComputed returns it. An in-flight sequence is never paused
+// (the pipeline still writes its blocks). A micro-batch holds at most
+//   min(ceil(max_batch_size / max_micro_batches), max(1, ceil(sequences / max_micro_batches)))
+// sequences (sequences: running + paused + waiting), so that the requests spread over the
+// micro-batches instead of filling the first; max_batch_size still bounds the running sequences of
+// all micro-batches together, and max_num_tokens bounds each micro-batch.
+//
+//   stage 0:  [mb0][mb1][mb0'][mb1'] ...      mb0' = mb0's sequences, one token later
+//   stage 1:       [mb0][mb1 ][mb0'] ...
 #pragma once
 
 #include <cstdint>
@@ -58,11 +72,12 @@
 namespace inflight::executor {
 
 struct SchedulerLimits {
-  SizeType max_batch_size = 1;    // sequences running at once (and per step); >= 1
-  SizeType max_num_tokens = 1;    // tokens computed per step, all sequences together; >= 1
-  SizeType max_seq_len = 1;       // prompt + generated tokens of one sequence; >= 1
-  SizeType tokens_per_block = 1;  // must equal the BlockManager's; >= 1
-  Status Validate() const;        // names the field, its value and the accepted range
+  SizeType max_batch_size = 1;     // sequences running at once (and per step); >= 1
+  SizeType max_num_tokens = 1;     // tokens computed per step, all sequences together; >= 1
+  SizeType max_seq_len = 1;        // prompt + generated tokens of one sequence; >= 1
+  SizeType tokens_per_block = 1;   // must equal the BlockManager's; >= 1
+  SizeType max_micro_batches = 1;  // steps in flight at once (pipeline stages); >= 1
+  Status Validate() const;         // names the field, its value and the accepted range
 };
 
 // One sequence's share of a step.
@@ -127,12 +142,14 @@ class Scheduler {
   model::StepInput BuildStepInput(const ScheduleResult& result) const;
 
   // Call after the model computed `result` (before appending sampled tokens): advances each item's
-  // num_computed_tokens and registers blocks that became full in the prefix cache. Items whose
-  // sequence was finished or cancelled in between are skipped.
+  // num_computed_tokens, registers blocks that became full in the prefix cache and takes the
+  // items out of flight. Items whose sequence was finished or cancelled in between are skipped.
   void OnStepComputed(const ScheduleResult& result);
 
   // Frees seq's blocks at once, adds its block stats to seq->kv_stats, forgets it; state kFinished.
   // Valid in any state (Cancel of a waiting or paused request included); a second call is a no-op.
+  // An in-flight sequence may be finished only when its micro-batch failed (the model no longer
+  // writes its blocks); the executor holds a cancel back until the micro-batch is back.
   void Finish(Sequence* seq);
   void Cancel(Sequence* seq) { Finish(seq); }
 
@@ -140,6 +157,8 @@ class Scheduler {
   std::int64_t num_running() const { return static_cast<std::int64_t>(running_.size()); }
   std::int64_t num_paused() const { return static_cast<std::int64_t>(paused_.size()); }
   bool HasWork() const { return !waiting_.empty() || !running_.empty() || !paused_.empty(); }
+  // Sequences in micro-batches the model has not finished.
+  std::int64_t num_in_flight() const;
   const SchedulerLimits& limits() const { return limits_; }
 
  private:
@@ -155,6 +174,10 @@ class Scheduler {
   bool TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result,
                 std::optional<std::int64_t>& reserved);
   void AddItem(Sequence* seq, SizeType num_tokens, ScheduleResult& result);
+  // The most sequences this micro-batch may hold (the formula at the top of this file).
+  std::size_t MicroBatchCap() const;
+  // The most recently admitted running sequence that is not in flight; null when all are.
+  Sequence* PauseVictim() const;
   // Frees the blocks of seq (pause) and removes its item from result if it had one.
   void Pause(Sequence* seq, SizeType& budget, ScheduleResult& result);
   void ReleaseBlocks(Sequence* seq);

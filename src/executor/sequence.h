@@ -59,6 +59,10 @@ struct Sequence {
   // not reuse cached blocks and its steps return all rows (Logits::kAll).
   bool return_context_logits = false;
   SizeType num_pauses = 0;
+  // In a micro-batch the model has not finished yet (Scheduler::Schedule sets it, OnStepComputed
+  // clears it): its next step needs this one's token, so no other micro-batch may take it, and
+  // its blocks may not be freed (paused) under the pipeline.
+  bool in_flight = false;
   SequenceKvStats kv_stats;  // complete once the scheduler has freed the blocks (Finish / Cancel)
 
   SizeType num_tokens() const { return static_cast<SizeType>(tokens.size()); }

@@ -13,6 +13,21 @@ Status NoOtherStage(const char* what, std::int64_t count) {
 
 }  // namespace
 
+Status Collectives::StartReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
+                                              void* stream) {
+  started_receives_.push_back({buffer, count, dtype, stream});
+  return Status::Ok();
+}
+
+Status Collectives::FinishReceiveFromLastStage() {
+  if (started_receives_.empty()) {
+    return Internal("FinishReceiveFromLastStage without a started receive");
+  }
+  const StartedReceive r = started_receives_.front();
+  started_receives_.pop_front();
+  return ReceiveFromLastStage(r.buffer, r.count, r.dtype, r.stream);
+}
+
 Status SingleProcessCollectives::SendToNextStage(const void* /*buffer*/, std::int64_t count,
                                                  DType /*dtype*/, void* /*stream*/) {
   return NoOtherStage("a send to the next stage", count);

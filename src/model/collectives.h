@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 
 #include "common/dtype.h"
 #include "inflight/status.h"
@@ -49,6 +50,16 @@ class Collectives {
                                   void* stream) = 0;
   virtual Status ReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
                                       void* stream) = 0;
+  // Pipeline with several steps in flight (ModelRunner::Launch): the first stage posts the receive
+  // of a step's result when it launches the step, and finishes it when the step is completed, so
+  // that the last stage's send finds its receive posted while the first stage computes the next
+  // micro-batch (no stage waits for a peer that is busy with another micro-batch). `buffer` must
+  // stay valid until the matching Finish; receives finish in the order they were started. The
+  // default posts nothing: Finish receives the oldest started one then (ReceiveFromLastStage),
+  // which is correct for any transport but leaves the overlap to its buffering.
+  virtual Status StartReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
+                                           void* stream);
+  virtual Status FinishReceiveFromLastStage();
 
   // For a runner that waits on the host for queued work containing the group's operations (the
   // CUDA runner, polling its step's end event): called every few milliseconds with how long it
@@ -57,6 +68,15 @@ class Collectives {
   // operations, so that the queued work ends, and refuses every later call. Ok: keep waiting.
   // Collectives that complete on return (CPU) have nothing to check.
   virtual Status CheckWait(double /*waited_seconds*/) { return Status::Ok(); }
+
+ private:
+  struct StartedReceive {
+    void* buffer;
+    std::int64_t count;
+    DType dtype;
+    void* stream;
+  };
+  std::deque<StartedReceive> started_receives_;  // the default Start / Finish
 };
 
 // One process runs the whole engine (tp 1, pp 1): a sum or a gather over one rank is the buffer

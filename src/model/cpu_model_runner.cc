@@ -105,13 +105,32 @@ CpuModelRunner::~CpuModelRunner() {
 }
 
 std::int64_t CpuModelRunner::memory_bytes() const {
-  std::lock_guard<std::mutex> lock(step_mutex_);
+  std::lock_guard<std::mutex> lock(pipeline_mutex_);
   return weight_bytes_ + 2 * static_cast<std::int64_t>(kv_.size()) * pool_floats_ * kv_elem_bytes_ +
          transformer_->workspace_bytes();
 }
 
 Result<StepOutput> CpuModelRunner::Step(const StepInput& input) {
   std::lock_guard<std::mutex> lock(step_mutex_);
+  RETURN_IF_ERROR(Launch(input));
+  return Complete();
+}
+
+std::int32_t CpuModelRunner::max_steps_in_flight() const {
+  return shard_.pp_size > 1 && shard_.first_stage() ? shard_.pp_size : 1;
+}
+
+Result<StepOutput> CpuModelRunner::Complete() {
+  std::lock_guard<std::mutex> lock(pipeline_mutex_);
+  if (in_flight_.empty()) return Internal("CpuModelRunner::Complete without a launched step");
+  std::unique_ptr<LaunchedStep> step = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  if (step->awaiting_logits) RETURN_IF_ERROR(collectives_->FinishReceiveFromLastStage());
+  return std::move(step->out);
+}
+
+Status CpuModelRunner::Launch(const StepInput& input) {
+  std::lock_guard<std::mutex> lock(pipeline_mutex_);
   RETURN_IF_ERROR(ValidateStepInput(input, config_, num_blocks_));
   const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
 
@@ -121,7 +140,8 @@ Result<StepOutput> CpuModelRunner::Step(const StepInput& input) {
     max_blocks = std::max(max_blocks, static_cast<std::int32_t>(s.block_table.size()));
   std::vector<std::int32_t> query_start{0}, num_cached, tables, token_ids, positions, logit_rows;
   tables.assign(static_cast<std::size_t>(num_seqs) * max_blocks, 0);
-  StepOutput out;
+  auto step = std::make_unique<LaunchedStep>();
+  StepOutput& out = step->out;
   out.vocab_size = config_.vocab_size;
   for (std::int32_t i = 0; i < num_seqs; ++i) {
     const SequenceStep& s = input.sequences[i];
@@ -154,14 +174,16 @@ Result<StepOutput> CpuModelRunner::Step(const StepInput& input) {
   batch.num_logit_rows = static_cast<std::int32_t>(logit_rows.size());
   out.logits.resize(logit_rows.size() * static_cast<std::size_t>(config_.vocab_size));
   RETURN_IF_ERROR(transformer_->Forward(batch, kv_, out.logits.data()));
-  RETURN_IF_ERROR(ReturnToFirstStage(out));
-  return out;
+  RETURN_IF_ERROR(ReturnToFirstStage(*step));
+  in_flight_.push_back(std::move(step));
+  return Status::Ok();
 }
 
 // A pipeline's logits are computed by its last stage; they travel back to the first stage, whose
 // ranks answer the step (model_runner.h). A stage in between computed none and returns none.
-Status CpuModelRunner::ReturnToFirstStage(StepOutput& out) {
+Status CpuModelRunner::ReturnToFirstStage(LaunchedStep& step) {
   if (shard_.pp_size == 1) return Status::Ok();
+  StepOutput& out = step.out;
   const auto count = static_cast<std::int64_t>(out.logits.size());
   if (shard_.last_stage()) {
     if (count == 0) return Status::Ok();
@@ -169,7 +191,11 @@ Status CpuModelRunner::ReturnToFirstStage(StepOutput& out) {
   }
   if (shard_.first_stage()) {
     if (count == 0) return Status::Ok();
-    return collectives_->ReceiveFromLastStage(out.logits.data(), count, DType::kFloat32, nullptr);
+    // The logits land in `out` (kept by in_flight_, so its buffer does not move) by Complete.
+    RETURN_IF_ERROR(collectives_->StartReceiveFromLastStage(out.logits.data(), count,
+                                                            DType::kFloat32, nullptr));
+    step.awaiting_logits = true;
+    return Status::Ok();
   }
   out.logits.clear();
   return Status::Ok();

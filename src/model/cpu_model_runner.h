@@ -5,6 +5,7 @@
 // and turns a StepInput into the forward pass's page-table format.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,13 +30,26 @@ class CpuModelRunner final : public ModelRunner {
   std::int64_t num_kv_blocks() const override { return num_blocks_; }
   const char* device_name() const override { return "cpu"; }
   std::int64_t memory_bytes() const override;
-  // Thread-safe: concurrent calls run one after another.
+  // Thread-safe: concurrent calls run one after another. Launch, then Complete.
   Result<StepOutput> Step(const StepInput& input) override;
+  // The first stage of a pipeline keeps up to pp_size steps in flight: Launch runs its layers,
+  // hands the activations on and posts the receive of the step's logits; Complete takes them.
+  // Other stages (and pp 1) finish the step in Launch.
+  std::int32_t max_steps_in_flight() const override;
+  Status Launch(const StepInput& input) override;
+  Result<StepOutput> Complete() override;
 
  private:
+  // A launched step: its output, whose logits the last stage may still have to send.
+  struct LaunchedStep {
+    StepOutput out;
+    bool awaiting_logits = false;  // first stage: a receive from the last stage is posted
+  };
+
   CpuModelRunner() = default;
-  // Pipeline parallelism: the last stage's logits go to the first stage's ranks.
-  Status ReturnToFirstStage(StepOutput& out);
+  // Pipeline parallelism: the last stage's logits go to the first stage's ranks (the last stage
+  // sends them here; the first posts their receive, finished in Complete).
+  Status ReturnToFirstStage(LaunchedStep& step);
 
   EngineConfig config_;
   ModelShard shard_;
@@ -48,7 +62,9 @@ class CpuModelRunner final : public ModelRunner {
   std::int64_t pool_floats_ = 0;    // elements per pool (one of K or V of one layer)
   std::int64_t kv_elem_bytes_ = 4;  // 1 for an FP8 KV cache
   std::vector<LayerKvPools> kv_;    // the shard's layers; calloc'd: untouched pages cost nothing
-  mutable std::mutex step_mutex_;
+  std::deque<std::unique_ptr<LaunchedStep>> in_flight_;  // launched, not completed: oldest first
+  std::mutex step_mutex_;                                // Step: its Launch and Complete together
+  mutable std::mutex pipeline_mutex_;  // Launch, Complete and everything they touch
 };
 
 }  // namespace inflight::model

@@ -31,6 +31,12 @@ class StepChannel {
   // Leader: delivers `message` to every follower. An error when that does not finish in the
   // channel's time limit; the channel is then unusable.
   virtual Status Send(std::string_view message) = 0;
+  // Leader: like Send, but returns once the message is on its way, without waiting for the
+  // followers to take it: with micro-batches in flight the followers of later stages are busy
+  // with earlier ones, and the leader computes meanwhile. Messages arrive in the order they were
+  // posted or sent; a later Post or Send waits for earlier ones as far as it needs their buffers,
+  // and reports their errors. The default sends at once.
+  virtual Status Post(std::string_view message) { return Send(message); }
   // Follower: the leader's next message. Waits as long as the leader is idle.
   virtual Result<std::string> Receive() = 0;
 };
@@ -52,8 +58,17 @@ class LeaderRunner final : public ModelRunner {
   // Sends `input` to the followers, then steps the local shard. Once a send failed, every later
   // step fails with that error: the followers are not where the leader is any more.
   Result<StepOutput> Step(const StepInput& input) override;
+  // Micro-batches in flight: the local runner's (its pipeline's depth on the first stage). Launch
+  // posts `input` to the followers (StepChannel::Post) and launches it on the local shard;
+  // Complete completes the local shard's oldest step, whose output is the group's.
+  std::int32_t max_steps_in_flight() const override { return local_->max_steps_in_flight(); }
+  Status Launch(const StepInput& input) override;
+  Result<StepOutput> Complete() override { return local_->Complete(); }
 
  private:
+  // Records a failed delivery: every later step fails with it.
+  Status Broken(const Status& delivery);
+
   std::unique_ptr<ModelRunner> local_;
   std::unique_ptr<StepChannel> channel_;
   std::int64_t group_kv_blocks_;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,6 +120,29 @@ class ModelRunner {
   virtual Result<StepOutput> Step(const StepInput& input) = 0;
   // Whether Step honours SequenceStep::device_sampling (see the top of this file).
   virtual bool supports_device_sampling() const { return false; }
+
+  // Micro-batches in flight (pipeline parallelism): Launch starts a step and returns once this
+  // process's part of it is done or queued; Complete returns the oldest launched step's output.
+  // Up to max_steps_in_flight() steps may be launched before the oldest is completed, so that
+  // stage s computes one micro-batch while stage s + 1 computes the one before (docs/multi_gpu.md,
+  // "Pipeline parallelism: micro-batches in flight"). The same rules as Step: every rank of a split
+  // engine launches the same steps in the same order (Step is Launch then Complete); a step that
+  // Launch refuses (validation, before any collective) is not in flight and has nothing to
+  // complete. The default runs the whole step in Launch: one in flight.
+  virtual std::int32_t max_steps_in_flight() const { return 1; }
+  virtual Status Launch(const StepInput& input) {
+    launched_.push_back(Step(input));
+    return Status::Ok();
+  }
+  virtual Result<StepOutput> Complete() {
+    if (launched_.empty()) return Internal("ModelRunner::Complete without a launched step");
+    Result<StepOutput> out = std::move(launched_.front());
+    launched_.pop_front();
+    return out;
+  }
+
+ private:
+  std::deque<Result<StepOutput>> launched_;  // the default Launch's results
 };
 
 // The runtime's limits on attention (TensorRT-LLM's max_attention_window_size and

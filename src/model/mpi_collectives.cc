@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +50,14 @@ class MpiCollectives final : public Collectives {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
+    // Receives posted for steps that were never completed (the runner went away mid-pipeline).
+    for (PostedReceive& p : posted_) {
+      for (MPI_Request& r : p.requests) {
+        if (r == MPI_REQUEST_NULL) continue;
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+    }
     for (MPI_Comm* c : {&pp_comm_, &tp_comm_, &group_comm_}) {
       if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
     }
@@ -92,8 +101,19 @@ class MpiCollectives final : public Collectives {
     }
     return Receive("ReceiveFromLastStage", buffer, count, dtype, stream, pp_size_ - 1, kResultTag);
   }
+  Status StartReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
+                                   void* stream) override;
+  Status FinishReceiveFromLastStage() override;
 
  private:
+  // The pieces of a receive posted by StartReceiveFromLastStage, and the bytes each expects.
+  struct PostedReceive {
+    std::vector<MPI_Request> requests;
+    std::vector<int> bytes;
+    std::int64_t count = 0;
+    DType dtype = DType::kFloat32;
+  };
+
   // Errors before any message moves: the caller's mistakes.
   Status CheckHost(const char* what, void* stream) const;
   // Waits for `request` to complete, polling so that the wait can end at the timeout. A timed-out
@@ -113,6 +133,7 @@ class MpiCollectives final : public Collectives {
   MPI_Comm tp_comm_ = MPI_COMM_NULL;     // this stage's tensor-parallel ranks, by tp rank
   MPI_Comm pp_comm_ = MPI_COMM_NULL;     // this tp rank's stages, by pp rank
   Status broken_;                        // set by a timeout
+  std::deque<PostedReceive> posted_;     // started, not finished: oldest first
   std::vector<float> widened_;           // fp16 / bf16 all-reduce in fp32
   std::vector<float> packed_;            // all-gather: every rank's columns, rank after rank
 };
@@ -309,6 +330,53 @@ Status MpiCollectives::Receive(const char* what, void* buffer, std::int64_t coun
                       " bytes from pp_rank " + std::to_string(from_stage) + ", expected " +
                       std::to_string(n) + " (" + std::to_string(count) + " " + DTypeName(dtype) +
                       " elements)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status MpiCollectives::StartReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
+                                                 void* stream) {
+  const char* what = "StartReceiveFromLastStage";
+  RETURN_IF_ERROR(CheckHost(what, stream));
+  if (pp_size_ == 1 || pp_rank_ != 0) {
+    return InvalidArgument(
+        "StartReceiveFromLastStage: only the first of several stages receives from the last");
+  }
+  PostedReceive posted;
+  posted.count = count;
+  posted.dtype = dtype;
+  const std::int64_t bytes = count * static_cast<std::int64_t>(DTypeSize(dtype));
+  auto* p = static_cast<char*>(buffer);
+  // NOTE: MPI matches receives of one source and tag in the order they were posted, and the last
+  // stage sends its results in step order: each posted receive gets its own step's result.
+  for (std::int64_t done = 0; done < bytes; done += kMaxPiece) {
+    const int n = static_cast<int>(std::min(kMaxPiece, bytes - done));
+    MPI_Request request = MPI_REQUEST_NULL;
+    RETURN_IF_ERROR(MpiStatus(
+        MPI_Irecv(p + done, n, MPI_BYTE, pp_size_ - 1, kResultTag, pp_comm_, &request), what));
+    posted.requests.push_back(request);
+    posted.bytes.push_back(n);
+  }
+  posted_.push_back(std::move(posted));
+  return Status::Ok();
+}
+
+Status MpiCollectives::FinishReceiveFromLastStage() {
+  const char* what = "FinishReceiveFromLastStage";
+  if (posted_.empty()) return Internal("FinishReceiveFromLastStage without a started receive");
+  PostedReceive posted = std::move(posted_.front());
+  posted_.pop_front();
+  for (std::size_t i = 0; i < posted.requests.size(); ++i) {
+    MPI_Status status;
+    RETURN_IF_ERROR(Wait(&posted.requests[i], what, &status));
+    int received = 0;
+    RETURN_IF_ERROR(MpiStatus(MPI_Get_count(&status, MPI_BYTE, &received), what));
+    if (received != posted.bytes[i]) {
+      return Internal(std::string(what) + ": received " + std::to_string(received) +
+                      " bytes from pp_rank " + std::to_string(pp_size_ - 1) + ", expected " +
+                      std::to_string(posted.bytes[i]) + " (" + std::to_string(posted.count) + " " +
+                      DTypeName(posted.dtype) + " elements)");
     }
   }
   return Status::Ok();

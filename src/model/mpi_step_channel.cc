@@ -19,14 +19,13 @@ MpiStepChannel::MpiStepChannel(MPI_Comm comm, std::chrono::milliseconds send_tim
 }
 
 MpiStepChannel::~MpiStepChannel() {
-  if (!failed_) {
+  if (!failed_ && WaitPosted(0).ok()) {
     MPI_Comm_free(&comm_);
     return;
   }
   // NOTE: a broadcast that timed out is still MPI's: freeing its communicator is erroneous, and its
   // buffers may still be read. Both are left to the end of the job (a broken group ends it).
-  new std::string(std::move(frame_));
-  new std::string(std::move(rest_));
+  for (auto& outgoing : posted_) outgoing.release();
 }
 
 Status MpiStepChannel::PostBroadcast(void* data, std::size_t bytes, MPI_Request* request,
@@ -43,30 +42,50 @@ Status MpiStepChannel::PostBroadcast(void* data, std::size_t bytes, MPI_Request*
   return Status::Ok();
 }
 
-Status MpiStepChannel::Send(std::string_view message) {
-  if (failed_) return Unavailable("an earlier broadcast to the follower ranks failed");
-  // NOTE: the buffers must outlive a broadcast that times out (MPI still owns them), so they are
-  // members, not locals.
-  frame_.assign(kFrameBytes, '\0');
-  const std::uint64_t size = message.size();
-  std::memcpy(frame_.data(), &size, sizeof(size));
-  const std::size_t head = std::min<std::size_t>(message.size(), kFrameBytes - sizeof(size));
-  std::memcpy(frame_.data() + sizeof(size), message.data(), head);
-  rest_.assign(message.substr(head));
-  // Both broadcasts are posted before waiting, so that a follower that takes the frame late can
-  // always take the rest too.
-  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  RETURN_IF_ERROR(PostBroadcast(frame_.data(), frame_.size(), &requests[0], "a step"));
-  const int count = rest_.empty() ? 1 : 2;
-  if (count == 2) {
-    RETURN_IF_ERROR(PostBroadcast(rest_.data(), rest_.size(), &requests[1], "the rest of a step"));
+Status MpiStepChannel::WaitPosted(std::size_t keep) {
+  while (posted_.size() > keep) {
+    Outgoing& oldest = *posted_.front();
+    Status st =
+        WaitForMpiRequests(oldest.requests, oldest.count, send_timeout_,
+                           "the broadcast of a step of " + std::to_string(oldest.size) +
+                               " bytes to " + std::to_string(size_ - 1) + " follower rank(s)");
+    if (!st.ok()) {
+      failed_ = true;
+      return st;
+    }
+    posted_.pop_front();
   }
-  Status st =
-      WaitForMpiRequests(requests, count, send_timeout_,
-                         "the broadcast of a step of " + std::to_string(size) + " bytes to " +
-                             std::to_string(size_ - 1) + " follower rank(s)");
-  if (!st.ok()) failed_ = true;
-  return st;
+  return Status::Ok();
+}
+
+Status MpiStepChannel::Post(std::string_view message) {
+  if (failed_) return Unavailable("an earlier broadcast to the follower ranks failed");
+  RETURN_IF_ERROR(WaitPosted(kMaxPosted - 1));
+  // NOTE: the buffers must outlive the broadcast (MPI owns them until it completes, or for good
+  // when it times out), so they live in posted_, not on the stack.
+  auto outgoing = std::make_unique<Outgoing>();
+  Outgoing& o = *outgoing;
+  o.frame.assign(kFrameBytes, '\0');
+  o.size = message.size();
+  std::memcpy(o.frame.data(), &o.size, sizeof(o.size));
+  const std::size_t head = std::min<std::size_t>(message.size(), kFrameBytes - sizeof(o.size));
+  std::memcpy(o.frame.data() + sizeof(o.size), message.data(), head);
+  o.rest.assign(message.substr(head));
+  // Both broadcasts are posted before any wait, so that a follower that takes the frame late can
+  // always take the rest too.
+  RETURN_IF_ERROR(PostBroadcast(o.frame.data(), o.frame.size(), &o.requests[0], "a step"));
+  o.count = o.rest.empty() ? 1 : 2;
+  posted_.push_back(std::move(outgoing));
+  if (o.count == 2) {
+    RETURN_IF_ERROR(
+        PostBroadcast(o.rest.data(), o.rest.size(), &o.requests[1], "the rest of a step"));
+  }
+  return Status::Ok();
+}
+
+Status MpiStepChannel::Send(std::string_view message) {
+  RETURN_IF_ERROR(Post(message));
+  return WaitPosted(0);
 }
 
 Result<std::string> MpiStepChannel::Receive() {

@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -30,19 +31,34 @@ class MpiStepChannel final : public StepChannel {
   MpiStepChannel(const MpiStepChannel&) = delete;
   MpiStepChannel& operator=(const MpiStepChannel&) = delete;
 
+  // Send: Post, then wait for every posted message. Post: waits only while kMaxPosted messages
+  // are outstanding (MPI allows several broadcasts in flight on one communicator; the followers
+  // take them in order).
   Status Send(std::string_view message) override;
+  Status Post(std::string_view message) override;
   Result<std::string> Receive() override;
 
+  static constexpr std::size_t kMaxPosted = 8;
+
  private:
+  // A message's broadcasts, whose buffers MPI reads until they complete.
+  struct Outgoing {
+    std::string frame;
+    std::string rest;
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int count = 1;
+    std::uint64_t size = 0;
+  };
   // Starts a broadcast of `bytes` bytes at `data` from rank 0.
   Status PostBroadcast(void* data, std::size_t bytes, MPI_Request* request, const char* what);
+  // Waits (send_timeout_ for each) until at most `keep` posted messages are outstanding.
+  Status WaitPosted(std::size_t keep);
 
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds send_timeout_;
-  std::string frame_;  // the leader's last message, which MPI reads until its broadcast completes
-  std::string rest_;
+  std::deque<std::unique_ptr<Outgoing>> posted_;  // oldest first
   bool failed_ = false;  // a broadcast timed out and is still pending: the channel is unusable
 };
 
