@@ -20,7 +20,7 @@ Result<nlohmann::json> ReadJsonFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e99999
     return InvalidArgument(path + ": not valid JSON: " + e.what());
   }
 }

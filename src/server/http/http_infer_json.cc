@@ -113,7 +113,9 @@ Result<nlohmann::json> ParseJsonBody(std::string_view body) {
   }
   try {
     return json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // NOTE: not only parse_error: a number whose exponent overflows ("1e854775807") is
+    // out_of_range 406, thrown from inside the parser too.
     return InvalidArgument(std::string("malformed JSON in request body: ") + e.what());
   }
 }

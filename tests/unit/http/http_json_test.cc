@@ -35,6 +35,17 @@ TEST(HttpJsonTest, NestingUpToTheLimitParsesAndDecodes) {
   EXPECT_FALSE(ParseJsonBody("{\"unknown\": " + Nested(100) + "}").ok());
 }
 
+// Found by fuzz_infer_json: an exponent too large for a double made nlohmann's parser throw
+// out_of_range, which ParseJsonBody did not catch (the request was answered 500, not 400).
+TEST(HttpJsonTest, NumberOverflowIsMalformedJson) {
+  auto parsed = ParseJsonBody("{\"inputs\": [{\"data\": [1e854775807]}]}");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("malformed JSON in request body"), std::string::npos);
+  EXPECT_NE(parsed.status().message().find("number overflow"), std::string::npos)
+      << parsed.status().message();
+}
+
 TEST(HttpJsonTest, BracketsInsideStringsDoNotCount) {
   const std::string text = "\"" + std::string(500, '[') + "\\\"" + std::string(500, '{') + "\"";
   auto parsed = ParseJsonBody("{\"text_input\": " + text + "}");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_file.h"
 #include "tokenizer/regex_splitter.h"
 #include "tokenizer/tokenizer.h"
 
@@ -196,6 +197,17 @@ TEST_F(TokenizerFilesTest, NotJsonNamesFileAndPosition) {
   EXPECT_THAT(t.status().message(), HasSubstr((dir_ / "tokenizer.json").string()));
   EXPECT_THAT(t.status().message(), HasSubstr("not valid JSON"));
   EXPECT_THAT(t.status().message(), HasSubstr("column"));
+}
+
+// Found by fuzz_infer_json in the HTTP decoder, and the same here: nlohmann throws out_of_range
+// (not parse_error) for a number whose exponent overflows; ReadJsonFile let it escape.
+TEST_F(TokenizerFilesTest, NumberOverflowIsNotJsonWithThePath) {
+  Write("tokenizer.json", "{\"model\": {\"dropout\": 1e854775807}}");
+  auto result = ReadJsonFile((dir_ / "tokenizer.json").string());
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("tokenizer.json: not valid JSON"));
+  EXPECT_THAT(result.status().message(), HasSubstr("number overflow"));
 }
 
 TEST_F(TokenizerFilesTest, ConfigEosNotInVocabulary) {
