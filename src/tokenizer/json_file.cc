@@ -25,4 +25,16 @@ Result<nlohmann::json> ReadJsonFile(const std::string& path) {
   }
 }
 
+std::optional<int32_t> JsonTokenId(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) {
+    const auto id = value.get<uint64_t>();
+    if (id > static_cast<uint64_t>(kMaxTokenId)) return std::nullopt;
+    return static_cast<int32_t>(id);
+  }
+  if (!value.is_number_integer()) return std::nullopt;
+  const auto id = value.get<int64_t>();
+  if (id < 0 || id > kMaxTokenId) return std::nullopt;
+  return static_cast<int32_t>(id);
+}
+
 }  // namespace inflight::tokenizer
