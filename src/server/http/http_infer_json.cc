@@ -107,9 +107,9 @@ Result<nlohmann::json> ParseJsonBody(std::string_view body) {
   // generate decoder copies unknown fields, error messages dump values). So nesting is bounded
   // before parsing.
   if (auto deep = FindExcessNesting(body, kMaxBodyNesting)) {
-    return InvalidArgument("malformed JSON in request body: nesting deeper than " +
-                           std::to_string(kMaxBodyNesting) + " levels at byte " +
-                           std::to_string(*deep));
+    return InvalidArgument("request body has arrays or objects nested deeper than " +
+                           std::to_string(kMaxBodyNesting) + " levels (at byte " +
+                           std::to_string(*deep) + ")");
   }
   try {
     return json::parse(body.begin(), body.end());

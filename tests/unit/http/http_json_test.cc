@@ -18,7 +18,7 @@ TEST(HttpJsonTest, DeepNestingIsRefusedBeforeParsing) {
   const std::string body = "{\"unknown\": " + Nested(1'000'000) + "}";
   auto parsed = ParseJsonBody(body);
   ASSERT_FALSE(parsed.ok());
-  EXPECT_NE(parsed.status().message().find("nesting deeper than 100 levels at byte 111"),
+  EXPECT_NE(parsed.status().message().find("nested deeper than 100 levels (at byte 111)"),
             std::string::npos)
       << parsed.status().message();
 }
