@@ -34,6 +34,10 @@ thread_local const HttpServerState* tls_io_server = nullptr;
 
 void HttpExchange::OnClientGone(std::function<void()> on_gone) {
   std::unique_lock lock(mu_);
+  if (answered_) {
+    lock.unlock();
+    return;  // `on_gone` is destroyed here, outside the lock
+  }
   if (gone_) {
     lock.unlock();
     if (on_gone) on_gone();
@@ -45,6 +49,16 @@ void HttpExchange::OnClientGone(std::function<void()> on_gone) {
 bool HttpExchange::client_gone() const {
   std::lock_guard lock(mu_);
   return gone_;
+}
+
+void HttpExchange::NotifyAnswered() {
+  std::function<void()> on_gone;
+  {
+    std::lock_guard lock(mu_);
+    answered_ = true;
+    on_gone = std::move(on_gone_);
+    on_gone_ = nullptr;
+  }
 }
 
 void HttpExchange::NotifyClientGone() {
@@ -87,6 +101,7 @@ class ConnectionExchange : public HttpExchange {
   }
 
   void Gone() { NotifyClientGone(); }
+  void Answered() { NotifyAnswered(); }
 
  private:
   template <class Fn>
@@ -344,9 +359,10 @@ void HttpConnection::ClientGone() {
   Close();
 }
 
-void HttpConnection::ExchangeReply(ConnectionExchange*, HttpReply reply) {
+void HttpConnection::ExchangeReply(ConnectionExchange* exchange, HttpReply reply) {
   if (answer_started_) return;
   answer_started_ = answer_done_ = true;
+  exchange->Answered();
   Queue(SerializeReply(reply, keep_alive_ && !state_->draining));
 }
 
@@ -363,9 +379,10 @@ void HttpConnection::ExchangeSend(ConnectionExchange*, std::string data) {
   Queue(chunked_ ? FrameChunk(data) : std::move(data));
 }
 
-void HttpConnection::ExchangeEnd(ConnectionExchange*) {
+void HttpConnection::ExchangeEnd(ConnectionExchange* exchange) {
   if (!answer_started_ || answer_done_) return;
   answer_done_ = true;
+  exchange->Answered();
   if (chunked_) {
     Queue(std::string(kLastChunk));
   } else if (writing_.empty() && queued_.empty()) {
