@@ -14,6 +14,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc
   # The gRPC e2e tests run Debian's python3 with its gRPC and protobuf modules.
   python3-grpcio python3-protobuf
+  # The sanitized build and the fuzzers (tools/test_sanitized.sh): clang with its ASan, UBSan and
+  # libFuzzer runtimes.
+  clang libclang-rt-dev
 )
 # Tools: checked as commands, since a machine may have them from elsewhere (a Node.js or Python
 # install of its own); only a missing command is installed from Debian.
