@@ -19,6 +19,9 @@ packages=(
   # inflight-server embeds Debian's CPython and renders chat templates with its Jinja2
   # (cmake/embedded_python.cmake, src/server/openai/chat_template.cc).
   python3-dev python3-jinja2
+  # The sanitized build and the fuzzers (tools/test_sanitized.sh): clang with its ASan, UBSan and
+  # libFuzzer runtimes.
+  clang libclang-rt-dev
 )
 # Tools: checked as commands, since a machine may have them from elsewhere (a Node.js or Python
 # install of its own); only a missing command is installed from Debian.

@@ -15,11 +15,12 @@ Result<Vocab> ReadVocabJson(const std::string& path) {
   Vocab vocab;
   vocab.reserve(json.size());
   for (const auto& [token, id] : json.items()) {
-    if (!id.is_number_integer()) {
+    const auto token_id = JsonTokenId(id);
+    if (!token_id) {
       return InvalidArgument(path + ": the id of token \"" + token + "\" is " + id.dump() +
-                             "; expected an integer");
+                             "; expected " + kTokenIdRange);
     }
-    vocab.emplace(token, id.get<int32_t>());
+    vocab.emplace(token, *token_id);
   }
   return vocab;
 }

@@ -168,8 +168,20 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::LoadUnchecked(const std::string& d
     config = std::move(gpt2);
   }
   if (config) RETURN_IF_ERROR(ApplyConfig(*config, config_path.string(), &parts));
-  return std::unique_ptr<Tokenizer>(
+  std::unique_ptr<Tokenizer> tokenizer(
       new Tokenizer(std::make_unique<TokenizerParts>(std::move(parts))));
+  // The ids the post-processor adds go to the model as they are: each must name a token.
+  for (const auto* ids : {&tokenizer->parts_->prefix_ids, &tokenizer->parts_->suffix_ids}) {
+    for (int32_t id : *ids) {
+      if (!tokenizer->DecodeBytes(std::span<const int32_t>(&id, 1), false).ok()) {
+        return InvalidArgument("tokenizer directory \"" + dir_name +
+                               "\": the post-processor adds token id " + std::to_string(id) +
+                               ", which names no token of the vocabulary (" +
+                               std::to_string(tokenizer->vocab_size_) + " ids)");
+      }
+    }
+  }
+  return tokenizer;
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<TokenizerParts> parts) : parts_(std::move(parts)) {

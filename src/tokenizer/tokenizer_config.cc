@@ -67,10 +67,11 @@ Result<TokenizerConfig> ReadTokenizerConfig(const std::string& path) {
       try {
         size_t used = 0;
         token.id = std::stoi(key, &used);
-        if (used != key.size() || token.id < 0) throw std::invalid_argument(key);
+        if (used != key.size() || token.id < 0 || token.id > kMaxTokenId)
+          throw std::invalid_argument(key);
       } catch (const std::exception&) {
-        return InvalidArgument(path + ": added_tokens_decoder key \"" + key +
-                               "\" is not a non-negative token id");
+        return InvalidArgument(path + ": added_tokens_decoder key \"" + key + "\" is not " +
+                               kTokenIdRange);
       }
       if (!value.is_object() || !value.contains("content") || !value["content"].is_string()) {
         return InvalidArgument(path + ": added_tokens_decoder[\"" + key + "\"] has no content");

@@ -94,11 +94,12 @@ Result<std::unique_ptr<BpeModel>> ReadModel(const JsonReader& r, const json& mod
   Vocab vocab;
   vocab.reserve(vocab_json->size());
   for (const auto& [token, id] : vocab_json->items()) {
-    if (!id.is_number_integer()) {
+    const auto token_id = JsonTokenId(id);
+    if (!token_id) {
       return r.Error("model.vocab[\"" + token + "\"]",
-                     "is " + id.dump() + "; expected an integer id");
+                     "is " + id.dump() + "; expected " + kTokenIdRange);
     }
-    vocab.emplace(token, id.get<int32_t>());
+    vocab.emplace(token, *token_id);
   }
   auto merges_json = model.find("merges");
   if (merges_json == model.end()) return r.Error("model.merges", "is missing");
@@ -195,11 +196,13 @@ Status ReadPostProcessor(const JsonReader& r, const json& node, const std::strin
     // "cls": ["<s>", 0], "sep": ["</s>", 2]
     for (const char* key : {"cls", "sep"}) {
       auto it = node.find(key);
-      if (it == node.end() || !it->is_array() || it->size() != 2 || !(*it)[1].is_number_integer()) {
-        return r.Error(field + "." + key, "is not [token, id]");
+      const auto id = it != node.end() && it->is_array() && it->size() == 2 ? JsonTokenId((*it)[1])
+                                                                            : std::nullopt;
+      if (!id) {
+        return r.Error(field + "." + key, std::string("is not [token, id] with ") + kTokenIdRange);
       }
       auto& target = std::string_view(key) == "cls" ? parts->prefix_ids : parts->suffix_ids;
-      target.push_back((*it)[1].get<int32_t>());
+      target.push_back(*id);
     }
     return Status::Ok();
   }
@@ -232,9 +235,12 @@ Status ReadPostProcessor(const JsonReader& r, const json& node, const std::strin
                      "has no ids for \"" + name + "\", which " + item_field + " uses");
     }
     for (const json& id : (*entry)["ids"]) {
-      if (!id.is_number_integer())
-        return r.Error(field + ".special_tokens[\"" + name + "\"].ids", "holds " + id.dump());
-      (seen_sequence ? parts->suffix_ids : parts->prefix_ids).push_back(id.get<int32_t>());
+      const auto token_id = JsonTokenId(id);
+      if (!token_id) {
+        return r.Error(field + ".special_tokens[\"" + name + "\"].ids",
+                       "holds " + id.dump() + "; expected " + kTokenIdRange);
+      }
+      (seen_sequence ? parts->suffix_ids : parts->prefix_ids).push_back(*token_id);
     }
   }
   return Status::Ok();
@@ -249,10 +255,11 @@ Status ReadAddedTokens(const JsonReader& r, const json& root, TokenizerParts* pa
     const std::string field = "added_tokens[" + std::to_string(i) + "]";
     AddedToken token;
     auto id = t.find("id");
-    if (id == t.end() || !id->is_number_integer() || id->get<int64_t>() < 0) {
-      return r.Error(field + ".id", "is missing or not a non-negative integer");
+    const auto token_id = id != t.end() ? JsonTokenId(*id) : std::nullopt;
+    if (!token_id) {
+      return r.Error(field + ".id", std::string("is missing or not ") + kTokenIdRange);
     }
-    token.id = id->get<int32_t>();
+    token.id = *token_id;
     ASSIGN_OR_RETURN(token.content, r.String(t, "content", field));
     ASSIGN_OR_RETURN(token.special, r.Bool(t, "special", false, field));
     ASSIGN_OR_RETURN(token.lstrip, r.Bool(t, "lstrip", false, field));

@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "server/http/http_exchange.h"
+#include "server/http/http_request_head.h"
 
 namespace inflight::server::http {
 
@@ -33,6 +34,10 @@ thread_local const HttpServerState* tls_io_server = nullptr;
 
 void HttpExchange::OnClientGone(std::function<void()> on_gone) {
   std::unique_lock lock(mu_);
+  if (answered_) {
+    lock.unlock();
+    return;  // `on_gone` is destroyed here, outside the lock
+  }
   if (gone_) {
     lock.unlock();
     if (on_gone) on_gone();
@@ -44,6 +49,16 @@ void HttpExchange::OnClientGone(std::function<void()> on_gone) {
 bool HttpExchange::client_gone() const {
   std::lock_guard lock(mu_);
   return gone_;
+}
+
+void HttpExchange::NotifyAnswered() {
+  std::function<void()> on_gone;
+  {
+    std::lock_guard lock(mu_);
+    answered_ = true;
+    on_gone = std::move(on_gone_);
+    on_gone_ = nullptr;
+  }
 }
 
 void HttpExchange::NotifyClientGone() {
@@ -86,6 +101,7 @@ class ConnectionExchange : public HttpExchange {
   }
 
   void Gone() { NotifyClientGone(); }
+  void Answered() { NotifyAnswered(); }
 
  private:
   template <class Fn>
@@ -216,8 +232,7 @@ void HttpConnection::ReadHeader() {
   if (closed_) return;
   SetBusy(true);
   parser_.emplace();
-  parser_->header_limit(static_cast<std::uint32_t>(state_->limits.max_header_bytes));
-  parser_->body_limit(state_->limits.max_body_bytes);
+  ConfigureRequestParser(*parser_, state_->limits);
   route_.reset();
   ArmTimer(state_->timeouts.read);
   bhttp::async_read_header(socket_, buffer_, *parser_,
@@ -238,47 +253,17 @@ void HttpConnection::OnHeader(error_code ec) {
         ec == net::error::eof || ec == net::error::connection_reset) {
       return Close();  // the client left mid-request: nobody to answer
     }
-    return Fail(DescribeParseError(ec, RefusedHead(ec), state_->limits));
+    const auto data = buffer_.cdata();
+    const std::string_view unparsed(static_cast<const char*>(data.data()), data.size());
+    return Fail(DescribeParseError(ec, RefusedHead(ec, *parser_, unparsed), state_->limits));
   }
-  const auto& head = parser_->get();
-  version_ = head.version();
-  std::optional<std::string_view> transfer_encoding;
-  if (auto it = head.find(bhttp::field::transfer_encoding); it != head.end()) {
-    transfer_encoding = std::string_view(it->value().data(), it->value().size());
-  }
-  const bool has_host = head.find(bhttp::field::host) != head.end();
-  const auto target = head.target();
-  if (auto problem = CheckRequestHead(version_, std::string_view(target.data(), target.size()),
-                                      transfer_encoding, has_host, state_->limits)) {
+  version_ = parser_->get().version();
+  bool send_continue = false;
+  if (auto problem = CheckParsedHead(*parser_, state_->limits, &send_continue)) {
     return Fail(*problem);
   }
-  // RFC 9110 10.1.1: a client that waits for 100 Continue gets it before its body is read.
-  if (auto it = head.find(bhttp::field::expect);
-      it != head.end() && version_ == 11 && !parser_->is_done()) {
-    if (boost::beast::iequals(it->value(), "100-continue")) {
-      Queue("HTTP/1.1 100 Continue\r\n\r\n");
-    } else {
-      return Fail(JsonErrorReply(417, "Expect: only 100-continue is understood"));
-    }
-  }
+  if (send_continue) Queue("HTTP/1.1 100 Continue\r\n\r\n");
   ReadBody();
-}
-
-std::string HttpConnection::RefusedHead(error_code ec) const {
-  const auto data = buffer_.cdata();
-  const std::string_view unparsed(static_cast<const char*>(data.data()), data.size());
-  if (ec == bhttp::error::header_limit || ec == bhttp::error::bad_method ||
-      ec == bhttp::error::bad_target || ec == bhttp::error::bad_version) {
-    return std::string(unparsed);  // the request line was refused: nothing parsed yet
-  }
-  // Beast consumed the request line and the fields it accepted before the one it refused: put
-  // them back in front of what is left, so that the error can name every value involved.
-  std::string head = "-\r\n";
-  for (const auto& field : parser_->get()) {
-    head += std::string(field.name_string()) + ": " + std::string(field.value()) + "\r\n";
-  }
-  head += unparsed;
-  return head;
 }
 
 void HttpConnection::ReadBody() {
@@ -310,17 +295,9 @@ void HttpConnection::OnBody(error_code ec) {
 }
 
 void HttpConnection::Dispatch() {
-  auto message = parser_->release();
+  keep_alive_ = parser_->get().keep_alive() && !state_->draining;
+  HttpRequest request = TakeRequest(*parser_);
   parser_.reset();
-  HttpRequest request;
-  request.method = std::string(message.method_string());
-  request.target = std::string(message.target());
-  request.path = request.target.substr(0, request.target.find('?'));
-  for (const auto& field : message) {
-    request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
-  }
-  request.body = std::move(message.body());
-  keep_alive_ = message.keep_alive() && !state_->draining;
   answer_started_ = answer_done_ = chunked_ = half_closed_ = false;
   request_read_at_ = std::chrono::steady_clock::now();
 
@@ -382,9 +359,10 @@ void HttpConnection::ClientGone() {
   Close();
 }
 
-void HttpConnection::ExchangeReply(ConnectionExchange*, HttpReply reply) {
+void HttpConnection::ExchangeReply(ConnectionExchange* exchange, HttpReply reply) {
   if (answer_started_) return;
   answer_started_ = answer_done_ = true;
+  exchange->Answered();
   Queue(SerializeReply(reply, keep_alive_ && !state_->draining));
 }
 
@@ -401,9 +379,10 @@ void HttpConnection::ExchangeSend(ConnectionExchange*, std::string data) {
   Queue(chunked_ ? FrameChunk(data) : std::move(data));
 }
 
-void HttpConnection::ExchangeEnd(ConnectionExchange*) {
+void HttpConnection::ExchangeEnd(ConnectionExchange* exchange) {
   if (!answer_started_ || answer_done_) return;
   answer_done_ = true;
+  exchange->Answered();
   if (chunked_) {
     Queue(std::string(kLastChunk));
   } else if (writing_.empty() && queued_.empty()) {

@@ -98,8 +98,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void ReadIdle();
   void ReadHeader();
   void OnHeader(boost::system::error_code ec);
-  // What DescribeParseError needs to see of a head the parser refused.
-  std::string RefusedHead(boost::system::error_code ec) const;
   void ReadBody();
   void OnBody(boost::system::error_code ec);
   void Dispatch();

@@ -29,17 +29,23 @@ class HttpExchange {
   virtual void Dispatch(std::function<void()> fn) = 0;
 
   // Registers what to do when the client leaves before its answer is complete (or the server stops
-  // and closes the connection): cancel the request. Runs once; at once when the client is gone.
+  // and closes the connection): cancel the request. Runs once; at once when the client is gone;
+  // dropped, never run, once the answer is complete.
   void OnClientGone(std::function<void()> on_gone);
   bool client_gone() const;
 
  protected:
   // The connection calls this when it loses the client; idempotent.
   void NotifyClientGone();
+  // The connection calls this when the answer's last byte is queued. NOTE: the callback is let go
+  // here because it usually holds what holds this exchange (a handler's state that answers
+  // through it): kept until the exchange dies, that cycle leaked every answered request.
+  void NotifyAnswered();
 
  private:
   mutable std::mutex mu_;
   bool gone_ = false;
+  bool answered_ = false;
   std::function<void()> on_gone_;
 };
 

@@ -1,5 +1,6 @@
 #include "server/http/http_infer_json.h"
 
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -120,14 +121,48 @@ Status ParseRequestedOutput(const json& output, std::size_t index, InferRequest&
   return Status::Ok();
 }
 
+// The byte offset where `text` opens its (limit + 1)th nested array or object, outside strings;
+// nullopt when it never nests that deep. Only brackets and strings matter: malformed text is left
+// to the parser.
+std::optional<std::size_t> FindExcessNesting(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<nlohmann::json> ParseJsonBody(std::string_view body) {
-  // NOTE: nlohmann's parser is iterative, so deep nesting in hostile input cannot overflow the
-  // stack.
+  // NOTE: nlohmann's parser and destructor are iterative, but copying and dumping a value recurse
+  // once per level: a body of a few MB of '[' would overflow the stack of whatever copies it (the
+  // generate decoder copies unknown fields, error messages dump values). So nesting is bounded
+  // before parsing.
+  if (auto deep = FindExcessNesting(body, kMaxBodyNesting)) {
+    return InvalidArgument("request body has arrays or objects nested deeper than " +
+                           std::to_string(kMaxBodyNesting) + " levels (at byte " +
+                           std::to_string(*deep) + ")");
+  }
   try {
     return json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // NOTE: not only parse_error: a number whose exponent overflows ("1e854775807") is
+    // out_of_range 406, thrown from inside the parser too.
     return InvalidArgument(std::string("malformed JSON in request body: ") + e.what());
   }
 }

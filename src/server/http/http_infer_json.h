@@ -14,7 +14,12 @@
 
 namespace inflight::server::http {
 
-// Parses a request body into JSON; malformed text is kInvalidArgument with the parser's position.
+// Arrays and objects nested deeper than this are refused: a tensor's data may nest 64 levels
+// (http_tensor_json.cc), inside the request's own few levels.
+inline constexpr int kMaxBodyNesting = 100;
+
+// Parses a request body into JSON; malformed text is kInvalidArgument with the parser's position,
+// and so is nesting deeper than kMaxBodyNesting.
 Result<nlohmann::json> ParseJsonBody(std::string_view body);
 
 // {"k": string | integer | boolean | number} → parameters; any other value type is kInvalidArgument

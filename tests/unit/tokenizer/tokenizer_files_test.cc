@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/json_file.h"
 #include "tokenizer/regex_splitter.h"
 #include "tokenizer/tokenizer.h"
 
@@ -196,6 +197,65 @@ TEST_F(TokenizerFilesTest, NotJsonNamesFileAndPosition) {
   EXPECT_THAT(t.status().message(), HasSubstr((dir_ / "tokenizer.json").string()));
   EXPECT_THAT(t.status().message(), HasSubstr("not valid JSON"));
   EXPECT_THAT(t.status().message(), HasSubstr("column"));
+}
+
+// Found by fuzz_infer_json in the HTTP decoder, and the same here: nlohmann throws out_of_range
+// (not parse_error) for a number whose exponent overflows; ReadJsonFile let it escape.
+TEST_F(TokenizerFilesTest, NumberOverflowIsNotJsonWithThePath) {
+  Write("tokenizer.json", "{\"model\": {\"dropout\": 1e854775807}}");
+  auto result = ReadJsonFile((dir_ / "tokenizer.json").string());
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.status().message(), HasSubstr("tokenizer.json: not valid JSON"));
+  EXPECT_THAT(result.status().message(), HasSubstr("number overflow"));
+}
+
+// Found with fuzz_tokenizer_json: ids were narrowed to int32 unchecked. An added token at
+// 2147483647 overflowed `id + 1` (UBSan), one at 2^32 + 258 was read as 258, a vocabulary id of
+// 300,000,000 allocated a 2.4 GB id table, and a post-processor id outside the vocabulary came
+// out of Encode.
+TEST_F(TokenizerFilesTest, TokenIdsOutsideTheAcceptedRangeAreRefused) {
+  json added_max = SmallTokenizerJson();
+  added_max["added_tokens"][0]["id"] = 2147483647;
+  json added_wrapped = SmallTokenizerJson();
+  added_wrapped["added_tokens"][0]["id"] = 4294967296LL + 258;
+  json vocab_big = SmallTokenizerJson();
+  vocab_big["model"]["vocab"]["zz"] = 300000000;
+  json template_big = SmallTokenizerJson();
+  template_big["post_processor"]["special_tokens"]["<s>"]["ids"] = {16777216};
+  const std::pair<json, std::string> cases[] = {
+      {added_max, "added_tokens[0].id is missing or not an integer id in 0..16777215"},
+      {added_wrapped, "added_tokens[0].id is missing or not an integer id in 0..16777215"},
+      {vocab_big, "model.vocab[\"zz\"] is 300000000; expected an integer id in 0..16777215"},
+      {template_big, "special_tokens[\"<s>\"].ids holds 16777216"},
+  };
+  for (const auto& [file, expected] : cases) {
+    Write("tokenizer.json", file.dump());
+    auto t = Load();
+    ASSERT_FALSE(t.ok()) << expected;
+    EXPECT_THAT(t.status().message(), HasSubstr(expected));
+  }
+}
+
+TEST_F(TokenizerFilesTest, PostProcessorIdMustNameAToken) {
+  json j = SmallTokenizerJson();
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {9999};
+  Write("tokenizer.json", j.dump());
+  auto t = Load();
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("the post-processor adds token id 9999, which names no token of the "
+                        "vocabulary (261 ids)"));
+}
+
+TEST_F(TokenizerFilesTest, ConfigAddedTokenIdOutsideTheRangeIsRefused) {
+  Write("tokenizer.json", SmallTokenizerJson().dump());
+  Write("tokenizer_config.json",
+        json({{"added_tokens_decoder", {{"2147483647", {{"content", "<x>"}}}}}}).dump());
+  auto t = Load();
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(),
+              HasSubstr("added_tokens_decoder key \"2147483647\" is not an integer id"));
 }
 
 TEST_F(TokenizerFilesTest, ConfigEosNotInVocabulary) {
