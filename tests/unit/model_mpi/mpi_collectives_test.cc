@@ -16,20 +16,13 @@
 #include <vector>
 
 #include "model/mpi_collectives.h"
+#include "mpi_world.h"
 
 namespace inflight::model {
 namespace {
 
-int WorldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int WorldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using inflight::testing::mpi_world::WorldRank;
+using inflight::testing::mpi_world::WorldSize;
 
 struct Layout {
   std::int32_t tp, pp;

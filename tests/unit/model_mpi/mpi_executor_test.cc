@@ -19,11 +19,17 @@
 #include "model/mpi_collectives.h"
 #include "model/mpi_load_report.h"
 #include "model/mpi_step_channel.h"
+#include "mpi_world.h"
 #include "unit/executor/run_requests.h"
 #include "unit/model_cpu/test_engine.h"
 
 namespace inflight::model {
 namespace {
+
+using inflight::testing::mpi_world::AllRanks;
+using inflight::testing::mpi_world::ShareString;
+using inflight::testing::mpi_world::WorldRank;
+using inflight::testing::mpi_world::WorldSize;
 
 using inflight::testing::Greedy;
 using inflight::testing::RandomPrompt;
@@ -33,17 +39,6 @@ using testing::TestEngine;
 constexpr std::int32_t kTokensPerBlock = 4;
 constexpr std::int64_t kKvTokens = 96 * kTokensPerBlock;
 constexpr std::int64_t kVocab = 997;
-
-int WorldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int WorldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 // Llama, 4 layers (a stage of one layer at pp 4) of 4 heads (2 kv heads).
 RandomCheckpointOptions Options() {
@@ -74,20 +69,6 @@ std::vector<Layout> PipelineLayouts() {
     default:
       return {};
   }
-}
-
-std::string ShareString(std::string s) {
-  int n = static_cast<int>(s.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  s.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(s.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return s;
-}
-
-bool AllRanks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
 }
 
 // Seven requests of different lengths, so that micro-batches change as requests finish.

@@ -14,10 +14,16 @@
 #include <vector>
 
 #include "model/mpi_collectives.h"
+#include "mpi_world.h"
 #include "unit/model_cpu/test_engine.h"
 
 namespace inflight::model {
 namespace {
+
+using inflight::testing::mpi_world::AllRanks;
+using inflight::testing::mpi_world::ShareString;
+using inflight::testing::mpi_world::WorldRank;
+using inflight::testing::mpi_world::WorldSize;
 
 using testing::NormalisedError;
 using testing::TestEngine;
@@ -25,17 +31,6 @@ using testing::TestEngine;
 constexpr std::int32_t kTokensPerBlock = 4;
 constexpr std::int64_t kNumBlocks = 8;
 constexpr std::int64_t kVocab = 1031;  // not a multiple of the ranks: uneven vocabulary slices
-
-int WorldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-int WorldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 
 // The demo model's shape (tools/prepare_demo.sh: GPT-2, hidden 256, 4 layers of 4 heads, MLP 1024)
 // with a smaller vocabulary; Llama the same with 2 kv heads (replicated at tp 4 and 8).
@@ -99,22 +94,6 @@ std::vector<Layout> Layouts(const std::string& name) {
     default:
       return {};
   }
-}
-
-// The engine directory rank 0 built, on every rank ("" where it failed).
-std::string ShareString(std::string s) {
-  int n = static_cast<int>(s.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  s.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(s.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return s;
-}
-
-// Whether every rank's `ok` is true: ranks give up together, before any collective of a step.
-bool AllRanks(bool ok) {
-  int mine = ok ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
 }
 
 class MpiRunnerTest : public ::testing::TestWithParam<std::string> {};
