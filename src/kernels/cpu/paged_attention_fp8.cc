@@ -1,11 +1,9 @@
 #include "kernels/cpu/paged_attention_fp8.h"
 
-#include <algorithm>
-#include <cmath>
-#include <limits>
 #include <vector>
 
 #include "common/fp8_e4m3.h"
+#include "kernels/cpu/paged_attention_impl.h"
 
 namespace inflight::kernels::cpu {
 
@@ -14,61 +12,19 @@ void PagedAttentionFp8(float* out, const float* q, std::int64_t q_token_stride,
                        float v_scale, const PagedBatch& batch, const PagedKvShape& shape,
                        std::int64_t num_heads, float scale, const AttentionWindow& window,
                        ThreadPool* pool) {
-  const std::int32_t num_tokens = batch.num_tokens();
   const std::int64_t head_dim = shape.head_dim;
-  const std::int64_t group = num_heads / shape.num_kv_heads;
-  std::vector<std::int32_t> seq_of_row(static_cast<std::size_t>(num_tokens));
-  for (std::int32_t s = 0; s < batch.num_seqs; ++s)
-    for (std::int32_t r = batch.query_start[s]; r < batch.query_start[s + 1]; ++r)
-      seq_of_row[r] = s;
-
-  const auto work = [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> scores, row(static_cast<std::size_t>(head_dim));
-    std::vector<double> acc(static_cast<std::size_t>(head_dim));
-    // The row of the cache at `offset`, dequantized.
-    const auto load = [&](const std::uint8_t* pool_base, std::int64_t offset, float s) {
-      for (std::int64_t d = 0; d < head_dim; ++d)
-        row[d] = Fp8E4M3ToFloat(pool_base[offset + d]) * s;
-      return row.data();
+  // Each worker dequantizes the row it reads into its own scratch row.
+  const auto make_rows = [&] {
+    return [&, row = std::vector<float>(static_cast<std::size_t>(head_dim))](
+               bool v, std::int64_t offset) mutable {
+      const std::uint8_t* base = (v ? v_pool : k_pool) + offset;
+      const float s = v ? v_scale : k_scale;
+      for (std::int64_t d = 0; d < head_dim; ++d) row[d] = Fp8E4M3ToFloat(base[d]) * s;
+      return static_cast<const float*>(row.data());
     };
-    for (std::int64_t item = begin; item < end; ++item) {
-      const std::int64_t r = item / num_heads, h = item % num_heads, kvh = h / group;
-      const std::int32_t s = seq_of_row[r];
-      const std::int32_t* table = batch.table(s);
-      const std::int64_t pos = batch.num_cached[s] + (r - batch.query_start[s]);
-      const std::int64_t sink_end = window.SinkEnd(pos), recent = window.RecentBegin(pos);
-      const std::int64_t n_visible = window.NumVisible(pos);
-      const auto key = [&](std::int64_t n) { return n < sink_end ? n : recent + (n - sink_end); };
-      const auto row_of = [&](std::int64_t n) {
-        const std::int64_t j = key(n);
-        return shape.Offset(table[j / shape.tokens_per_block], kvh, j % shape.tokens_per_block);
-      };
-      const float* qh = q + r * q_token_stride + h * head_dim;
-      scores.resize(static_cast<std::size_t>(n_visible));
-      float max_score = -std::numeric_limits<float>::infinity();
-      for (std::int64_t n = 0; n < n_visible; ++n) {
-        const float* kj = load(k_pool, row_of(n), k_scale);
-        float dot = 0.0f;
-        for (std::int64_t d = 0; d < head_dim; ++d) dot += qh[d] * kj[d];
-        scores[n] = dot * scale;
-        max_score = std::max(max_score, scores[n]);
-      }
-      float sum = 0.0f;
-      for (std::int64_t n = 0; n < n_visible; ++n) {
-        scores[n] = std::exp(scores[n] - max_score);
-        sum += scores[n];
-      }
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (std::int64_t n = 0; n < n_visible; ++n) {
-        const float* vj = load(v_pool, row_of(n), v_scale);
-        for (std::int64_t d = 0; d < head_dim; ++d)
-          acc[d] += static_cast<double>(scores[n]) * vj[d];
-      }
-      float* o = out + (r * num_heads + h) * head_dim;
-      for (std::int64_t d = 0; d < head_dim; ++d) o[d] = static_cast<float>(acc[d] / sum);
-    }
   };
-  ParallelFor(pool, static_cast<std::int64_t>(num_tokens) * num_heads, 4, work);
+  detail::PagedAttentionOver(out, q, q_token_stride, batch, shape, num_heads, scale, window, pool,
+                             make_rows);
 }
 
 }  // namespace inflight::kernels::cpu
