@@ -6,7 +6,9 @@
 #   3. parity with Hugging Face transformers on this GPU (tests/parity/gpu_parity.py);
 #   4. the server on a GPU engine: prepare_demo.sh with a bfloat16 engine, inflight-server, the
 #      ensemble generate and generate_stream requests of tools/quickstart.sh, then the e2e tests
-#      test_llm_ensemble.py and test_llm_repository.py against GPU repositories.
+#      test_llm_ensemble.py and test_llm_repository.py against GPU repositories;
+#   5. with 2 or more GPUs, tests/gpu/multi_gpu_round.sh (NCCL test, leader-mode servers at tp 2
+#      and pp 2 against tp 1).
 # Logs go to a scratch folder; at the end summary.md, parity.md, parity.json and round-logs.tar.gz
 # (every log) are copied to $OUT (the device tool's output folder, which takes back at most 8 files)
 # or <repo>/out/device-round.
@@ -18,14 +20,14 @@
 # INFLIGHT_SANITIZE_FILTER_<binary> (test-name filter for that binary under racecheck only),
 # INFLIGHT_GPU_TEST_SEED (repeat a seed), INFLIGHT_ROUND_STEPS (default "gpu sanitize parity e2e"),
 # INFLIGHT_ROUND_E2E_TESTS=0 (only the quickstart requests, not the e2e test files),
-# INFLIGHT_PARITY_TIMEOUT (300 s), INFLIGHT_E2E_TIMEOUT (240 s), INFLIGHT_ROUND_STRIP_PROMPT_TABLE_IDS=0
+# INFLIGHT_PARITY_TIMEOUT (300 s), INFLIGHT_PARITY_CASES (gpu_parity.py's --cases; default all), INFLIGHT_E2E_TIMEOUT (240 s), INFLIGHT_ROUND_STRIP_PROMPT_TABLE_IDS=0
 # (leave the filled repositories as prepare_demo.sh made them).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pkg=${INFLIGHT_DEVICE_DIR:-$root/.device}
 dest=${OUT:-$root/out/device-round}
 out=$(mktemp -d /tmp/inflight-round.XXXXXX)
-steps=" ${INFLIGHT_ROUND_STEPS:-gpu sanitize parity e2e} "
+steps=" ${INFLIGHT_ROUND_STEPS:-gpu sanitize parity e2e multigpu} "
 deadline=$(( $(date +%s) + ${INFLIGHT_ROUND_DEADLINE_S:-420} ))
 san_timeout=${INFLIGHT_SANITIZE_TIMEOUT:-90}
 mkdir -p "$dest"
@@ -83,7 +85,10 @@ say ""
 say "Device: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
 gpu_tests=()
-for exe in "$pkg"/libexec/gpu_*_test; do gpu_tests+=("$exe"); done
+for exe in "$pkg"/libexec/gpu_*_test; do
+  # MPI tests run under mpirun in the multigpu step.
+  [[ "$(basename "$exe")" == gpu_nccl_collectives_test ]] || gpu_tests+=("$exe")
+done
 
 # ---- 1. compute-sanitizer, in the background while the rest runs
 san_pids=()
@@ -157,7 +162,10 @@ fi
 # ---- 3. parity with Hugging Face
 if want parity; then
   step "parity with Hugging Face on the GPU"
-  if timeout "${INFLIGHT_PARITY_TIMEOUT:-300}" python3 "$root/tests/parity/gpu_parity.py" --bin_dir "$pkg/bin" --work /tmp/inflight-parity \
+  cases=()
+  # shellcheck disable=SC2206
+  [[ -n "${INFLIGHT_PARITY_CASES:-}" ]] && cases=(--cases $INFLIGHT_PARITY_CASES)
+  if timeout "${INFLIGHT_PARITY_TIMEOUT:-300}" python3 "$root/tests/parity/gpu_parity.py" --bin_dir "$pkg/bin" --work /tmp/inflight-parity "${cases[@]}" \
       --out_md "$out/parity.md" --json "$out/parity.json" --log "$out/parity-tools.log" \
       >"$out/parity.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
   tail -40 "$out/parity.log"
@@ -256,6 +264,22 @@ if want e2e; then
     say "e2e (test_llm_ensemble, test_llm_repository): $r: $(grep -E '^(Ran|OK|FAILED)' "$out/e2e.log" | tr '\n' ' ')"
     grep -E '^(FAIL|ERROR): ' "$out/e2e.log" | sed 's/^/- /' >>"$summary"
     grep -E '^(AssertionError|RuntimeError)' "$out/e2e.log" | cut -c1-300 | sed 's/^/  - /' >>"$summary"
+  fi
+fi
+
+# ---- 5. several GPUs
+if want multigpu; then
+  gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+  if (( gpus >= 2 )); then
+    step "multi-GPU: NCCL test and leader-mode servers"
+    say ""
+    INFLIGHT_DEVICE_DIR="$pkg" bash "$root/tests/gpu/multi_gpu_round.sh" "$out/multi_gpu" \
+      >"$out/multi_gpu.md" 2>"$out/multi_gpu.err" || status=1
+    cat "$out/multi_gpu.md" "$out/multi_gpu.err" | tail -40
+    cat "$out/multi_gpu.md" >>"$summary"
+  else
+    say ""
+    say "## Multi-GPU: skipped ($gpus GPU)"
   fi
 fi
 
