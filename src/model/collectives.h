@@ -68,6 +68,12 @@ class Collectives {
   // operations, so that the queued work ends, and refuses every later call. Ok: keep waiting.
   // Collectives that complete on return (CPU) have nothing to check.
   virtual Status CheckWait(double /*waited_seconds*/) { return Status::Ok(); }
+  // Called on every poll of such a wait. NOTE: a leader posts each step to its followers with a
+  // nonblocking MPI broadcast and then runs the step; MPI moves a message of more than its eager
+  // size only inside MPI calls, and a step of NCCL operations makes none, so without this the
+  // followers never receive the step that rank 0's NCCL operations wait for. Transports whose
+  // peers may wait on such messages drive MPI's progress here.
+  virtual void Progress() {}
 
  private:
   struct StartedReceive {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "common/logging.h"
@@ -15,13 +16,15 @@ namespace kc = kernels::cuda;
 
 CudaDecodeGraphs::CudaDecodeGraphs(const EngineConfig& config, CudaTransformer& transformer,
                                    CudaSamplingStage& sampling, cudaStream_t stream,
-                                   std::int64_t scratch_block, bool enabled)
+                                   std::int64_t scratch_block, bool enabled,
+                                   std::function<Status()> wait_for_stream)
     : config_(config),
       transformer_(transformer),
       sampling_(sampling),
       stream_(stream),
       scratch_block_(scratch_block),
-      enabled_(enabled) {}
+      enabled_(enabled),
+      wait_for_stream_(std::move(wait_for_stream)) {}
 
 CudaDecodeGraphs::~CudaDecodeGraphs() {
   for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
@@ -172,7 +175,9 @@ Result<std::int32_t> CudaDecodeGraphs::Enqueue(const StepInput& input) {
     // First use of the bucket: run it as is (which also warms up cuBLASLt's plans and loads the
     // kernels), then record the same launches into the bucket's graph.
     RETURN_IF_ERROR(transformer_.Enqueue(l));
-    CUDA_RETURN(cudaStreamSynchronize(stream_));
+    // The group's wait, not cudaStreamSynchronize: with tp or pp > 1 the step holds collectives,
+    // whose peers may need this process's MPI progress to receive the step at all.
+    RETURN_IF_ERROR(wait_for_stream_());
     cudaGraph_t graph = nullptr;
     CUDA_RETURN(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     const Status recorded = transformer_.Enqueue(l);

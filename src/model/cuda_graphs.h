@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -28,7 +29,7 @@ class CudaDecodeGraphs {
   // KV block of padding slots. `enabled` false: Eligible never holds (INFLIGHT_CUDA_GRAPHS=0).
   CudaDecodeGraphs(const EngineConfig& config, CudaTransformer& transformer,
                    CudaSamplingStage& sampling, cudaStream_t stream, std::int64_t scratch_block,
-                   bool enabled);
+                   bool enabled, std::function<Status()> wait_for_stream);
   ~CudaDecodeGraphs();
   CudaDecodeGraphs(const CudaDecodeGraphs&) = delete;
   CudaDecodeGraphs& operator=(const CudaDecodeGraphs&) = delete;
@@ -65,6 +66,7 @@ class CudaDecodeGraphs {
   const cudaStream_t stream_;
   const std::int64_t scratch_block_;
   bool enabled_ = true;
+  std::function<Status()> wait_for_stream_;  // until the stream's work is done (the group's wait)
   bool ready_ = false;
   std::int32_t slots_ = 0;   // max_batch_size
   std::int32_t blocks_ = 0;  // block-table columns: enough for max_seq_len

@@ -21,6 +21,7 @@ Status WaitForGroupStream(cudaStream_t stream, const ModelShard& shard, Collecti
     const cudaError_t rc = cudaStreamQuery(stream);
     if (rc == cudaSuccess) return Status::Ok();
     if (rc != cudaErrorNotReady) CUDA_RETURN(rc);
+    group.Progress();
     // NOTE: NCCL reports a dead peer only through its asynchronous error, so a plain
     // cudaStreamSynchronize would wait forever; checking every ~1 ms costs nothing measurable.
     if ((polls & 63) == 0) {

@@ -241,8 +241,10 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
     graphs_enabled = false;
   }
   // One more block than the executor sees: the scratch block of graph padding slots.
-  r->graphs_ = std::make_unique<CudaDecodeGraphs>(c, *r->transformer_, *r->sampling_, r->stream_,
-                                                  blocks, graphs_enabled);
+  CudaModelRunner* self = r.get();
+  r->graphs_ = std::make_unique<CudaDecodeGraphs>(
+      c, *r->transformer_, *r->sampling_, r->stream_, blocks, graphs_enabled,
+      [self] { return WaitForGroupStream(self->stream_, self->shard_, *self->collectives_); });
   // INFLIGHT_MIXED_DECODE_SPLIT=0 sends a mixed step's decodes through the context kernel too.
   const char* split_env = std::getenv("INFLIGHT_MIXED_DECODE_SPLIT");
   r->mixed_decode_split_ = split_env == nullptr || std::string(split_env) != "0";

@@ -22,7 +22,10 @@ namespace inflight::model {
 
 class MpiStepChannel final : public StepChannel {
  public:
-  static constexpr std::size_t kFrameBytes = 4096;
+  // NOTE: under Open MPI's shared-memory transport (vader: eager limit 4096 bytes, its header
+  // included), a frame of 4096 would go by rendezvous, which completes only while the leader
+  // makes MPI calls; a frame below the limit is delivered at once, whatever the leader does next.
+  static constexpr std::size_t kFrameBytes = 4096 - 128;
   // `comm`: the channel's own communicator (a duplicate, so that no other traffic matches its
   // broadcasts); the channel frees it. Rank 0 of it is the leader. `send_timeout`: the leader's
   // limit for one message.

@@ -130,6 +130,14 @@ class NcclCollectives final : public Collectives {
     return Receive("ReceiveFromLastStage", buffer, count, dtype, stream, pp_size_ - 1);
   }
   Status CheckWait(double waited_seconds) override;
+  void Progress() override {
+    // An unmatched probe: Open MPI's probe runs its progress engine, moving every pending transfer
+    // of this process (the leader's step broadcasts included).
+    int flag = 0;
+    if (group_mpi_ != MPI_COMM_NULL) {
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, group_mpi_, &flag, MPI_STATUS_IGNORE);
+    }
+  }
 
  private:
   Status Usable(const char* what, void* stream) const {

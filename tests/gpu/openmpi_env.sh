@@ -14,5 +14,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # Shared memory and loopback TCP only; PMIx's compression component is not carried.
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export PMIX_MCA_pcompress_base_silence_warning=1
+# One host: NCCL's bootstrap on loopback (the first round here, which left NCCL to pick an
+# interface of the VM, did not finish its multi-GPU step; with lo the NCCL test took 11 s).
+export NCCL_SOCKET_IFNAME=lo
 # NVLink SHARP (multicast) must stay off on shared machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

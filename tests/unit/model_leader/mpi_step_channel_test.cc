@@ -103,6 +103,35 @@ TEST(MpiStepChannelTest, LeaderGivesUpWhenFollowersTakeNothing) {
   EXPECT_TRUE(Everywhere(ok));
 }
 
+// The leader of a GPU group posts a step and then runs it with NCCL, making no MPI call until the
+// step is done; the followers must get a frame-sized step meanwhile, or the group deadlocks (it
+// did on 2 GPUs with a 4096-byte frame, which Open MPI's shared-memory transport sends by
+// rendezvous). The leader here sleeps without MPI calls for 4 s; the followers must have the
+// message well before it wakes.
+TEST(MpiStepChannelTest, FollowersGetAFrameWhileTheLeaderMakesNoMpiCall) {
+  MpiStepChannel channel(Dup(), std::chrono::milliseconds(60'000));
+  const std::string message = Pattern(MpiStepChannel::kFrameBytes - 8, 11);
+  MPI_Barrier(MPI_COMM_WORLD);
+  bool ok = true;
+  if (Rank() == 0) {
+    Status st = channel.Post(message);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    ok = st.ok() && channel.Send("").ok();  // completes the posted broadcast
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    Result<std::string> got = channel.Receive();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*got == message);
+    EXPECT_LT(seconds, 3.0) << "the frame arrived only once the leader called MPI again";
+    Result<std::string> empty = channel.Receive();
+    ok = *got == message && seconds < 3.0 && empty.ok() && empty->empty();
+  }
+  EXPECT_TRUE(Everywhere(ok));
+}
+
 TEST(MpiLoadReportTest, RankZeroLearnsTheSmallestPoolWhenAllLoaded) {
   const std::int64_t mine = 100 + 10 * (Size() - Rank());  // the last rank has the smallest
   Result<std::int64_t> got = GatherLoadResults(MPI_COMM_WORLD, mine);
