@@ -18,10 +18,10 @@ find_library(INFLIGHT_NCCL_LIBRARY NAMES nccl
 if(TARGET inflight_model_cuda AND TARGET inflight_model_mpi AND INFLIGHT_NCCL_INCLUDE_DIR
    AND INFLIGHT_NCCL_LIBRARY)
   message(STATUS "Inflight: NCCL ${INFLIGHT_NCCL_LIBRARY}: multi-GPU collectives")
-  add_library(inflight_model_nccl STATIC nccl_collectives.cc)
+  add_library(inflight_model_nccl STATIC nccl_collectives.cc ipc_all_reduce.cc)
   target_include_directories(inflight_model_nccl SYSTEM PUBLIC ${INFLIGHT_NCCL_INCLUDE_DIR})
   target_link_libraries(inflight_model_nccl PUBLIC inflight_model_cpu inflight_model_mpi MPI::MPI_C
-    CUDA::cudart ${INFLIGHT_NCCL_LIBRARY} PRIVATE inflight_warnings)
+    inflight_kernels_cuda CUDA::cudart ${INFLIGHT_NCCL_LIBRARY} PRIVATE inflight_warnings)
 elseif(TARGET inflight_model_cuda)
   message(WARNING "Inflight: NCCL or MPI not found: the CUDA runner runs on one GPU only")
 endif()

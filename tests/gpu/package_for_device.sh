@@ -23,13 +23,15 @@ dest=${INFLIGHT_DEVICE_DIR:-$root/.device}
 archs=${INFLIGHT_CUDA_ARCHS:-90a-real}
 jobs=${INFLIGHT_JOBS:-2}
 
-programs=(inflight-server inflight-build make_checkpoint inflight-parity)
+programs=(inflight-server inflight-build make_checkpoint inflight-parity inflight-bench-allreduce)
+# gpu_nccl_collectives_test and inflight-bench-allreduce run under mpirun -n 2 (2 GPUs).
 gpu_tests=(gpu_norm_test gpu_elementwise_test gpu_rope_kv_write_test gpu_paged_attention_test
-  gpu_sampling_test gpu_gemm_test gpu_cuda_model_runner_test gpu_executor_device_sampling_test)
+  gpu_sampling_test gpu_gemm_test gpu_cuda_model_runner_test gpu_executor_device_sampling_test
+  gpu_nccl_collectives_test)
 backends=(inflight inflight_tokenizer)
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DINFLIGHT_CUDA=ON \
-  "-DCMAKE_CUDA_ARCHITECTURES=$archs" -DINFLIGHT_BENCH=OFF >/dev/null
+  "-DCMAKE_CUDA_ARCHITECTURES=$archs" -DINFLIGHT_BENCH=ON >/dev/null
 targets=("${programs[@]}" "${gpu_tests[@]}")
 for b in "${backends[@]}"; do targets+=("triton_$b"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
