@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,7 @@
 #include "model/cuda_buffer.h"
 #include "model/cuda_graphs.h"
 #include "model/cuda_group_wait.h"
+#include "model/cuda_pipeline_results.h"
 #include "model/cuda_sampling_stage.h"
 #include "model/cuda_status.h"
 #include "model/cuda_transformer.h"
@@ -76,6 +78,15 @@ class CudaModelRunner final : public ModelRunner {
   }
   Result<StepOutput> Step(const StepInput& input) override;
   bool supports_device_sampling() const override { return true; }
+  // The first stage of a pipeline keeps up to pp_size steps in flight: Launch queues its layers
+  // and the hand-over, and posts the receive of the step's result on a stream of its own
+  // (cuda_pipeline_results.h); Complete waits for that result. Other stages (and pp 1) run the
+  // whole step in Launch.
+  std::int32_t max_steps_in_flight() const override {
+    return pipeline_ != nullptr ? pipeline_->capacity() : 1;
+  }
+  Status Launch(const StepInput& input) override;
+  Result<StepOutput> Complete() override;
 
  private:
   CudaModelRunner() = default;
@@ -83,7 +94,11 @@ class CudaModelRunner final : public ModelRunner {
   // workspace_bytes_ counts both and cuBLASLt's workspace.
   Status AllocateStepBuffers();
   Status ValidateStep(const StepInput& input) const;
-  Status Forward(const StepInput& input, StepOutput& out);
+  // Queues the step. wait: then brings back its logits and sampled tokens; else (the first stage
+  // of a pipeline, whose results come from the last stage) only sizes them in `out`.
+  Status Forward(const StepInput& input, StepOutput& out, bool wait = true);
+  // The whole step, one at a time (every runner but a pipeline's first stage).
+  Result<StepOutput> RunStep(const StepInput& input);
   // Blocks until the stream's work is done; the time goes to out.device_wait_ms.
   Status WaitForStep(StepOutput& out);
   // context_streams_ and what goes with it, on Hopper unless INFLIGHT_ATTENTION_SM_SPLIT=0; a
@@ -117,7 +132,11 @@ class CudaModelRunner final : public ModelRunner {
   std::int64_t max_tokens_ = 0;
   DeviceBuffer step_ints_, decode_ws_, sampled_ids_;
   std::int64_t workspace_bytes_ = 0;  // activations, step buffers and cuBLASLt's workspace
-  std::mutex step_mutex_;
+  std::mutex step_mutex_;             // Step: its Launch and Complete together
+  std::mutex pipeline_mutex_;         // Launch, Complete and everything they touch
+  // pp > 1, first stage: the steps in flight and their results' stream (null elsewhere).
+  std::unique_ptr<CudaPipelineResults> pipeline_;
+  std::deque<Result<StepOutput>> finished_;  // elsewhere: Launch's finished steps
   // Device sampling: this step's rows (host side) and the requests' embedding biases on the device.
   std::unique_ptr<CudaSamplingStage> sampling_;
   std::unique_ptr<CudaDecodeGraphs> graphs_;
@@ -247,6 +266,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   const char* split_env = std::getenv("INFLIGHT_MIXED_DECODE_SPLIT");
   r->mixed_decode_split_ = split_env == nullptr || std::string(split_env) != "0";
   RETURN_IF_ERROR(r->SetUpAttentionSplit(prop));
+  if (r->shard_.pp_size > 1 && r->shard_.first_stage()) {
+    ASSIGN_OR_RETURN(r->pipeline_, CudaPipelineResults::Create(r->shard_.pp_size));
+  }
   LOG_INFO(
       "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
       "blocks x {} tokens = {} "
@@ -290,7 +312,7 @@ Status CudaModelRunner::ValidateStep(const StepInput& input) const {
   return Status::Ok();
 }
 
-Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
+Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wait) {
   const EngineConfig& c = config_;
   const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
   // Host side of the page-table format (kernels/cuda/paged_batch.h), sent in one copy.
@@ -441,6 +463,14 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
     }
   }
   RETURN_IF_ERROR(transformer_->Enqueue(l));
+  if (!wait) {
+    if (num_sampled > 0) {
+      out.sampled_tokens.assign(static_cast<std::size_t>(num_seqs), -1);
+      out.sampled_log_probs.assign(static_cast<std::size_t>(num_seqs),
+                                   std::numeric_limits<float>::quiet_NaN());
+    }
+    return Status::Ok();
+  }
   PinnedBuffer& host_ids = sampling_->host_ids();
   RETURN_IF_ERROR(host_ids.Reserve(num_sampled * 8));
   const auto* sampled = host_ids.get<const std::int32_t>();
@@ -498,7 +528,55 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
 
 Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
   std::lock_guard<std::mutex> lock(step_mutex_);
+  RETURN_IF_ERROR(Launch(input));
+  return Complete();
+}
+
+Status CudaModelRunner::Launch(const StepInput& input) {
+  std::lock_guard<std::mutex> lock(pipeline_mutex_);
   RETURN_IF_ERROR(ValidateStep(input));
+  if (pipeline_ == nullptr) {
+    finished_.push_back(RunStep(input));
+    return Status::Ok();
+  }
+  CUDA_RETURN(cudaSetDevice(device_));
+  StepOutput out;
+  out.vocab_size = config_.vocab_size;
+  RETURN_IF_ERROR(pipeline_->Begin(stream_));
+  // NOTE: earlier steps may still run; freeing an expired bias (cudaFree) waits for the device.
+  sampling_->BeginStep();
+  Status queued;
+  if (input.sequences.empty()) {
+    // Nothing to compute; the last stage sends nothing either (an empty result).
+  } else if (graphs_->Eligible(input)) {
+    // The graph's sampled ids are the last stage's; this stage's come in the result message.
+    const Result<std::int32_t> bucket = graphs_->Enqueue(input);
+    queued = bucket.status();
+    const auto n = input.sequences.size();
+    out.row_begin.assign(n, 0);
+    out.sampled_tokens.assign(n, -1);
+    out.sampled_log_probs.assign(n, std::numeric_limits<float>::quiet_NaN());
+  } else {
+    queued = Forward(input, out, /*wait=*/false);
+  }
+  if (!queued.ok()) {
+    // NOTE: part of the step may be queued; the group cannot go on after a failed step anyway.
+    pipeline_->Abandon();
+    return queued;
+  }
+  return pipeline_->Post(std::move(out), stream_, *collectives_);
+}
+
+Result<StepOutput> CudaModelRunner::Complete() {
+  std::lock_guard<std::mutex> lock(pipeline_mutex_);
+  if (pipeline_ != nullptr) return pipeline_->Complete(*collectives_);
+  if (finished_.empty()) return Internal("CudaModelRunner::Complete without a launched step");
+  Result<StepOutput> out = std::move(finished_.front());
+  finished_.pop_front();
+  return out;
+}
+
+Result<StepOutput> CudaModelRunner::RunStep(const StepInput& input) {
   CUDA_RETURN(cudaSetDevice(device_));
   StepOutput out;
   out.vocab_size = config_.vocab_size;
