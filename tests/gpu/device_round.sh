@@ -83,7 +83,11 @@ say ""
 say "Device: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 
 gpu_tests=()
-for exe in "$pkg"/libexec/gpu_*_test; do gpu_tests+=("$exe"); done
+for exe in "$pkg"/libexec/gpu_*_test; do
+  # NOTE: the multi-GPU test runs under mpirun (step 2); alone it only reports itself skipped.
+  [[ "$(basename "$exe")" == gpu_nccl_collectives_test ]] && continue
+  gpu_tests+=("$exe")
+done
 
 # ---- 1. compute-sanitizer, in the background while the rest runs
 san_pids=()
@@ -151,6 +155,28 @@ if want gpu; then
     done
     run_test "gpu_paged_attention_test INFLIGHT_CONTEXT_WGMMA=0" \
       "$out/gpu_paged_attention_test.mma_sync.log" env INFLIGHT_CONTEXT_WGMMA=0 "$exe"
+  fi
+fi
+
+# ---- 2b. multi-GPU: the NCCL / CUDA IPC collectives, the CUDA runner at tp 2 and pp 2 (micro-batches
+# in flight), and the all-reduce latency table; one process per GPU, NVLink SHARP off.
+if want gpu; then
+  num_gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+  exe="$pkg/libexec/gpu_nccl_collectives_test"
+  if [[ -x "$exe" ]] && (( num_gpus >= 2 )) && command -v mpirun >/dev/null; then
+    step "multi-GPU tests (mpirun -n 2)"
+    mpi=(mpirun -n 2 --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH)
+    run_test "gpu_nccl_collectives_test (mpirun -n 2)" "$out/gpu_nccl_collectives_test.log" \
+      "${mpi[@]}" "$exe"
+    bench="$pkg/libexec/inflight-bench-allreduce"
+    if [[ -x "$bench" ]]; then
+      say ""
+      with_libs timeout 120 "${mpi[@]}" "$bench" --replays 100 >"$out/allreduce-bench.txt" 2>&1 ||
+        say "inflight-bench-allreduce failed (exit $?)"
+      tee -a "$summary" <"$out/allreduce-bench.txt"
+    fi
+  else
+    say "| gpu_nccl_collectives_test | - | - | skipped ($num_gpus GPUs; mpirun $(command -v mpirun || echo missing)) |"
   fi
 fi
 
