@@ -2,21 +2,20 @@
 // one upload, queues the forward pass (cuda_transformer.h) or replays a decode graph
 // (cuda_graphs.h), and brings back the logits or sampled tokens. What it owns: the stream, the
 // shard's weights (cuda_weights.h), the KV pools, the step's staging buffers and the device
-// sampling's (cuda_sampling_stage.h).
+// sampling's (cuda_sampling_stage.h). The class is in cuda_model_runner_impl.h; this file creates
+// it and queues the forward pass, cuda_model_runner_steps.cc runs the steps.
 #include "model/cuda_model_runner.h"
+#include "model/cuda_model_runner_impl.h"
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -30,8 +29,6 @@
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
 #include "model/cuda_graphs.h"
-#include "model/cuda_group_wait.h"
-#include "model/cuda_pipeline_results.h"
 #include "model/cuda_sampling_stage.h"
 #include "model/cuda_status.h"
 #include "model/cuda_transformer.h"
@@ -57,93 +54,9 @@ std::size_t AppendWords(std::vector<std::int32_t>& ints, const std::vector<T>& i
   return at;
 }
 
-class CudaModelRunner final : public ModelRunner {
- public:
-  static Result<std::unique_ptr<CudaModelRunner>> Create(const std::string& engine_dir,
-                                                         const CudaRunnerOptions& options);
-  ~CudaModelRunner() override {
-    graphs_.reset();
-    transformer_.reset();
-    for (cudaEvent_t ev : {step_begin_, step_end_}) {
-      if (ev != nullptr) cudaEventDestroy(ev);
-    }
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  const EngineConfig& config() const override { return config_; }
-  std::int64_t num_kv_blocks() const override { return kv_.num_blocks; }
-  const char* device_name() const override { return device_name_.c_str(); }
-  std::int64_t memory_bytes() const override {
-    return weights_.buffer.bytes() + kv_.buffer.bytes() + workspace_bytes_ +
-           (graphs_ ? graphs_->bytes() : 0) + (sampling_ ? sampling_->bias_bytes() : 0);
-  }
-  Result<StepOutput> Step(const StepInput& input) override;
-  bool supports_device_sampling() const override { return true; }
-  // The first stage of a pipeline keeps up to pp_size steps in flight: Launch queues its layers
-  // and the hand-over, and posts the receive of the step's result on a stream of its own
-  // (cuda_pipeline_results.h); Complete waits for that result. Other stages (and pp 1) run the
-  // whole step in Launch.
-  std::int32_t max_steps_in_flight() const override {
-    return pipeline_ != nullptr ? pipeline_->capacity() : 1;
-  }
-  Status Launch(const StepInput& input) override;
-  Result<StepOutput> Complete() override;
+}  // namespace
 
- private:
-  CudaModelRunner() = default;
-  // The step's uploads (step_ints_) and sampled ids (sampled_ids_), after the activations;
-  // workspace_bytes_ counts both and cuBLASLt's workspace.
-  Status AllocateStepBuffers();
-  Status ValidateStep(const StepInput& input) const;
-  // Queues the step. wait: then brings back its logits and sampled tokens; else (the first stage
-  // of a pipeline, whose results come from the last stage) only sizes them in `out`.
-  Status Forward(const StepInput& input, StepOutput& out, bool wait = true);
-  // The whole step, one at a time (every runner but a pipeline's first stage).
-  Result<StepOutput> RunStep(const StepInput& input);
-  // Blocks until the stream's work is done; the time goes to out.device_wait_ms.
-  Status WaitForStep(StepOutput& out);
-  // context_streams_ and what goes with it, on Hopper unless INFLIGHT_ATTENTION_SM_SPLIT=0; a
-  // driver without green contexts leaves it null (logged), which is not an error.
-  Status SetUpAttentionSplit(const cudaDeviceProp& prop);
-  // A step that CudaDecodeGraphs::Eligible accepts: replayed, and its sampled tokens read back.
-  Status DecodeWithGraph(const StepInput& input, StepOutput& out);
-
-  EngineConfig config_;
-  ModelShard shard_;
-  std::shared_ptr<Collectives> collectives_;  // outlives transformer_, which calls it
-  DeviceBuffer stage_results_;  // pp > 1: the step's results on their way to the first stage
-  DType dtype_ = DType::kBFloat16;
-  std::string device_name_;
-  int device_ = 0;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // a step's device time, for profiles
-  std::unique_ptr<kc::CublasLtGemm> gemm_;
-  // Streams on parts of the device for a mixed step's context attention (null: no green contexts,
-  // not Hopper, or INFLIGHT_ATTENTION_SM_SPLIT=0); the transformer forks one from stream_ and
-  // joins it back. Forced (=force, for tests): every mixed step takes the middle one, whatever the
-  // prediction.
-  std::unique_ptr<kc::SmSubsetStreams> context_streams_;
-  bool attention_split_forced_ = false;
-  AttentionRates attention_rates_;
-
-  CudaWeights weights_;
-  CudaKvCache kv_;
-  std::unique_ptr<CudaTransformer> transformer_;
-
-  std::int64_t max_tokens_ = 0;
-  DeviceBuffer step_ints_, decode_ws_, sampled_ids_;
-  std::int64_t workspace_bytes_ = 0;  // activations, step buffers and cuBLASLt's workspace
-  std::mutex step_mutex_;             // Step: its Launch and Complete together
-  std::mutex pipeline_mutex_;         // Launch, Complete and everything they touch
-  // pp > 1, first stage: the steps in flight and their results' stream (null elsewhere).
-  std::unique_ptr<CudaPipelineResults> pipeline_;
-  std::deque<Result<StepOutput>> finished_;  // elsewhere: Launch's finished steps
-  // Device sampling: this step's rows (host side) and the requests' embedding biases on the device.
-  std::unique_ptr<CudaSamplingStage> sampling_;
-  std::unique_ptr<CudaDecodeGraphs> graphs_;
-  bool mixed_decode_split_ = true;  // Launch::num_decode_seqs in mixed steps
-  // Dynamic RoPE past its original length: each step uploads a frequency table per sequence.
-  bool rope_per_sequence_ = false;
-};
+namespace cuda_runner {
 
 Status CudaModelRunner::AllocateStepBuffers() {
   const EngineConfig& c = config_;
@@ -493,106 +406,7 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wa
   return Status::Ok();
 }
 
-Status CudaModelRunner::WaitForStep(StepOutput& out) {
-  CUDA_RETURN(cudaEventRecord(step_end_, stream_));
-  const auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(WaitForGroupStream(stream_, shard_, *collectives_));
-  out.device_wait_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  float device_ms = 0;
-  CUDA_RETURN(cudaEventElapsedTime(&device_ms, step_begin_, step_end_));
-  out.device_ms = device_ms;
-  return Status::Ok();
-}
-
-Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out) {
-  ASSIGN_OR_RETURN(const std::int32_t bucket, graphs_->Enqueue(input));
-  const auto n = static_cast<std::int32_t>(input.sequences.size());
-  PinnedBuffer& host_ids = sampling_->host_ids();
-  RETURN_IF_ERROR(host_ids.Reserve(std::int64_t{bucket + n} * 4));
-  const auto* sampled = host_ids.get<const std::int32_t>();
-  CUDA_RETURN(cudaMemcpyAsync(host_ids.get(), graphs_->sampled_ids().get(),
-                              static_cast<std::size_t>(bucket + n) * 4, cudaMemcpyDeviceToHost,
-                              stream_));
-  RETURN_IF_ERROR(WaitForStep(out));
-  out.row_begin.assign(static_cast<std::size_t>(n), 0);
-  out.sampled_tokens.resize(static_cast<std::size_t>(n));
-  out.sampled_log_probs.resize(static_cast<std::size_t>(n));
-  for (std::int32_t i = 0; i < n; ++i) {
-    out.sampled_tokens[static_cast<std::size_t>(i)] = CudaSamplingStage::SampledToken(sampled[i]);
-    out.sampled_log_probs[static_cast<std::size_t>(i)] =
-        std::bit_cast<float>(sampled[static_cast<std::size_t>(bucket + i)]);
-  }
-  return Status::Ok();
-}
-
-Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
-  std::lock_guard<std::mutex> lock(step_mutex_);
-  RETURN_IF_ERROR(Launch(input));
-  return Complete();
-}
-
-Status CudaModelRunner::Launch(const StepInput& input) {
-  std::lock_guard<std::mutex> lock(pipeline_mutex_);
-  RETURN_IF_ERROR(ValidateStep(input));
-  if (pipeline_ == nullptr) {
-    finished_.push_back(RunStep(input));
-    return Status::Ok();
-  }
-  CUDA_RETURN(cudaSetDevice(device_));
-  StepOutput out;
-  out.vocab_size = config_.vocab_size;
-  RETURN_IF_ERROR(pipeline_->Begin(stream_));
-  // NOTE: earlier steps may still run; freeing an expired bias (cudaFree) waits for the device.
-  sampling_->BeginStep();
-  Status queued;
-  if (input.sequences.empty()) {
-    // Nothing to compute; the last stage sends nothing either (an empty result).
-  } else if (graphs_->Eligible(input)) {
-    // The graph's sampled ids are the last stage's; this stage's come in the result message.
-    const Result<std::int32_t> bucket = graphs_->Enqueue(input);
-    queued = bucket.status();
-    const auto n = input.sequences.size();
-    out.row_begin.assign(n, 0);
-    out.sampled_tokens.assign(n, -1);
-    out.sampled_log_probs.assign(n, std::numeric_limits<float>::quiet_NaN());
-  } else {
-    queued = Forward(input, out, /*wait=*/false);
-  }
-  if (!queued.ok()) {
-    // NOTE: part of the step may be queued; the group cannot go on after a failed step anyway.
-    pipeline_->Abandon();
-    return queued;
-  }
-  return pipeline_->Post(std::move(out), stream_, *collectives_);
-}
-
-Result<StepOutput> CudaModelRunner::Complete() {
-  std::lock_guard<std::mutex> lock(pipeline_mutex_);
-  if (pipeline_ != nullptr) return pipeline_->Complete(*collectives_);
-  if (finished_.empty()) return Internal("CudaModelRunner::Complete without a launched step");
-  Result<StepOutput> out = std::move(finished_.front());
-  finished_.pop_front();
-  return out;
-}
-
-Result<StepOutput> CudaModelRunner::RunStep(const StepInput& input) {
-  CUDA_RETURN(cudaSetDevice(device_));
-  StepOutput out;
-  out.vocab_size = config_.vocab_size;
-  if (input.sequences.empty()) return out;
-  sampling_->BeginStep();  // the previous step's work is done: expired biases can go
-  CUDA_RETURN(cudaEventRecord(step_begin_, stream_));
-  if (graphs_->Eligible(input)) {
-    RETURN_IF_ERROR(DecodeWithGraph(input, out));
-  } else {
-    RETURN_IF_ERROR(Forward(input, out));
-  }
-  RETURN_IF_ERROR(ReturnStepToFirstStage(shard_, *collectives_, stream_, stage_results_, out));
-  return out;
-}
-
-}  // namespace
+}  // namespace cuda_runner
 
 bool CudaDeviceAvailable() {
   return CudaDeviceCount() > 0;
@@ -605,7 +419,7 @@ int CudaDeviceCount() {
 
 Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const std::string& engine_dir,
                                                            const CudaRunnerOptions& options) {
-  ASSIGN_OR_RETURN(auto runner, CudaModelRunner::Create(engine_dir, options));
+  ASSIGN_OR_RETURN(auto runner, cuda_runner::CudaModelRunner::Create(engine_dir, options));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 
