@@ -162,6 +162,9 @@ Result<std::unique_ptr<IpcAllReduce>> IpcAllReduce::Create(MPI_Comm group, int d
   return ar;
 }
 
+// NOTE: no collective here (a rank may tear down alone, e.g. after a failed load). A peer still
+// reading this rank's area is inside a kernel that has passed its last barrier with us, so it ends
+// within microseconds, long before a runner's teardown reaches this point.
 IpcAllReduce::~IpcAllReduce() {
   cudaSetDevice(device_);
   for (void* p : opened_) cudaIpcCloseMemHandle(p);
