@@ -37,9 +37,12 @@ int WorldRank() {
   return r;
 }
 
-std::shared_ptr<Collectives> Make(std::int32_t tp, std::int32_t pp) {
+// all_reduce: "" takes INFLIGHT_ALLREDUCE (auto when unset).
+std::shared_ptr<Collectives> Make(std::int32_t tp, std::int32_t pp,
+                                  const std::string& all_reduce = "") {
   NcclCollectivesOptions o;
   o.timeout_seconds = 60;
+  o.all_reduce = all_reduce;
   auto c = CreateNcclCollectives(MPI_COMM_WORLD, tp, pp, WorldRank(), o);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return c.ok() ? *c : nullptr;
@@ -346,6 +349,46 @@ TEST(NcclRunnerTest, PipelineMicroBatchesInFlightGiveTp1Tokens) {
   }
   runner->reset();
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The CUDA runner at tp N with decode graphs (device-sampled sequences replay captured graphs,
+// whose all-reduces are then captured too): the all-reduce over CUDA IPC and NCCL's must give the
+// same tokens. With two ranks both add the same two bf16 values in fp32 and round once, so the
+// sums, and so the logits, agree bit for bit; with more ranks NCCL's order may differ.
+TEST(NcclRunnerTest, TensorParallelGraphsGiveTheSameTokensOverIpcAndNccl) {
+  const int n = WorldSize(), rank = WorldRank();
+  const RandomCheckpointOptions o = SmallLlama();
+  if (o.num_heads % n != 0) GTEST_SKIP() << o.num_heads << " heads over " << n << " ranks";
+  constexpr int kSeqs = 3, kNew = 6;
+  std::unique_ptr<TestEngine> split;
+  std::string dir, error;
+  if (rank == 0) {
+    split = TestEngine::Make(o, DType::kBFloat16, 4, &error, n, 1);
+    ASSERT_NE(split, nullptr) << error;
+    dir = split->engine_dir();
+  }
+  dir = ShareDir(dir);
+  std::vector<std::vector<std::vector<TokenIdType>>> tokens;
+  for (const char* mode : {"ipc", "nccl"}) {
+    CudaRunnerOptions co;
+    co.max_kv_tokens = 64;
+    co.device = rank;
+    co.collectives = Make(n, 1, mode);
+    ASSERT_NE(co.collectives, nullptr);
+    auto runner = CreateCudaModelRunner(dir, co);
+    ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+    tokens.push_back(Generate(**runner, 1, kSeqs, kNew, MPI_COMM_WORLD));
+    runner->reset();
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  if (rank == 0 && n == 2) {
+    EXPECT_EQ(tokens[0], tokens[1]) << "tp " << n << ": IPC all-reduce vs NCCL";
+  }
+  if (rank == 0) {
+    for (std::size_t s = 0; s < tokens[0].size(); ++s) {
+      EXPECT_EQ(tokens[0][s].size(), static_cast<std::size_t>(kNew)) << "sequence " << s;
+    }
+  }
 }
 
 }  // namespace

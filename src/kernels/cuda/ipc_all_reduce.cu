@@ -70,13 +70,15 @@ __device__ __forceinline__ void StoreOutput(T* x, std::int64_t pk, std::int64_t 
   for (int i = 0; i < E && first + i < count; ++i) x[first + i] = e[i];
 }
 
-// acc += every element of rank r's pack; peers' memory is read past L1 (ld.global.cg).
-template <typename T>
-__device__ __forceinline__ void AddPack(float (&acc)[kPackElems<T>], const uint4* src) {
+// acc = (or +=) every element of a rank's pack; peers' memory is read past L1 (ld.global.cg).
+// NOTE: the first rank's values are taken, not added to 0, so that the sum is the ranks' values
+// added in rank order exactly (0 + -0 would turn a negative zero positive).
+template <typename T, bool kAdd>
+__device__ __forceinline__ void AccumulatePack(float (&acc)[kPackElems<T>], const uint4* src) {
   const uint4 v = __ldcg(src);
   const T* e = reinterpret_cast<const T*>(&v);
 #pragma unroll
-  for (int i = 0; i < kPackElems<T>; ++i) acc[i] += ToFloat(e[i]);
+  for (int i = 0; i < kPackElems<T>; ++i) acc[i] = kAdd ? acc[i] + ToFloat(e[i]) : ToFloat(e[i]);
 }
 
 template <typename T>
@@ -94,6 +96,15 @@ __device__ __forceinline__ uint4* Region(const IpcPeers& p, int r, std::uint32_t
   return reinterpret_cast<uint4*>(static_cast<char*>(p.areas[r]) + kIpcSignalBytes +
                                   (2 * static_cast<std::int64_t>(parity) + which) *
                                       p.capacity_bytes);
+}
+
+// acc = the fp32 sum over the ranks of pack `pk` of their region `which`, in rank order.
+template <typename T>
+__device__ __forceinline__ void SumPacks(float (&acc)[kPackElems<T>], const IpcPeers& p,
+                                         std::uint32_t parity, int which, std::int64_t pk) {
+  AccumulatePack<T, false>(acc, Region(p, 0, parity, which) + pk);
+  for (int r = 1; r < p.num_ranks; ++r)
+    AccumulatePack<T, true>(acc, Region(p, r, parity, which) + pk);
 }
 
 // Grid: (blocks <= kIpcMaxBlocks), Block: (kThreads). Thread i of the grid handles packs i,
@@ -115,8 +126,8 @@ __global__ void __launch_bounds__(kThreads)
     for (std::int64_t pk = first; pk < packs; pk += stride) my_in[pk] = LoadInput(inout, pk, count);
     BlockBarrier(p, ++barrier);
     for (std::int64_t pk = first; pk < packs; pk += stride) {
-      float acc[E] = {};
-      for (int r = 0; r < n; ++r) AddPack<T>(acc, Region(p, r, parity, 0) + pk);
+      float acc[E];
+      SumPacks<T>(acc, p, parity, 0, pk);
       StoreOutput(inout, pk, count, RoundPack<T>(acc));
     }
   } else {
@@ -132,8 +143,8 @@ __global__ void __launch_bounds__(kThreads)
     for (std::int64_t i = first; i < slice; i += stride) {
       const std::int64_t pk = p.rank * slice + i;
       if (pk >= packs) break;
-      float acc[E] = {};
-      for (int r = 0; r < n; ++r) AddPack<T>(acc, Region(p, r, parity, 0) + pk);
+      float acc[E];
+      SumPacks<T>(acc, p, parity, 0, pk);
       my_out[pk] = RoundPack<T>(acc);
     }
     BlockBarrier(p, ++barrier);
