@@ -32,6 +32,18 @@ backends=(inflight inflight_tokenizer)
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DINFLIGHT_CUDA=ON \
   "-DCMAKE_CUDA_ARCHITECTURES=$archs" -DINFLIGHT_BENCH=ON >/dev/null
+# The multi-GPU binaries exist only where NCCL and MPI were found: leave out what was not configured.
+available=$(cmake --build "$build" --target help | sed -E 's/^\.\.\. //; s/:.*$//')
+keep() { grep -qx "$1" <<<"$available"; }
+for list in programs gpu_tests; do
+  declare -n items=$list
+  kept=()
+  for t in "${items[@]}"; do
+    if keep "$t"; then kept+=("$t"); else echo "package_for_device: no target $t here, left out" >&2; fi
+  done
+  items=("${kept[@]}")
+  unset -n items
+done
 targets=("${programs[@]}" "${gpu_tests[@]}")
 for b in "${backends[@]}"; do targets+=("triton_$b"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
