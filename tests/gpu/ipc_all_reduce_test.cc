@@ -146,8 +146,8 @@ const char* Name(kc::IpcAllReduceAlgorithm a) {
 }
 
 TEST(IpcAllReduceTest, EqualsTheExactSumAtEverySize) {
-  if (!PeersReachable()) GTEST_SKIP() << "no peer access between the ranks' GPUs";
   cudaSetDevice(WorldRank());
+  if (!PeersReachable()) GTEST_SKIP() << "no peer access between the ranks' GPUs";
   constexpr std::int64_t kCapacity = std::int64_t{4} << 20;
   auto ipc = MakeIpc(kCapacity);
   ASSERT_NE(ipc, nullptr);
@@ -190,8 +190,8 @@ TEST(IpcAllReduceTest, EqualsTheExactSumAtEverySize) {
 // eager calls of other sizes (other grid sizes) in between: the barrier values and the buffer
 // parity live in device memory, so every replay must still meet its peers and sum.
 TEST(IpcAllReduceTest, CapturedGraphReplays) {
-  if (!PeersReachable()) GTEST_SKIP() << "no peer access between the ranks' GPUs";
   cudaSetDevice(WorldRank());
+  if (!PeersReachable()) GTEST_SKIP() << "no peer access between the ranks' GPUs";
   auto ipc = MakeIpc(std::int64_t{1} << 20);
   ASSERT_NE(ipc, nullptr);
   cudaStream_t stream = nullptr;
