@@ -79,11 +79,12 @@ Result<std::unique_ptr<Executor::Impl>> Executor::Impl::CreateWithRunner(
     LOG_INFO("executor: up to {} micro-batches in flight (pipeline of {} stages)",
              limits.max_micro_batches, engine.pp_size);
   } else if (engine.pp_size > 1 && config.enable_micro_batching) {
-    // NOTE: the CUDA runner and orchestrator mode do not split a step into Launch / Complete yet
-    // (docs/multi_gpu.md): their stages take turns.
+    // NOTE: orchestrator mode does not split a step into Launch / Complete yet
+    // (docs/multi_gpu.md): its stages take turns.
     LOG_WARN(
         "executor: the {} runner of this pp_size {} engine runs one step at a time; micro-batches "
-        "in flight (enable_micro_batching) are implemented for the CPU runner in leader mode",
+        "in flight (enable_micro_batching) are implemented for the CPU and CUDA runners in leader "
+        "mode",
         runner->device_name(), engine.pp_size);
   }
   LOG_INFO(

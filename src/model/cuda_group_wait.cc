@@ -1,24 +1,23 @@
 #include "model/cuda_group_wait.h"
 
-#include <bit>
 #include <chrono>
-#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "model/cuda_status.h"
+#include "model/step_result_message.h"
 
 namespace inflight::model {
 
-Status WaitForGroupStream(cudaStream_t stream, const ModelShard& shard, Collectives& group) {
-  if (shard.tp_size * shard.pp_size == 1) {
-    CUDA_RETURN(cudaStreamSynchronize(stream));
-    return Status::Ok();
-  }
+namespace {
+
+// Polls `query` (cudaStreamQuery or cudaEventQuery of what the step waits for) until it is done.
+template <typename Query>
+Status PollGroupWork(Query query, Collectives& group) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   for (std::int64_t polls = 0;; ++polls) {
-    const cudaError_t rc = cudaStreamQuery(stream);
+    const cudaError_t rc = query();
     if (rc == cudaSuccess) return Status::Ok();
     if (rc != cudaErrorNotReady) CUDA_RETURN(rc);
     group.Progress();
@@ -31,6 +30,20 @@ Status WaitForGroupStream(cudaStream_t stream, const ModelShard& shard, Collecti
   }
 }
 
+}  // namespace
+
+Status WaitForGroupStream(cudaStream_t stream, const ModelShard& shard, Collectives& group) {
+  if (shard.tp_size * shard.pp_size == 1) {
+    CUDA_RETURN(cudaStreamSynchronize(stream));
+    return Status::Ok();
+  }
+  return PollGroupWork([stream] { return cudaStreamQuery(stream); }, group);
+}
+
+Status WaitForGroupEvent(cudaEvent_t event, Collectives& group) {
+  return PollGroupWork([event] { return cudaEventQuery(event); }, group);
+}
+
 Status ReturnStepToFirstStage(const ModelShard& shard, Collectives& group, cudaStream_t stream,
                               DeviceBuffer& staging, StepOutput& out) {
   if (shard.pp_size == 1) return Status::Ok();
@@ -41,18 +54,13 @@ Status ReturnStepToFirstStage(const ModelShard& shard, Collectives& group, cudaS
     return Status::Ok();
   }
   // One fp32 message: the logits, then the sampled tokens' bits, then their log-probabilities.
-  const std::size_t num_logits = out.logits.size(), num_sampled = out.sampled_tokens.size();
-  const std::size_t count = num_logits + 2 * num_sampled;
+  const std::size_t count = StepResultCount(out);
   if (count == 0) return Status::Ok();
   std::vector<float> packed(count);
   RETURN_IF_ERROR(staging.Reserve(static_cast<std::int64_t>(count * sizeof(float))));
   const auto n = static_cast<std::int64_t>(count);
   if (shard.last_stage()) {
-    std::memcpy(packed.data(), out.logits.data(), num_logits * sizeof(float));
-    for (std::size_t i = 0; i < num_sampled; ++i) {
-      packed[num_logits + i] = std::bit_cast<float>(out.sampled_tokens[i]);
-      packed[num_logits + num_sampled + i] = out.sampled_log_probs[i];
-    }
+    PackStepResult(out, packed.data());
     CUDA_RETURN(cudaMemcpyAsync(staging.get(), packed.data(), count * sizeof(float),
                                 cudaMemcpyHostToDevice, stream));
     RETURN_IF_ERROR(group.SendToFirstStage(staging.get(), n, DType::kFloat32, stream));
@@ -62,11 +70,7 @@ Status ReturnStepToFirstStage(const ModelShard& shard, Collectives& group, cudaS
   CUDA_RETURN(cudaMemcpyAsync(packed.data(), staging.get(), count * sizeof(float),
                               cudaMemcpyDeviceToHost, stream));
   RETURN_IF_ERROR(WaitForGroupStream(stream, shard, group));
-  std::memcpy(out.logits.data(), packed.data(), num_logits * sizeof(float));
-  for (std::size_t i = 0; i < num_sampled; ++i) {
-    out.sampled_tokens[i] = std::bit_cast<TokenIdType>(packed[num_logits + i]);
-    out.sampled_log_probs[i] = packed[num_logits + num_sampled + i];
-  }
+  UnpackStepResult(packed.data(), out);
   return Status::Ok();
 }
 

@@ -16,6 +16,8 @@ namespace inflight::model {
 // polls the stream and asks the collectives every millisecond or so whether the wait can still
 // end (Collectives::CheckWait: a peer's failure or the group's timeout is an error).
 Status WaitForGroupStream(cudaStream_t stream, const ModelShard& shard, Collectives& group);
+// The same for the work before `event` (recorded, on any stream) of a group's runner.
+Status WaitForGroupEvent(cudaEvent_t event, Collectives& group);
 
 // With pp > 1, after the step's results are on the host: the last stage sends its logits and
 // sampled tokens / log-probabilities to the first stage's same tp rank through device memory

@@ -2,20 +2,20 @@
 // one upload, queues the forward pass (cuda_transformer.h) or replays a decode graph
 // (cuda_graphs.h), and brings back the logits or sampled tokens. What it owns: the stream, the
 // shard's weights (cuda_weights.h), the KV pools, the step's staging buffers and the device
-// sampling's (cuda_sampling_stage.h).
+// sampling's (cuda_sampling_stage.h). The class is in cuda_model_runner_impl.h; this file creates
+// it and queues the forward pass, cuda_model_runner_steps.cc runs the steps.
 #include "model/cuda_model_runner.h"
+#include "model/cuda_model_runner_impl.h"
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -29,7 +29,6 @@
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
 #include "model/cuda_graphs.h"
-#include "model/cuda_group_wait.h"
 #include "model/cuda_sampling_stage.h"
 #include "model/cuda_status.h"
 #include "model/cuda_transformer.h"
@@ -55,76 +54,9 @@ std::size_t AppendWords(std::vector<std::int32_t>& ints, const std::vector<T>& i
   return at;
 }
 
-class CudaModelRunner final : public ModelRunner {
- public:
-  static Result<std::unique_ptr<CudaModelRunner>> Create(const std::string& engine_dir,
-                                                         const CudaRunnerOptions& options);
-  ~CudaModelRunner() override {
-    graphs_.reset();
-    transformer_.reset();
-    for (cudaEvent_t ev : {step_begin_, step_end_}) {
-      if (ev != nullptr) cudaEventDestroy(ev);
-    }
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-  const EngineConfig& config() const override { return config_; }
-  std::int64_t num_kv_blocks() const override { return kv_.num_blocks; }
-  const char* device_name() const override { return device_name_.c_str(); }
-  std::int64_t memory_bytes() const override {
-    return weights_.buffer.bytes() + kv_.buffer.bytes() + workspace_bytes_ +
-           (graphs_ ? graphs_->bytes() : 0) + (sampling_ ? sampling_->bias_bytes() : 0);
-  }
-  Result<StepOutput> Step(const StepInput& input) override;
-  bool supports_device_sampling() const override { return true; }
+}  // namespace
 
- private:
-  CudaModelRunner() = default;
-  // The step's uploads (step_ints_) and sampled ids (sampled_ids_), after the activations;
-  // workspace_bytes_ counts both and cuBLASLt's workspace.
-  Status AllocateStepBuffers();
-  Status ValidateStep(const StepInput& input) const;
-  Status Forward(const StepInput& input, StepOutput& out);
-  // Blocks until the stream's work is done; the time goes to out.device_wait_ms.
-  Status WaitForStep(StepOutput& out);
-  // context_streams_ and what goes with it, on Hopper unless INFLIGHT_ATTENTION_SM_SPLIT=0; a
-  // driver without green contexts leaves it null (logged), which is not an error.
-  Status SetUpAttentionSplit(const cudaDeviceProp& prop);
-  // A step that CudaDecodeGraphs::Eligible accepts: replayed, and its sampled tokens read back.
-  Status DecodeWithGraph(const StepInput& input, StepOutput& out);
-
-  EngineConfig config_;
-  ModelShard shard_;
-  std::shared_ptr<Collectives> collectives_;  // outlives transformer_, which calls it
-  DeviceBuffer stage_results_;  // pp > 1: the step's results on their way to the first stage
-  DType dtype_ = DType::kBFloat16;
-  std::string device_name_;
-  int device_ = 0;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;  // a step's device time, for profiles
-  std::unique_ptr<kc::CublasLtGemm> gemm_;
-  // Streams on parts of the device for a mixed step's context attention (null: no green contexts,
-  // not Hopper, or INFLIGHT_ATTENTION_SM_SPLIT=0); the transformer forks one from stream_ and
-  // joins it back. Forced (=force, for tests): every mixed step takes the middle one, whatever the
-  // prediction.
-  std::unique_ptr<kc::SmSubsetStreams> context_streams_;
-  bool attention_split_forced_ = false;
-  AttentionRates attention_rates_;
-
-  CudaWeights weights_;
-  CudaKvCache kv_;
-  std::unique_ptr<CudaTransformer> transformer_;
-
-  std::int64_t max_tokens_ = 0;
-  DeviceBuffer step_ints_, decode_ws_, sampled_ids_;
-  std::int64_t workspace_bytes_ = 0;  // activations, step buffers and cuBLASLt's workspace
-  std::mutex step_mutex_;
-  // Device sampling: this step's rows (host side) and the requests' embedding biases on the device.
-  std::unique_ptr<CudaSamplingStage> sampling_;
-  std::unique_ptr<CudaDecodeGraphs> graphs_;
-  bool mixed_decode_split_ = true;  // Launch::num_decode_seqs in mixed steps
-  // Dynamic RoPE past its original length: each step uploads a frequency table per sequence.
-  bool rope_per_sequence_ = false;
-};
+namespace cuda_runner {
 
 Status CudaModelRunner::AllocateStepBuffers() {
   const EngineConfig& c = config_;
@@ -249,6 +181,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   const char* split_env = std::getenv("INFLIGHT_MIXED_DECODE_SPLIT");
   r->mixed_decode_split_ = split_env == nullptr || std::string(split_env) != "0";
   RETURN_IF_ERROR(r->SetUpAttentionSplit(prop));
+  if (r->shard_.pp_size > 1 && r->shard_.first_stage()) {
+    ASSIGN_OR_RETURN(r->pipeline_, CudaPipelineResults::Create(r->shard_.pp_size));
+  }
   LOG_INFO(
       "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
       "blocks x {} tokens = {} "
@@ -292,7 +227,7 @@ Status CudaModelRunner::ValidateStep(const StepInput& input) const {
   return Status::Ok();
 }
 
-Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
+Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wait) {
   const EngineConfig& c = config_;
   const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
   // Host side of the page-table format (kernels/cuda/paged_batch.h), sent in one copy.
@@ -443,6 +378,14 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
     }
   }
   RETURN_IF_ERROR(transformer_->Enqueue(l));
+  if (!wait) {
+    if (num_sampled > 0) {
+      out.sampled_tokens.assign(static_cast<std::size_t>(num_seqs), -1);
+      out.sampled_log_probs.assign(static_cast<std::size_t>(num_seqs),
+                                   std::numeric_limits<float>::quiet_NaN());
+    }
+    return Status::Ok();
+  }
   PinnedBuffer& host_ids = sampling_->host_ids();
   RETURN_IF_ERROR(host_ids.Reserve(num_sampled * 8));
   const auto* sampled = host_ids.get<const std::int32_t>();
@@ -465,58 +408,7 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
   return Status::Ok();
 }
 
-Status CudaModelRunner::WaitForStep(StepOutput& out) {
-  CUDA_RETURN(cudaEventRecord(step_end_, stream_));
-  const auto start = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(WaitForGroupStream(stream_, shard_, *collectives_));
-  out.device_wait_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  float device_ms = 0;
-  CUDA_RETURN(cudaEventElapsedTime(&device_ms, step_begin_, step_end_));
-  out.device_ms = device_ms;
-  return Status::Ok();
-}
-
-Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out) {
-  ASSIGN_OR_RETURN(const std::int32_t bucket, graphs_->Enqueue(input));
-  const auto n = static_cast<std::int32_t>(input.sequences.size());
-  PinnedBuffer& host_ids = sampling_->host_ids();
-  RETURN_IF_ERROR(host_ids.Reserve(std::int64_t{bucket + n} * 4));
-  const auto* sampled = host_ids.get<const std::int32_t>();
-  CUDA_RETURN(cudaMemcpyAsync(host_ids.get(), graphs_->sampled_ids().get(),
-                              static_cast<std::size_t>(bucket + n) * 4, cudaMemcpyDeviceToHost,
-                              stream_));
-  RETURN_IF_ERROR(WaitForStep(out));
-  out.row_begin.assign(static_cast<std::size_t>(n), 0);
-  out.sampled_tokens.resize(static_cast<std::size_t>(n));
-  out.sampled_log_probs.resize(static_cast<std::size_t>(n));
-  for (std::int32_t i = 0; i < n; ++i) {
-    out.sampled_tokens[static_cast<std::size_t>(i)] = CudaSamplingStage::SampledToken(sampled[i]);
-    out.sampled_log_probs[static_cast<std::size_t>(i)] =
-        std::bit_cast<float>(sampled[static_cast<std::size_t>(bucket + i)]);
-  }
-  return Status::Ok();
-}
-
-Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
-  std::lock_guard<std::mutex> lock(step_mutex_);
-  RETURN_IF_ERROR(ValidateStep(input));
-  CUDA_RETURN(cudaSetDevice(device_));
-  StepOutput out;
-  out.vocab_size = config_.vocab_size;
-  if (input.sequences.empty()) return out;
-  sampling_->BeginStep();  // the previous step's work is done: expired biases can go
-  CUDA_RETURN(cudaEventRecord(step_begin_, stream_));
-  if (graphs_->Eligible(input)) {
-    RETURN_IF_ERROR(DecodeWithGraph(input, out));
-  } else {
-    RETURN_IF_ERROR(Forward(input, out));
-  }
-  RETURN_IF_ERROR(ReturnStepToFirstStage(shard_, *collectives_, stream_, stage_results_, out));
-  return out;
-}
-
-}  // namespace
+}  // namespace cuda_runner
 
 bool CudaDeviceAvailable() {
   return CudaDeviceCount() > 0;
@@ -529,7 +421,7 @@ int CudaDeviceCount() {
 
 Result<std::unique_ptr<ModelRunner>> CreateCudaModelRunner(const std::string& engine_dir,
                                                            const CudaRunnerOptions& options) {
-  ASSIGN_OR_RETURN(auto runner, CudaModelRunner::Create(engine_dir, options));
+  ASSIGN_OR_RETURN(auto runner, cuda_runner::CudaModelRunner::Create(engine_dir, options));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 

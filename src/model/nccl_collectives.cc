@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "model/ipc_all_reduce.h"
 
 namespace inflight::model {
 namespace {
@@ -64,10 +65,17 @@ Status InitComm(MPI_Comm group, int size, int rank, ncclComm_t* comm, const char
 
 class NcclCollectives final : public Collectives {
  public:
-  NcclCollectives(std::int32_t tp_size, std::int32_t pp_size, int device, double timeout_seconds)
-      : tp_size_(tp_size), pp_size_(pp_size), device_(device), timeout_seconds_(timeout_seconds) {}
+  NcclCollectives(std::int32_t tp_size, std::int32_t pp_size, int device,
+                  const NcclCollectivesOptions& options, AllReduceMode mode)
+      : tp_size_(tp_size),
+        pp_size_(pp_size),
+        device_(device),
+        timeout_seconds_(options.timeout_seconds),
+        options_(options),
+        mode_(mode) {}
   ~NcclCollectives() override {
     cudaSetDevice(device_);
+    ipc_.reset();
     for (ncclComm_t c : {tp_comm_, pp_comm_}) {
       if (c == nullptr) continue;
       // NOTE: after an abort the communicator is already gone.
@@ -96,6 +104,17 @@ class NcclCollectives final : public Collectives {
       return InvalidArgument("AllReduceSum: dtype int32 is not one of: float32, float16, bfloat16");
     }
     ASSIGN_OR_RETURN(const ncclDataType_t type, NcclType(dtype, "AllReduceSum"));
+    const std::int64_t bytes = count * static_cast<std::int64_t>(DTypeSize(dtype));
+    const bool aligned = reinterpret_cast<std::uintptr_t>(buffer) % 16 == 0;
+    const AllReducePath path = ChooseAllReducePath(
+        mode_, bytes, tp_size_, ipc_ ? ipc_->capacity_bytes() : 0, aligned, options_.thresholds);
+    if (path != AllReducePath::kNccl) {
+      return ipc_->Run(buffer, count, dtype,
+                       path == AllReducePath::kIpcTwoShot
+                           ? kernels::cuda::IpcAllReduceAlgorithm::kTwoShot
+                           : kernels::cuda::IpcAllReduceAlgorithm::kOneShot,
+                       static_cast<cudaStream_t>(stream));
+    }
     return NcclStatus(ncclAllReduce(buffer, buffer, static_cast<std::size_t>(count), type, ncclSum,
                                     tp_comm_, static_cast<cudaStream_t>(stream)),
                       "AllReduceSum (ncclAllReduce)");
@@ -174,6 +193,7 @@ class NcclCollectives final : public Collectives {
                                                   std::int64_t col_end);
   void Abort(Status why) {
     broken_ = std::move(why);
+    if (ipc_) ipc_->Abort();  // kernels spinning on a dead peer's flags give up
     for (ncclComm_t c : {tp_comm_, pp_comm_}) {
       if (c != nullptr) ncclCommAbort(c);
     }
@@ -182,6 +202,9 @@ class NcclCollectives final : public Collectives {
   const std::int32_t tp_size_, pp_size_;
   const int device_;
   const double timeout_seconds_;
+  const NcclCollectivesOptions options_;
+  const AllReduceMode mode_;
+  std::unique_ptr<IpcAllReduce> ipc_;  // null: every all-reduce on NCCL
   std::int32_t tp_rank_ = 0, pp_rank_ = 0;
   MPI_Comm group_mpi_ = MPI_COMM_NULL, tp_mpi_ = MPI_COMM_NULL, pp_mpi_ = MPI_COMM_NULL;
   ncclComm_t tp_comm_ = nullptr;  // this stage's tensor-parallel ranks
@@ -214,6 +237,18 @@ Status NcclCollectives::Init(MPI_Comm comm) {
   // its own members, and all ranks create in the same order.
   if (tp_size_ > 1) {
     RETURN_IF_ERROR(InitComm(tp_mpi_, tp_size_, tp_rank_, &tp_comm_, "tensor-parallel group"));
+    if (mode_ != AllReduceMode::kNccl && options_.ipc_capacity_bytes > 0) {
+      std::string why_not;
+      ASSIGN_OR_RETURN(
+          ipc_, IpcAllReduce::Create(tp_mpi_, device_, options_.ipc_capacity_bytes, &why_not));
+      if (ipc_ == nullptr) {
+        LOG_WARN("all-reduce over CUDA IPC is not available ({}): NCCL sums every message",
+                 why_not);
+      } else if (tp_rank_ == 0 && pp_rank_ == 0) {
+        LOG_INFO("all-reduce: {} (CUDA IPC up to {} bytes per message, NCCL above)",
+                 AllReduceModeName(mode_), ipc_->capacity_bytes());
+      }
+    }
   }
   if (pp_size_ > 1) {
     RETURN_IF_ERROR(InitComm(pp_mpi_, pp_size_, pp_rank_, &pp_comm_, "pipeline"));
@@ -375,7 +410,15 @@ Result<std::shared_ptr<Collectives>> CreateNcclCollectives(MPI_Comm comm, std::i
                            " does not exist; this machine has " + std::to_string(num_devices) +
                            " (accepted: 0 to " + std::to_string(num_devices - 1) + ")");
   }
-  auto c = std::make_shared<NcclCollectives>(tp_size, pp_size, device, options.timeout_seconds);
+  ASSIGN_OR_RETURN(const AllReduceMode mode,
+                   options.all_reduce.empty()
+                       ? ParseAllReduceMode(std::getenv("INFLIGHT_ALLREDUCE"), "INFLIGHT_ALLREDUCE")
+                       : ParseAllReduceMode(options.all_reduce.c_str(), "all_reduce"));
+  if (options.ipc_capacity_bytes < 0) {
+    return InvalidArgument("CreateNcclCollectives: ipc_capacity_bytes " +
+                           std::to_string(options.ipc_capacity_bytes) + " must be >= 0");
+  }
+  auto c = std::make_shared<NcclCollectives>(tp_size, pp_size, device, options, mode);
   RETURN_IF_ERROR(c->Init(comm));
   return std::shared_ptr<Collectives>(std::move(c));
 }

@@ -13,6 +13,11 @@
 // asynchronous error) or a wait past the timeout aborts the communicators (ncclCommAbort), so the
 // queued kernels end and the step fails with kUnavailable instead of hanging.
 //
+// All-reduce: small messages go over CUDA IPC peer memory instead (ipc_all_reduce.h: one-shot or
+// two-shot kernels that read the peers' buffers directly), where NCCL's fixed latency dominates;
+// the choice is by size (all_reduce_choice.h) and INFLIGHT_ALLREDUCE forces either. Without peer
+// access between the tp ranks' devices every all-reduce stays on NCCL (logged once).
+//
 // NVLink SHARP (NVLS) multicast is switched off (NCCL_NVLS_ENABLE=0, set before the communicators
 // are created): it needs cuMulticastCreate, which the machines this runs on do not allow.
 #pragma once
@@ -21,7 +26,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "model/all_reduce_choice.h"
 #include "model/collectives.h"
 
 namespace inflight::model {
@@ -30,6 +37,13 @@ struct NcclCollectivesOptions {
   // The longest a runner waits for a step that contains the group's operations; 0: no limit.
   // It must exceed the slowest step. Default 600.
   double timeout_seconds = 600;
+  // Which transport sums AllReduceSum (all_reduce_choice.h): auto, nccl, ipc, ipc_oneshot,
+  // ipc_twoshot. Empty: the environment's INFLIGHT_ALLREDUCE, else auto.
+  std::string all_reduce;
+  // The IPC buffers' size per rank and region: the largest message IPC takes. Each rank allocates
+  // 4x this (+ 4 KiB). Default 8 MiB; 0: no IPC.
+  std::int64_t ipc_capacity_bytes = std::int64_t{8} << 20;
+  AllReduceThresholds thresholds;
 };
 
 // The collectives of this process in `comm` (size tp_size * pp_size), on CUDA device `device`,

@@ -2,8 +2,9 @@
 # The multi-GPU part of a device round (tests/gpu/device_round.sh runs it as the step "multigpu" on a
 # machine with 2 or more GPUs), with the package of tests/gpu/package_for_device.sh and the Open MPI
 # it carries:
-#   1. gpu_nccl_collectives_test under mpirun -n 2: NCCL all-reduce / gather / stage hand-overs on
-#      device buffers, the CUDA runner at tp 2 and pp 2 against the CPU runner's whole engine;
+#   1. gpu_nccl_collectives_test under mpirun -n 2: NCCL and CUDA IPC all-reduce / gather / stage
+#      hand-overs on device buffers, the CUDA runner at tp 2 and pp 2 (micro-batches in flight)
+#      against the CPU runner's whole engine; then inflight-bench-allreduce (NCCL vs IPC by size);
 #   2. the server in leader mode through tools/launch_server.py --world_size 2 on the demo model's
 #      engine built at tp 2 and at pp 2: greedy answers of tensorrt_llm (token ids) and of the
 #      ensemble (text), compared with the same engine built at tp 1 served by one process.
@@ -11,13 +12,13 @@
 #
 #   tests/gpu/multi_gpu_round.sh <log_dir>      # INFLIGHT_DEVICE_DIR (.device), as device_round.sh
 #
-# Environment: INFLIGHT_MULTI_GPU_STEPS (default "nccl server"), INFLIGHT_CUDA_LIB_DIRS (CUDA's and
+# Environment: INFLIGHT_MULTI_GPU_STEPS (default "nccl allreduce server"), INFLIGHT_CUDA_LIB_DIRS (CUDA's and
 # NCCL's library folders for our programs, as device_round.sh sets it).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pkg=${INFLIGHT_DEVICE_DIR:-$root/.device}
 logs=${1:?log folder}
-steps=" ${INFLIGHT_MULTI_GPU_STEPS:-nccl server} "
+steps=" ${INFLIGHT_MULTI_GPU_STEPS:-nccl allreduce server} "
 mkdir -p "$logs"
 status=0
 # shellcheck source=tests/gpu/openmpi_env.sh
@@ -37,6 +38,14 @@ if want nccl; then
   echo "- gpu_nccl_collectives_test, mpirun -n 2: $r in $(( $(date +%s) - s )) s;" \
     "$(grep -cE '^\[ +OK \]' "$logs/nccl_collectives.log") OK lines (both ranks)"
   grep -E '^\[  FAILED|Failure|error|Error' "$logs/nccl_collectives.log" | head -8 | sed 's/^/  - /'
+fi
+
+if want allreduce && [[ -x "$pkg/bin/inflight-bench-allreduce" ]]; then
+  echo
+  if ! timeout 120 mpirun -n 2 "$pkg/bin/inflight-bench-allreduce" --replays 100 >"$logs/allreduce-bench.txt" 2>&1; then
+    echo "- inflight-bench-allreduce FAILED (exit $?)"; status=1
+  fi
+  grep -v "pcompress\|dlopen\|Perhaps" "$logs/allreduce-bench.txt"
 fi
 
 # One answer per prompt from a running server: ids from tensorrt_llm, text from the ensemble.

@@ -2,12 +2,16 @@
 // 2-GPU machine; ctest label gpu). Exits 77 (skipped) on every rank when there are fewer GPUs than
 // ranks. Checks: the all-reduce (fp32, bf16) and the uneven column gather on device buffers
 // against host sums; the stage hand-overs; then the CUDA runner at tp N and at pp N against the CPU
-// runner's whole engine (bf16 within the CUDA runner test's bound), rank 0 answering the step.
+// runner's whole engine (bf16 within the CUDA runner test's bound), rank 0 answering the step;
+// and pp N with micro-batches in flight, whose greedy tokens must equal tp 1's. The all-reduce over
+// CUDA IPC has its own file in this binary (ipc_all_reduce_test.cc).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
+#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,9 +37,12 @@ int WorldRank() {
   return r;
 }
 
-std::shared_ptr<Collectives> Make(std::int32_t tp, std::int32_t pp) {
+// all_reduce: "" takes INFLIGHT_ALLREDUCE (auto when unset).
+std::shared_ptr<Collectives> Make(std::int32_t tp, std::int32_t pp,
+                                  const std::string& all_reduce = "") {
   NcclCollectivesOptions o;
   o.timeout_seconds = 60;
+  o.all_reduce = all_reduce;
   auto c = CreateNcclCollectives(MPI_COMM_WORLD, tp, pp, WorldRank(), o);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return c.ok() ? *c : nullptr;
@@ -137,9 +144,7 @@ TEST(NcclCollectivesTest, StagesHandOnAndBack) {
   cudaFree(d);
 }
 
-// The CUDA runner at tp N and pp N: rank 0's logits against the CPU runner's whole engine.
-TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
-  const int n = WorldSize(), rank = WorldRank();
+RandomCheckpointOptions SmallLlama() {
   RandomCheckpointOptions o;
   o.arch = "llama";
   o.hidden_size = 256;
@@ -151,6 +156,23 @@ TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
   o.max_position_embeddings = 64;
   o.init_std = 0.05;
   o.seed = 3;
+  return o;
+}
+
+// Rank 0's engine directory (built there) on every rank.
+std::string ShareDir(const std::string& dir) {
+  std::string d = dir;
+  int len = static_cast<int>(d.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  d.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(d.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return d;
+}
+
+// The CUDA runner at tp N and pp N: rank 0's logits against the CPU runner's whole engine.
+TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
+  const int n = WorldSize(), rank = WorldRank();
+  const RandomCheckpointOptions o = SmallLlama();
   std::vector<StepInput> steps(3);
   std::mt19937_64 rng(9);
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -196,6 +218,176 @@ TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
     }
     runner->reset();
     MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+// Greedy generation of several sequences, each step one sequence (one micro-batch), kept in flight
+// as the executor keeps them: up to max_in_flight launched before the oldest is completed, a
+// sequence's next step launched only once its previous one is back. Even sequences sample on the
+// device (their decode steps replay graphs), odd ones take the argmax of their logits on the host.
+// Every rank makes the same calls: rank 0 picks each token and broadcasts it. Returns, on rank 0,
+// each sequence's generated tokens.
+std::vector<std::vector<TokenIdType>> Generate(ModelRunner& runner, std::size_t max_in_flight,
+                                               int num_seqs, int num_new, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  struct Seq {
+    std::vector<TokenIdType> tokens;
+    std::int32_t num_cached = 0;
+    std::vector<TokenIdType> generated;
+  };
+  std::vector<Seq> seqs(static_cast<std::size_t>(num_seqs));
+  std::mt19937_64 rng(17);
+  for (int s = 0; s < num_seqs; ++s) {
+    for (int t = 0; t < 5 + 2 * s; ++t) {
+      seqs[static_cast<std::size_t>(s)].tokens.push_back(static_cast<TokenIdType>(rng() % 1031));
+    }
+  }
+  const auto step_for = [&](int s) {
+    const Seq& q = seqs[static_cast<std::size_t>(s)];
+    SequenceStep st;
+    st.seq_id = s;
+    st.tokens.assign(q.tokens.begin() + q.num_cached, q.tokens.end());
+    st.num_cached = q.num_cached;
+    // Four blocks of 4 tokens per sequence, interleaved and out of order across sequences.
+    for (int b = 0; b < 4; ++b) st.block_table.push_back((3 - b) * num_seqs + s);
+    if (s % 2 == 0) {
+      st.logits = SequenceStep::Logits::kNone;
+      st.device_sampling = DeviceSampling{};
+      st.device_sampling->greedy = true;
+    }
+    StepInput in;
+    in.sequences.push_back(std::move(st));
+    return in;
+  };
+  std::deque<int> ready, in_flight;
+  for (int s = 0; s < num_seqs; ++s) ready.push_back(s);
+  while (!ready.empty() || !in_flight.empty()) {
+    while (in_flight.size() < max_in_flight && !ready.empty()) {
+      const int s = ready.front();
+      ready.pop_front();
+      const Status launched = runner.Launch(step_for(s));
+      EXPECT_TRUE(launched.ok()) << launched.ToString();
+      if (!launched.ok()) return {};
+      in_flight.push_back(s);
+    }
+    const int s = in_flight.front();
+    in_flight.pop_front();
+    Seq& q = seqs[static_cast<std::size_t>(s)];
+    auto out = runner.Complete();
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    if (!out.ok()) return {};
+    TokenIdType token = -1;
+    if (rank == 0 && s % 2 == 0) {
+      EXPECT_EQ(out->sampled_tokens.size(), 1u);
+      if (!out->sampled_tokens.empty()) token = out->sampled_tokens[0];
+    } else if (rank == 0) {
+      EXPECT_EQ(out->logits.size(), static_cast<std::size_t>(out->vocab_size));
+      if (!out->logits.empty()) {
+        token = static_cast<TokenIdType>(std::max_element(out->logits.begin(), out->logits.end()) -
+                                         out->logits.begin());
+      }
+    }
+    MPI_Bcast(&token, 1, MPI_INT32_T, 0, comm);
+    q.num_cached = static_cast<std::int32_t>(q.tokens.size());
+    q.tokens.push_back(token);
+    q.generated.push_back(token);
+    if (static_cast<int>(q.generated.size()) < num_new) ready.push_back(s);
+  }
+  std::vector<std::vector<TokenIdType>> generated;
+  for (const Seq& q : seqs) generated.push_back(q.generated);
+  return generated;
+}
+
+// The CUDA runner at pp N with micro-batches in flight: the first stage keeps N steps in flight
+// (the others one), and the greedy tokens equal tp 1's (the whole engine on rank 0's GPU, one step
+// at a time) and the pipeline's own one step at a time.
+TEST(NcclRunnerTest, PipelineMicroBatchesInFlightGiveTp1Tokens) {
+  const int n = WorldSize(), rank = WorldRank();
+  const RandomCheckpointOptions o = SmallLlama();
+  if (n > o.num_layers) GTEST_SKIP() << n << " stages for " << o.num_layers << " layers";
+  constexpr int kSeqs = 3, kNew = 6;
+  std::unique_ptr<TestEngine> whole, split;
+  std::string dir, error;
+  std::vector<std::vector<TokenIdType>> want;
+  if (rank == 0) {
+    whole = TestEngine::Make(o, DType::kBFloat16, 4, &error);
+    ASSERT_NE(whole, nullptr) << error;
+    split = TestEngine::Make(o, DType::kBFloat16, 4, &error, 1, n);
+    ASSERT_NE(split, nullptr) << error;
+    dir = split->engine_dir();
+    CudaRunnerOptions wo;
+    wo.max_kv_tokens = 64;
+    wo.device = 0;
+    auto tp1 = CreateCudaModelRunner(whole->engine_dir(), wo);
+    ASSERT_TRUE(tp1.ok()) << tp1.status().ToString();
+    ASSERT_EQ((*tp1)->max_steps_in_flight(), 1);
+    want = Generate(**tp1, 1, kSeqs, kNew, MPI_COMM_SELF);
+    ASSERT_EQ(want.size(), static_cast<std::size_t>(kSeqs));
+  }
+  dir = ShareDir(dir);
+  CudaRunnerOptions co;
+  co.max_kv_tokens = 64;
+  co.device = rank;
+  co.collectives = Make(1, n);
+  ASSERT_NE(co.collectives, nullptr);
+  auto runner = CreateCudaModelRunner(dir, co);
+  ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+  EXPECT_EQ((*runner)->max_steps_in_flight(), rank == 0 ? n : 1);
+  // Every rank keeps as many launched as the first stage does (the others finish each in Launch).
+  const auto in_flight = static_cast<std::size_t>(n);
+  const auto pipelined = Generate(**runner, in_flight, kSeqs, kNew, MPI_COMM_WORLD);
+  const auto one_at_a_time = Generate(**runner, 1, kSeqs, kNew, MPI_COMM_WORLD);
+  if (rank == 0) {
+    for (int s = 0; s < kSeqs; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      ASSERT_LT(i, pipelined.size());
+      EXPECT_EQ(pipelined[i], want[i])
+          << "sequence " << s << " with " << n << " micro-batches in flight vs tp 1";
+      EXPECT_EQ(one_at_a_time[i], want[i]) << "sequence " << s << " one step at a time vs tp 1";
+    }
+  }
+  runner->reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The CUDA runner at tp N with decode graphs (device-sampled sequences replay captured graphs,
+// whose all-reduces are then captured too): the all-reduce over CUDA IPC and NCCL's must give the
+// same tokens. With two ranks both add the same two bf16 values in fp32 and round once, so the
+// sums, and so the logits, agree bit for bit; with more ranks NCCL's order may differ.
+TEST(NcclRunnerTest, TensorParallelGraphsGiveTheSameTokensOverIpcAndNccl) {
+  const int n = WorldSize(), rank = WorldRank();
+  const RandomCheckpointOptions o = SmallLlama();
+  if (o.num_heads % n != 0) GTEST_SKIP() << o.num_heads << " heads over " << n << " ranks";
+  constexpr int kSeqs = 3, kNew = 6;
+  std::unique_ptr<TestEngine> split;
+  std::string dir, error;
+  if (rank == 0) {
+    split = TestEngine::Make(o, DType::kBFloat16, 4, &error, n, 1);
+    ASSERT_NE(split, nullptr) << error;
+    dir = split->engine_dir();
+  }
+  dir = ShareDir(dir);
+  std::vector<std::vector<std::vector<TokenIdType>>> tokens;
+  for (const char* mode : {"ipc", "nccl"}) {
+    CudaRunnerOptions co;
+    co.max_kv_tokens = 64;
+    co.device = rank;
+    co.collectives = Make(n, 1, mode);
+    ASSERT_NE(co.collectives, nullptr);
+    auto runner = CreateCudaModelRunner(dir, co);
+    ASSERT_TRUE(runner.ok()) << runner.status().ToString();
+    tokens.push_back(Generate(**runner, 1, kSeqs, kNew, MPI_COMM_WORLD));
+    runner->reset();
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  if (rank == 0 && n == 2) {
+    EXPECT_EQ(tokens[0], tokens[1]) << "tp " << n << ": IPC all-reduce vs NCCL";
+  }
+  if (rank == 0) {
+    for (std::size_t s = 0; s < tokens[0].size(); ++s) {
+      EXPECT_EQ(tokens[0][s].size(), static_cast<std::size_t>(kNew)) << "sequence " << s;
+    }
   }
 }
 

@@ -29,7 +29,8 @@ dest=${INFLIGHT_DEVICE_DIR:-$root/.device}
 archs=${INFLIGHT_CUDA_ARCHS:-90a-real}
 jobs=${INFLIGHT_JOBS:-2}
 
-programs=(inflight-server inflight-build make_checkpoint inflight-parity)
+programs=(inflight-server inflight-build make_checkpoint inflight-parity inflight-bench-allreduce)
+# gpu_nccl_collectives_test and inflight-bench-allreduce run under mpirun -n 2 (2 GPUs).
 gpu_tests=(gpu_norm_test gpu_elementwise_test gpu_rope_kv_write_test gpu_paged_attention_test
   gpu_sampling_test gpu_gemm_test gpu_cuda_model_runner_test gpu_executor_device_sampling_test)
 # Run under mpirun -n 2 by tests/gpu/multi_gpu_round.sh, not with the single-GPU tests.
@@ -38,8 +39,20 @@ backends=(inflight inflight_tokenizer inflight_bls)
 
 if [[ "${INFLIGHT_GPU_CONFIGURE:-1}" != 0 ]]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DINFLIGHT_CUDA=ON \
-    "-DCMAKE_CUDA_ARCHITECTURES=$archs" -DINFLIGHT_BENCH=OFF -DINFLIGHT_TESTS=ON >/dev/null
+    "-DCMAKE_CUDA_ARCHITECTURES=$archs" -DINFLIGHT_BENCH=ON -DINFLIGHT_TESTS=ON >/dev/null
 fi
+# The multi-GPU binaries exist only where NCCL and MPI were found: leave out what was not configured.
+available=$(cmake --build "$build" --target help | sed -E 's/^\.\.\. //; s/:.*$//')
+keep() { grep -qx "$1" <<<"$available"; }
+for list in programs gpu_tests mpi_gpu_tests; do
+  declare -n items=$list
+  kept=()
+  for t in "${items[@]}"; do
+    if keep "$t"; then kept+=("$t"); else echo "package_for_device: no target $t here, left out" >&2; fi
+  done
+  items=("${kept[@]}")
+  unset -n items
+done
 targets=("${programs[@]}" "${gpu_tests[@]}" "${mpi_gpu_tests[@]}")
 for b in "${backends[@]}"; do targets+=("triton_$b"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"

@@ -1,0 +1,117 @@
+// The CUDA ModelRunner's steps (cuda_model_runner_impl.h): Step is Launch then Complete; a
+// pipeline's first stage keeps steps in flight (cuda_pipeline_results.h), every other runner runs
+// the whole step in Launch (RunStep: the forward pass or a decode graph, then the results).
+#include <cuda_runtime_api.h>
+
+#include <bit>
+#include <chrono>
+#include <limits>
+#include <mutex>
+#include <utility>
+
+#include "model/cuda_group_wait.h"
+#include "model/cuda_model_runner_impl.h"
+#include "model/cuda_status.h"
+
+namespace inflight::model::cuda_runner {
+
+Status CudaModelRunner::WaitForStep(StepOutput& out) {
+  CUDA_RETURN(cudaEventRecord(step_end_, stream_));
+  const auto start = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(WaitForGroupStream(stream_, shard_, *collectives_));
+  out.device_wait_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  float device_ms = 0;
+  CUDA_RETURN(cudaEventElapsedTime(&device_ms, step_begin_, step_end_));
+  out.device_ms = device_ms;
+  return Status::Ok();
+}
+
+Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out) {
+  ASSIGN_OR_RETURN(const std::int32_t bucket, graphs_->Enqueue(input));
+  const auto n = static_cast<std::int32_t>(input.sequences.size());
+  PinnedBuffer& host_ids = sampling_->host_ids();
+  RETURN_IF_ERROR(host_ids.Reserve(std::int64_t{bucket + n} * 4));
+  const auto* sampled = host_ids.get<const std::int32_t>();
+  CUDA_RETURN(cudaMemcpyAsync(host_ids.get(), graphs_->sampled_ids().get(),
+                              static_cast<std::size_t>(bucket + n) * 4, cudaMemcpyDeviceToHost,
+                              stream_));
+  RETURN_IF_ERROR(WaitForStep(out));
+  out.row_begin.assign(static_cast<std::size_t>(n), 0);
+  out.sampled_tokens.resize(static_cast<std::size_t>(n));
+  out.sampled_log_probs.resize(static_cast<std::size_t>(n));
+  for (std::int32_t i = 0; i < n; ++i) {
+    out.sampled_tokens[static_cast<std::size_t>(i)] = CudaSamplingStage::SampledToken(sampled[i]);
+    out.sampled_log_probs[static_cast<std::size_t>(i)] =
+        std::bit_cast<float>(sampled[static_cast<std::size_t>(bucket + i)]);
+  }
+  return Status::Ok();
+}
+
+Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  RETURN_IF_ERROR(Launch(input));
+  return Complete();
+}
+
+Status CudaModelRunner::Launch(const StepInput& input) {
+  std::lock_guard<std::mutex> lock(pipeline_mutex_);
+  RETURN_IF_ERROR(ValidateStep(input));
+  if (pipeline_ == nullptr) {
+    finished_.push_back(RunStep(input));
+    return Status::Ok();
+  }
+  CUDA_RETURN(cudaSetDevice(device_));
+  StepOutput out;
+  out.vocab_size = config_.vocab_size;
+  RETURN_IF_ERROR(pipeline_->Begin(stream_));
+  // NOTE: earlier steps may still run; freeing an expired bias (cudaFree) waits for the device.
+  sampling_->BeginStep();
+  Status queued;
+  if (input.sequences.empty()) {
+    // Nothing to compute; the last stage sends nothing either (an empty result).
+  } else if (graphs_->Eligible(input)) {
+    // The graph's sampled ids are the last stage's; this stage's come in the result message.
+    const Result<std::int32_t> bucket = graphs_->Enqueue(input);
+    queued = bucket.status();
+    const auto n = input.sequences.size();
+    out.row_begin.assign(n, 0);
+    out.sampled_tokens.assign(n, -1);
+    out.sampled_log_probs.assign(n, std::numeric_limits<float>::quiet_NaN());
+  } else {
+    queued = Forward(input, out, /*wait=*/false);
+  }
+  if (!queued.ok()) {
+    // NOTE: part of the step may be queued; the group cannot go on after a failed step anyway.
+    pipeline_->Abandon();
+    return queued;
+  }
+  return pipeline_->Post(std::move(out), stream_, *collectives_);
+}
+
+Result<StepOutput> CudaModelRunner::Complete() {
+  std::lock_guard<std::mutex> lock(pipeline_mutex_);
+  if (pipeline_ != nullptr) return pipeline_->Complete(*collectives_);
+  if (finished_.empty()) return Internal("CudaModelRunner::Complete without a launched step");
+  Result<StepOutput> out = std::move(finished_.front());
+  finished_.pop_front();
+  return out;
+}
+
+Result<StepOutput> CudaModelRunner::RunStep(const StepInput& input) {
+  CUDA_RETURN(cudaSetDevice(device_));
+  StepOutput out;
+  out.vocab_size = config_.vocab_size;
+  if (input.sequences.empty()) return out;
+  sampling_->BeginStep();  // the previous step's work is done: expired biases can go
+  CUDA_RETURN(cudaEventRecord(step_begin_, stream_));
+  if (graphs_->Eligible(input)) {
+    RETURN_IF_ERROR(DecodeWithGraph(input, out));
+  } else {
+    RETURN_IF_ERROR(Forward(input, out));
+  }
+  RETURN_IF_ERROR(ReturnStepToFirstStage(shard_, *collectives_, stream_, stage_results_, out));
+  return out;
+}
+
+}  // namespace inflight::model::cuda_runner
