@@ -29,6 +29,7 @@
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
 #include "model/cuda_graphs.h"
+#include "model/cuda_group_wait.h"
 #include "model/cuda_sampling_stage.h"
 #include "model/cuda_status.h"
 #include "model/cuda_transformer.h"
