@@ -190,17 +190,25 @@ int Run(const Options& opt) {
         to.rotations = sets;
         const kc::QuantLinearPath path =
             linear.PathFor(ws[0].view, kDType, m, s.n, s.k, x.get(), s.k);
-        const Timing tm = TimeCalls(
-            [&](int call) {
-              return linear.Run(y.get(), s.n, x.get(), s.k,
-                                ws[static_cast<std::size_t>(call % sets)].view, nullptr, kDType, m,
-                                s.n, s.k, false, scratch, stream);
-            },
-            stream, to);
-        t.AddRow({s.name, std::to_string(m), f.name, kc::QuantLinearPathName(path),
-                  FmtUs(tm.median_us), Range(tm), Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us),
-                  Percent(floor_us, tm.median_us), Fmt(bf16[r].median_us / tm.median_us, 2) + "x",
-                  std::to_string(sets)});
+        // fp8 at GEMM sizes once more with the scales applied inside cuBLASLt, where offered.
+        const bool outer = path == kc::QuantLinearPath::kFp8Gemm &&
+                           fp8_gemm.OffersScaled(kDType, m, s.n, s.k, true, false);
+        for (int variant = 0; variant < (outer ? 2 : 1); ++variant) {
+          linear.set_fp8_outer_vector_scales(variant == 1);
+          const Timing tm = TimeCalls(
+              [&](int call) {
+                return linear.Run(y.get(), s.n, x.get(), s.k,
+                                  ws[static_cast<std::size_t>(call % sets)].view, nullptr, kDType,
+                                  m, s.n, s.k, false, scratch, stream);
+              },
+              stream, to);
+          t.AddRow({s.name, std::to_string(m),
+                    variant == 1 ? f.name + " (cuBLASLt scales)" : f.name,
+                    kc::QuantLinearPathName(path), FmtUs(tm.median_us), Range(tm),
+                    Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us), Percent(floor_us, tm.median_us),
+                    Fmt(bf16[r].median_us / tm.median_us, 2) + "x", std::to_string(sets)});
+        }
+        linear.set_fp8_outer_vector_scales(false);
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
 #include "kernels/cuda/activations.h"
@@ -144,6 +145,10 @@ Status CudaTransformer::AllocateQuantScratch(std::int64_t max_tokens) {
     RETURN_IF_ERROR(CublasStatus(fp8_gemm_->status(), "cuBLASLt init (FP8 GEMM)"));
   }
   quant_linear_ = std::make_unique<kc::QuantLinear>(gemm_, fp8_gemm_.get());
+  // INFLIGHT_FP8_OUTER_VEC=1: FP8 GEMMs apply their scales in cuBLASLt (where it offers that)
+  // rather than in the epilogue kernel; an A/B switch until the device has measured both.
+  const char* outer_vec = std::getenv("INFLIGHT_FP8_OUTER_VEC");
+  quant_linear_->set_fp8_outer_vector_scales(outer_vec != nullptr && outer_vec[0] == '1');
   const kc::QuantScratchBytes sizes = kc::QuantLinearScratchBytes(
       kind, max_tokens, max_n, max_k, max_nk, static_cast<std::int64_t>(DTypeSize(dtype_)));
   RETURN_IF_ERROR(quant_scratch_buffer_.Allocate(sizes.total()));

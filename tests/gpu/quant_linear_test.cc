@@ -124,7 +124,8 @@ struct Scratch {
   kc::QuantScratch view;
 };
 
-void CheckCase(const QuantCase& c, kc::QuantLinear& linear, bool fp8_gemm) {
+// fp8_gemm: the FP8 GEMM `linear` was made with, or null.
+void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm* fp8_gemm) {
   const HostWeight hw = MakeWeight(c);
   const DeviceWeight dw(hw);
   kc::QuantWeight w;
@@ -183,22 +184,36 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, bool fp8_gemm) {
       }
     }
     DeviceArray<std::uint16_t> d_bias(ToBits(c.dtype, bias));
-    std::vector<kc::QuantLinearPath> paths = {kc::QuantLinearPath::kDequantGemm};
+    // Each path; the FP8 GEMM twice: scales in the epilogue kernel, and in cuBLASLt (outer-vector
+    // scales) where the library offers that (else the epilogue again, said so).
+    struct Variant {
+      kc::QuantLinearPath path;
+      bool outer_vector;
+    };
+    std::vector<Variant> paths = {{kc::QuantLinearPath::kDequantGemm, false}};
     if (m <= kc::kQuantGemvMaxRows && c.k % kc::QuantColumnsPerChunk(c.kind) == 0) {
-      paths.push_back(kc::QuantLinearPath::kGemv);
+      paths.push_back({kc::QuantLinearPath::kGemv, false});
     }
-    if (fp8_gemm && c.kind == kc::QuantWeightKind::kFp8E4M3) {
-      paths.push_back(kc::QuantLinearPath::kFp8Gemm);
+    if (fp8_gemm != nullptr && c.kind == kc::QuantWeightKind::kFp8E4M3) {
+      paths.push_back({kc::QuantLinearPath::kFp8Gemm, false});
+      paths.push_back({kc::QuantLinearPath::kFp8Gemm, true});
     }
-    for (kc::QuantLinearPath path : paths) {
+    for (const auto& [path, outer_vector] : paths) {
       DeviceArray<std::uint16_t> d_x(ToBits(c.dtype, x));
       // The old y: random when accumulating, NaN (never read) otherwise.
       DeviceArray<std::uint16_t> d_y(
           accumulate ? ToBits(c.dtype, y0) : std::vector<std::uint16_t>(n_y, NanBits(c.dtype)));
       linear.force_path(path);
+      linear.set_fp8_outer_vector_scales(outer_vector);
+      std::string variant;
+      if (outer_vector) {
+        variant = fp8_gemm->OffersScaled(c.dtype, m, c.n, c.k, !c.per_tensor, with_bias)
+                      ? " outer-vector scales"
+                      : " outer-vector scales not offered: epilogue";
+      }
       const kc::QuantLinearPath ran = linear.PathFor(w, c.dtype, m, c.n, c.k, d_x.get(), c.k);
       const std::string name = c.name + " " + Describe(c.dtype) + " m=" + std::to_string(m) +
-                               " path=" + kc::QuantLinearPathName(path) +
+                               " path=" + kc::QuantLinearPathName(path) + variant +
                                (with_bias ? " +bias" : "") + (accumulate ? " +=" : "");
       if (ran != path) {
         Fail(name + ": the forced path is not taken (got " + kc::QuantLinearPathName(ran) + ")");
@@ -231,6 +246,7 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, bool fp8_gemm) {
       }
     }
     linear.force_path(std::nullopt);
+    linear.set_fp8_outer_vector_scales(false);
   }
 }
 
@@ -251,31 +267,31 @@ GPU_TEST(QuantLinearFp8MatchesCpu) {
   Engines e;
   kc::QuantLinear linear(e.gemm, e.fp8_available ? &e.fp8_gemm : nullptr);
   QuantCase c{"fp8 per-channel dynamic", kc::QuantWeightKind::kFp8E4M3, kN, kK};
-  CheckCase(c, linear, e.fp8_available);
+  CheckCase(c, linear, e.fp8_available ? &e.fp8_gemm : nullptr);
   c.name = "fp8 per-channel static";
   c.static_scale = true;
-  CheckCase(c, linear, e.fp8_available);
+  CheckCase(c, linear, e.fp8_available ? &e.fp8_gemm : nullptr);
   c.name = "fp8 per-tensor static";
   c.per_tensor = true;
   c.dtype = DType::kFloat16;
-  CheckCase(c, linear, e.fp8_available);
+  CheckCase(c, linear, e.fp8_available ? &e.fp8_gemm : nullptr);
 }
 
 GPU_TEST(QuantLinearInt8MatchesCpu) {
   Engines e;
   kc::QuantLinear linear(e.gemm, nullptr);
   QuantCase c{"int8 per-channel", kc::QuantWeightKind::kInt8, kN, kK};
-  CheckCase(c, linear, false);
+  CheckCase(c, linear, nullptr);
   c.name = "int8 group 128 zeros";
   c.group_size = 128;
   c.zeros = true;
   c.dtype = DType::kFloat16;
-  CheckCase(c, linear, false);
+  CheckCase(c, linear, nullptr);
   // A group smaller than a 16-column code chunk and not dividing it: scales per column.
   c.name = "int8 group 24 zeros";
   c.group_size = 24;
   c.dtype = DType::kBFloat16;
-  CheckCase(c, linear, false);
+  CheckCase(c, linear, nullptr);
 }
 
 GPU_TEST(QuantLinearInt4MatchesCpu) {
@@ -283,20 +299,20 @@ GPU_TEST(QuantLinearInt4MatchesCpu) {
   kc::QuantLinear linear(e.gemm, nullptr);
   QuantCase c{"int4 group 128 zeros", kc::QuantWeightKind::kInt4, kN, kK, 128};
   c.zeros = true;
-  CheckCase(c, linear, false);
+  CheckCase(c, linear, nullptr);
   c.name = "int4 group 128 implicit zero";
   c.zeros = false;
   c.dtype = DType::kFloat16;
-  CheckCase(c, linear, false);
+  CheckCase(c, linear, nullptr);
   c.name = "int4 group 128 g_idx (act-order) zeros";
   c.zeros = true;
   c.g_idx = true;
   c.dtype = DType::kBFloat16;
-  CheckCase(c, linear, false);
+  CheckCase(c, linear, nullptr);
   c.name = "int4 group 48 zeros";
   c.group_size = 48;
   c.g_idx = false;
-  CheckCase(c, linear, false);
+  CheckCase(c, linear, nullptr);
 }
 
 // K = 4096 + 16: int4 rows are not whole 16-byte chunks, so even one row takes the fallback.
@@ -312,7 +328,7 @@ GPU_TEST(QuantLinearInt4OddColumnsFallsBack) {
             "int4 k=4112 should take the dequantizing fallback");
   QuantCase c{"int4 k=4112 group 16", kc::QuantWeightKind::kInt4, 96, 4096 + 16, 16};
   c.zeros = true;
-  CheckCase(c, linear, false);
+  CheckCase(c, linear, nullptr);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // W8A8 FP8 linears at prompt sizes through cuBLASLt's FP8 GEMM (E4M3 x E4M3, fp32 accumulation,
 // sm_89+): the products of the codes come out unscaled in bf16, then one epilogue pass applies the
 // token row's activation scale and the output channel's weight scale, the bias, and the residual.
-// NOTE: per-row and per-channel scales could go to cuBLASLt itself (CUBLASLT_MATMUL_MATRIX_SCALE_
-// OUTER_VEC_32F), but its heuristics offer that mode on newer devices than the sm_90 this targets;
-// the epilogue costs one read and write of the output, small beside the GEMM at these sizes.
+// The scales can also go to cuBLASLt itself (MultiplyScaled: CUBLASLT_MATMUL_MATRIX_SCALE_
+// OUTER_VEC_32F, cuBLAS 12.9+), which saves the epilogue's pass over the output; whether its
+// heuristics offer that mode on sm_90 is for the device to tell, so it is opt-in
+// (QuantLinear::set_fp8_outer_vector_scales) until measured there.
 #pragma once
 
 #include <cublasLt.h>
@@ -38,10 +39,26 @@ class CublasLtFp8Gemm {
   cublasStatus_t Multiply(void* raw, const std::uint8_t* x_codes, const std::uint8_t* w_codes,
                           std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
 
+  // The whole linear in one call: y[t, o] = row_scales[t] * col_scales[o or 0] * sum_i x·w
+  // (+ bias[o]) (+ y[t, o] when accumulate), rounded once to dtype (fp16 / bf16); y contiguous
+  // [m, n]. Outer-vector scales (row_scales [m]; col_scales [n], or [1] when !per_channel).
+  // CUBLAS_STATUS_NOT_SUPPORTED where the library offers no such kernel (remembered per shape).
+  // Whether MultiplyScaled has a kernel for these arguments (asks the library once per shape).
+  bool OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, bool per_channel,
+                    bool has_bias);
+  cublasStatus_t MultiplyScaled(void* y, DType dtype, const std::uint8_t* x_codes,
+                                const float* row_scales, const std::uint8_t* w_codes,
+                                const float* col_scales, bool per_channel, const void* bias,
+                                std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
+                                cudaStream_t stream);
+
  private:
   struct Plan;
-  using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t>;  // m, n, k
+  // m, n, k; then for MultiplyScaled (else -1, 0, 0, 0): output dtype, per-channel, bias.
+  using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, bool, bool>;
   cublasStatus_t MakePlan(const PlanKey& key, Plan* plan);
+  // The cached plan of `key`, made on first use; null with the status that stopped it.
+  Plan* FindPlan(const PlanKey& key, cublasStatus_t* status);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

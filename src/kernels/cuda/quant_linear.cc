@@ -69,6 +69,13 @@ cudaError_t QuantLinear::Run(void* y, std::int64_t y_stride, void* x, std::int64
       cudaError_t err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale,
                                                scratch.act_codes, scratch.act_scales, stream);
       if (err != cudaSuccess) return err;
+      if (fp8_outer_vector_ && y_stride == n) {
+        const cublasStatus_t st =
+            fp8_gemm_->MultiplyScaled(yt, dtype, scratch.act_codes, scratch.act_scales, w.codes,
+                                      w.scales, !w.per_tensor, bias, mt, n, k, accumulate, stream);
+        if (st == CUBLAS_STATUS_SUCCESS) continue;
+        if (st != CUBLAS_STATUS_NOT_SUPPORTED) return FromCublas(st);
+      }
       err = FromCublas(
           fp8_gemm_->Multiply(scratch.raw_out, scratch.act_codes, w.codes, mt, n, k, stream));
       if (err != cudaSuccess) return err;

@@ -53,12 +53,16 @@ class QuantLinear {
   // Tests and benchmarks: every call takes `path` where its preconditions hold (nullopt: the
   // rule).
   void force_path(std::optional<QuantLinearPath> path) { forced_ = path; }
+  // kFp8Gemm: the scales applied by cuBLASLt itself (CublasLtFp8Gemm::MultiplyScaled) where it
+  // offers that, instead of the epilogue kernel. Off by default until measured on the device.
+  void set_fp8_outer_vector_scales(bool on) { fp8_outer_vector_ = on; }
 
  private:
   CublasLtGemm& gemm_;
   CublasLtFp8Gemm* fp8_gemm_;
   int max_shared_bytes_ = 0;
   std::optional<QuantLinearPath> forced_;
+  bool fp8_outer_vector_ = false;
 };
 
 }  // namespace inflight::kernels::cuda
