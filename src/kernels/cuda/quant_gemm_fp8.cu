@@ -150,8 +150,9 @@ cublasStatus_t CublasLtFp8Gemm::Multiply(void* raw, const std::uint8_t* x_codes,
   if (m < 0 || n <= 0 || k <= 0 || k % 16 != 0 || n % 8 != 0) return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0) return CUBLAS_STATUS_SUCCESS;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  // NOTE: any failure to make a plan means the library offers no kernel for it.
   Plan* plan = FindPlan(PlanKey{m, n, k, -1, false, false}, &st);
-  if (plan == nullptr) return st;
+  if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
   const float alpha = 1.0f, beta = 0.0f;
   return cublasLtMatmul(handle_, plan->desc, &alpha, w_codes, plan->a, x_codes, plan->b, &beta, raw,
                         plan->c, raw, plan->c, &plan->algo, workspace_, workspace_bytes_, stream);
@@ -177,7 +178,7 @@ cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, DType dtype, const std::
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   Plan* plan =
       FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), per_channel, bias != nullptr}, &st);
-  if (plan == nullptr) return st;
+  if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
   // NOTE: the pointers are set per call on the cached descriptor, as gemm.cu's bias: one stream
   // uses a plan at a time (the runner's), and cublasLtMatmul reads them when it is called.
   cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &col_scales,

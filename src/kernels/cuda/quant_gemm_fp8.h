@@ -36,6 +36,7 @@ class CublasLtFp8Gemm {
   // raw[t, o] = sum_i e4m3(x_codes[t, i]) * e4m3(w_codes[o, i]) in fp32, stored as bf16.
   // x_codes: device [m, k] contiguous; w_codes: device [n, k] contiguous; raw: device [m, n]
   // contiguous bf16. k a multiple of 16, n of 8 (quant_linear_path.h QuantFp8GemmTakes).
+  // CUBLAS_STATUS_NOT_SUPPORTED where the library offers no kernel (remembered per shape).
   cublasStatus_t Multiply(void* raw, const std::uint8_t* x_codes, const std::uint8_t* w_codes,
                           std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
 

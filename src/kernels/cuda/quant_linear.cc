@@ -52,40 +52,12 @@ cudaError_t QuantLinear::Run(void* y, std::int64_t y_stride, void* x, std::int64
                              const QuantScratch& scratch, cudaStream_t stream) {
   if (m < 0 || n <= 0 || k <= 0 || x_stride < k || y_stride < n) return cudaErrorInvalidValue;
   if (m == 0) return cudaSuccess;
-  const bool fp8 = w.kind == QuantWeightKind::kFp8E4M3;
   const QuantLinearPath path = PathFor(w, dtype, m, n, k, x, x_stride);
   if (path == QuantLinearPath::kFp8Gemm) {
-    const QuantScratchBytes sizes{scratch.weight_bytes, scratch.act_codes_bytes,
-                                  scratch.act_scales_bytes, scratch.raw_out_bytes};
-    const std::int64_t rows = QuantFp8RowsPerGemm(sizes, m, n, k);
-    if (rows <= 0) return cudaErrorNotSupported;
-    auto* x_rows = static_cast<char*>(x);
-    auto* y_rows = static_cast<char*>(y);
-    for (std::int64_t t0 = 0; t0 < m; t0 += rows) {
-      const std::int64_t mt = m - t0 < rows ? m - t0 : rows;
-      // NOTE: fp16 / bf16, 2 bytes an element.
-      void* xt = x_rows + t0 * x_stride * 2;
-      void* yt = y_rows + t0 * y_stride * 2;
-      cudaError_t err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale,
-                                               scratch.act_codes, scratch.act_scales, stream);
-      if (err != cudaSuccess) return err;
-      if (fp8_outer_vector_ && y_stride == n) {
-        const cublasStatus_t st =
-            fp8_gemm_->MultiplyScaled(yt, dtype, scratch.act_codes, scratch.act_scales, w.codes,
-                                      w.scales, !w.per_tensor, bias, mt, n, k, accumulate, stream);
-        if (st == CUBLAS_STATUS_SUCCESS) continue;
-        if (st != CUBLAS_STATUS_NOT_SUPPORTED) return FromCublas(st);
-      }
-      err = FromCublas(
-          fp8_gemm_->Multiply(scratch.raw_out, scratch.act_codes, w.codes, mt, n, k, stream));
-      if (err != cudaSuccess) return err;
-      err = Fp8GemmEpilogue(yt, y_stride, scratch.raw_out, scratch.act_scales, w.scales,
-                            !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
-      if (err != cudaSuccess) return err;
-    }
-    return cudaSuccess;
+    return RunFp8Gemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, scratch,
+                      stream);
   }
-  if (fp8) {
+  if (w.kind == QuantWeightKind::kFp8E4M3) {
     const cudaError_t err =
         QuantizeActivationsFp8(x, x_stride, dtype, m, k, w.input_scale, nullptr, nullptr, stream);
     if (err != cudaSuccess) return err;
@@ -93,9 +65,64 @@ cudaError_t QuantLinear::Run(void* y, std::int64_t y_stride, void* x, std::int64
   if (path == QuantLinearPath::kGemv) {
     return QuantGemv(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, stream);
   }
-  if (scratch.weight_bytes < n * k * 2) {  // fp16 / bf16
-    return cudaErrorNotSupported;
+  return RunDequantGemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, scratch,
+                        stream);
+}
+
+cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
+                                    const QuantWeight& w, const void* bias, DType dtype,
+                                    std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
+                                    const QuantScratch& scratch, cudaStream_t stream) {
+  const QuantScratchBytes sizes{scratch.weight_bytes, scratch.act_codes_bytes,
+                                scratch.act_scales_bytes, scratch.raw_out_bytes};
+  const std::int64_t rows = QuantFp8RowsPerGemm(sizes, m, n, k);
+  if (rows <= 0) return cudaErrorNotSupported;
+  // NOTE: fp16 / bf16, 2 bytes an element.
+  const auto row_of = [](void* base, std::int64_t stride, std::int64_t t) {
+    return static_cast<void*>(static_cast<char*>(base) + t * stride * 2);
+  };
+  for (std::int64_t t0 = 0; t0 < m; t0 += rows) {
+    const std::int64_t mt = m - t0 < rows ? m - t0 : rows;
+    void* xt = row_of(x, x_stride, t0);
+    void* yt = row_of(y, y_stride, t0);
+    cudaError_t err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale,
+                                             scratch.act_codes, scratch.act_scales, stream);
+    if (err != cudaSuccess) return err;
+    if (fp8_outer_vector_ && y_stride == n) {
+      const cublasStatus_t st =
+          fp8_gemm_->MultiplyScaled(yt, dtype, scratch.act_codes, scratch.act_scales, w.codes,
+                                    w.scales, !w.per_tensor, bias, mt, n, k, accumulate, stream);
+      if (st == CUBLAS_STATUS_SUCCESS) continue;
+      if (st != CUBLAS_STATUS_NOT_SUPPORTED) return FromCublas(st);
+    }
+    const cublasStatus_t st =
+        fp8_gemm_->Multiply(scratch.raw_out, scratch.act_codes, w.codes, mt, n, k, stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+      // The library has no FP8 kernel for this shape: the rows from t0 on take the dequantizing
+      // path, on inputs already rounded to E4M3 (these rows here, the later ones now).
+      const std::int64_t t1 = t0 + mt;
+      if (t1 < m) {
+        err = QuantizeActivationsFp8(row_of(x, x_stride, t1), x_stride, dtype, m - t1, k,
+                                     w.input_scale, nullptr, nullptr, stream);
+        if (err != cudaSuccess) return err;
+      }
+      return RunDequantGemm(yt, y_stride, xt, x_stride, w, bias, dtype, m - t0, n, k, accumulate,
+                            scratch, stream);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) return FromCublas(st);
+    err = Fp8GemmEpilogue(yt, y_stride, scratch.raw_out, scratch.act_scales, w.scales,
+                          !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
+    if (err != cudaSuccess) return err;
   }
+  return cudaSuccess;
+}
+
+cudaError_t QuantLinear::RunDequantGemm(void* y, std::int64_t y_stride, const void* x,
+                                        std::int64_t x_stride, const QuantWeight& w,
+                                        const void* bias, DType dtype, std::int64_t m,
+                                        std::int64_t n, std::int64_t k, bool accumulate,
+                                        const QuantScratch& scratch, cudaStream_t stream) {
+  if (scratch.weight_bytes < n * k * 2) return cudaErrorNotSupported;  // fp16 / bf16
   const cudaError_t err = DequantizeWeight(scratch.weight, dtype, w, n, k, stream);
   if (err != cudaSuccess) return err;
   const cublasStatus_t st = accumulate

@@ -58,6 +58,18 @@ class QuantLinear {
   void set_fp8_outer_vector_scales(bool on) { fp8_outer_vector_ = on; }
 
  private:
+  // kFp8Gemm over the rows in chunks the scratch holds (the dequantizing path takes over where the
+  // library has no FP8 kernel for the shape).
+  cudaError_t RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
+                         const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
+                         std::int64_t n, std::int64_t k, bool accumulate,
+                         const QuantScratch& scratch, cudaStream_t stream);
+  // kDequantGemm on inputs already rounded to E4M3 for fp8.
+  cudaError_t RunDequantGemm(void* y, std::int64_t y_stride, const void* x, std::int64_t x_stride,
+                             const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
+                             std::int64_t n, std::int64_t k, bool accumulate,
+                             const QuantScratch& scratch, cudaStream_t stream);
+
   CublasLtGemm& gemm_;
   CublasLtFp8Gemm* fp8_gemm_;
   int max_shared_bytes_ = 0;
