@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
 #include "kernels/cuda/activations.h"
@@ -121,6 +122,49 @@ Status CudaTransformer::AllocateActivations(std::int64_t max_tokens) {
     RETURN_IF_ERROR(p.buf->Allocate(p.bytes));
     activation_bytes_ += p.bytes;
   }
+  return AllocateQuantScratch(T);
+}
+
+Status CudaTransformer::AllocateQuantScratch(std::int64_t max_tokens) {
+  if (weights_.layers.empty() || !weights_.layers.front().qkv_q.present()) return Status::Ok();
+  const EngineConfig& c = config_;
+  const std::int64_t H = c.hidden_size, inter = shard_.intermediate_size;
+  const std::int64_t mlp_rows = c.activation == Activation::kSwiGlu ? 2 * inter : inter;
+  // The decoder linears [n, k]: qkv, attn_out, mlp_in, down.
+  const std::int64_t shapes[][2] = {
+      {shard_.qkv_rows(c.head_dim), H}, {H, shard_.q_dim(c.head_dim)}, {mlp_rows, H}, {H, inter}};
+  std::int64_t max_n = 0, max_k = 0, max_nk = 0;
+  for (const auto& nk : shapes) {
+    max_n = std::max(max_n, nk[0]);
+    max_k = std::max(max_k, nk[1]);
+    max_nk = std::max(max_nk, nk[0] * nk[1]);
+  }
+  const kc::QuantWeightKind kind = weights_.layers.front().qkv_q.kind;
+  if (kind == kc::QuantWeightKind::kFp8E4M3 && kc::CublasLtFp8Gemm::DeviceSupportsFp8()) {
+    fp8_gemm_ = std::make_unique<kc::CublasLtFp8Gemm>();
+    RETURN_IF_ERROR(CublasStatus(fp8_gemm_->status(), "cuBLASLt init (FP8 GEMM)"));
+  }
+  quant_linear_ = std::make_unique<kc::QuantLinear>(gemm_, fp8_gemm_.get());
+  // INFLIGHT_FP8_OUTER_VEC=1: FP8 GEMMs apply their scales in cuBLASLt (where it offers that)
+  // rather than in the epilogue kernel; an A/B switch until the device has measured both.
+  const char* outer_vec = std::getenv("INFLIGHT_FP8_OUTER_VEC");
+  quant_linear_->set_fp8_outer_vector_scales(outer_vec != nullptr && outer_vec[0] == '1');
+  const kc::QuantScratchBytes sizes = kc::QuantLinearScratchBytes(
+      kind, max_tokens, max_n, max_k, max_nk, static_cast<std::int64_t>(DTypeSize(dtype_)));
+  RETURN_IF_ERROR(quant_scratch_buffer_.Allocate(sizes.total()));
+  activation_bytes_ += sizes.total();
+  char* p = quant_scratch_buffer_.get<char>();
+  quant_scratch_.weight = p;
+  quant_scratch_.weight_bytes = sizes.weight;
+  p += sizes.weight;
+  quant_scratch_.act_codes = reinterpret_cast<std::uint8_t*>(p);
+  quant_scratch_.act_codes_bytes = sizes.act_codes;
+  p += sizes.act_codes;
+  quant_scratch_.act_scales = reinterpret_cast<float*>(p);
+  quant_scratch_.act_scales_bytes = sizes.act_scales;
+  p += sizes.act_scales;
+  quant_scratch_.raw_out = p;
+  quant_scratch_.raw_out_bytes = sizes.raw_out;
   return Status::Ok();
 }
 
@@ -155,14 +199,25 @@ Status CudaTransformer::LinearAdd(void* y, const void* x, const void* w, const v
                       "LinearAdd");
 }
 
-Status CudaTransformer::RowParallelAdd(const void* x, const void* w, const void* bias,
-                                       std::int64_t m, std::int64_t k) {
-  const std::int64_t H = config_.hidden_size;
-  if (shard_.tp_rank == 0) {
-    RETURN_IF_ERROR(LinearAdd(residual_.get(), x, w, bias, m, H, k));
-  } else {
-    RETURN_IF_ERROR(Linear(residual_.get(), x, w, bias, m, H, k));
+Status CudaTransformer::DecoderLinear(void* y, void* x, const kc::QuantWeight& q, const void* w,
+                                      const void* bias, std::int64_t m, std::int64_t n,
+                                      std::int64_t k, bool accumulate, const char* what) {
+  if (!q.present()) {
+    return accumulate ? LinearAdd(y, x, w, bias, m, n, k) : Linear(y, x, w, bias, m, n, k);
   }
+  if (quant_linear_ == nullptr) return Internal("quantized linear without its scratch");
+  return CudaStatus(
+      quant_linear_->Run(y, n, x, k, q, bias, dtype_, m, n, k, accumulate, quant_scratch_, stream_),
+      what);
+}
+
+Status CudaTransformer::RowParallelAdd(void* x, const kc::QuantWeight& q, const void* w,
+                                       const void* bias, std::int64_t m, std::int64_t k,
+                                       const char* what) {
+  const std::int64_t H = config_.hidden_size;
+  // Rank 0 adds into the residual stream; the others write their partial over their copy.
+  RETURN_IF_ERROR(
+      DecoderLinear(residual_.get(), x, q, w, bias, m, H, k, shard_.tp_rank == 0, what));
   return collectives_.AllReduceSum(residual_.get(), m * H, dtype_, stream_);
 }
 
@@ -202,7 +257,8 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const DeviceLayer& l = weights_.layers[i];
     RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
-    RETURN_IF_ERROR(Linear(qkv_.get(), normed_.get(), l.qkv, l.qkv_bias, T, qkv_dim, H));
+    RETURN_IF_ERROR(DecoderLinear(qkv_.get(), normed_.get(), l.qkv_q, l.qkv, l.qkv_bias, T, qkv_dim,
+                                  H, false, "quantized linear qkv"));
     char* q = qkv_.get<char>();
     char* k = q + q_dim * e;
     char* v = k + nkv * hd * e;
@@ -236,25 +292,33 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
       if (decodes.num_seqs > 0) CUDA_RETURN(decode_attention(stream_));
       if (contexts.num_seqs > 0) CUDA_RETURN(context_attention(stream_));
     }
-    RETURN_IF_ERROR(RowParallelAdd(attn_.get(), l.attn_out, l.attn_out_bias, T, q_dim));
+    RETURN_IF_ERROR(RowParallelAdd(attn_.get(), l.attn_out_q, l.attn_out, l.attn_out_bias, T, q_dim,
+                                   "quantized linear attn_out"));
     RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
-    if (swiglu && kc::GemvSupports(dtype_, T, H, H, normed_.get(), l.mlp_in)) {
+    // The fused gate/up + SwiGLU kernels read float weights; a quantized gate_up goes through its
+    // linear, then the SwiGLU kernel.
+    const bool float_mlp_in = !l.mlp_in_q.present();
+    if (swiglu && float_mlp_in && kc::GemvSupports(dtype_, T, H, H, normed_.get(), l.mlp_in)) {
       // A few rows: the gate/up pass writes the activation directly (no [T, 2 * inter] round trip).
       CUDA_RETURN(kc::GemvSwiGlu(mlp_act_.get(), inter, normed_.get(), H, l.mlp_in, l.mlp_in_bias,
                                  dtype_, T, inter, H, stream_));
-    } else if (swiglu && fused_swiglu_ && l.mlp_in_bias == nullptr && T >= kFusedSwiGluMinRows &&
+    } else if (swiglu && float_mlp_in && fused_swiglu_ && l.mlp_in_bias == nullptr &&
+               T >= kFusedSwiGluMinRows &&
                kc::GemmSwiGluSupports(dtype_, T, inter, H, normed_.get(), H, l.mlp_in,
                                       mlp_act_.get(), inter)) {
       CUDA_RETURN(kc::GemmSwiGlu(mlp_act_.get(), inter, normed_.get(), H, l.mlp_in, dtype_, T,
                                  inter, H, stream_));
     } else if (swiglu) {
-      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, 2 * inter, H));
+      RETURN_IF_ERROR(DecoderLinear(mlp_.get(), normed_.get(), l.mlp_in_q, l.mlp_in, l.mlp_in_bias,
+                                    T, 2 * inter, H, false, "quantized linear gate_up"));
       CUDA_RETURN(kc::SwiGlu(mlp_act_.get(), mlp_.get(), dtype_, T, inter, stream_));
     } else {
-      RETURN_IF_ERROR(Linear(mlp_.get(), normed_.get(), l.mlp_in, l.mlp_in_bias, T, inter, H));
+      RETURN_IF_ERROR(DecoderLinear(mlp_.get(), normed_.get(), l.mlp_in_q, l.mlp_in, l.mlp_in_bias,
+                                    T, inter, H, false, "quantized linear fc"));
       CUDA_RETURN(kc::GeluNew(mlp_act_.get(), mlp_.get(), dtype_, T * inter, stream_));
     }
-    RETURN_IF_ERROR(RowParallelAdd(mlp_act_.get(), l.down, l.down_bias, T, inter));
+    RETURN_IF_ERROR(RowParallelAdd(mlp_act_.get(), l.down_q, l.down, l.down_bias, T, inter,
+                                   "quantized linear down"));
   }
   if (!shard_.last_stage()) {
     return collectives_.SendToNextStage(residual_.get(), T * H, dtype_, stream_);

@@ -10,12 +10,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/dtype.h"
 #include "inflight/status.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/paged_batch.h"
+#include "kernels/cuda/quant_linear.h"
 #include "kernels/cuda/sampling.h"
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
@@ -88,7 +90,8 @@ class CudaTransformer {
   CudaTransformer(const CudaTransformer&) = delete;
   CudaTransformer& operator=(const CudaTransformer&) = delete;
 
-  // Activations for up to `max_tokens` rows, logits in chunks of logit_chunk() rows.
+  // Activations for up to `max_tokens` rows, logits in chunks of logit_chunk() rows; for a
+  // quantized engine also the scratch of its quantized linears.
   Status AllocateActivations(std::int64_t max_tokens);
   std::int64_t activation_bytes() const { return activation_bytes_; }
   // The events that fork a context stream (Launch::context_stream) from the main stream and join
@@ -113,13 +116,20 @@ class CudaTransformer {
   // y += x · wᵀ (+ bias): a layer's output added to the residual stream in the GEMM's epilogue.
   Status LinearAdd(void* y, const void* x, const void* w, const void* bias, std::int64_t m,
                    std::int64_t n, std::int64_t k);
+  // A decoder linear (qkv, attn_out, mlp_in, down): y (+)= x · Wᵀ (+ bias) with the float weight
+  // w, or the quantized one q where present (kernels/cuda/quant_linear.h; x's rows are then
+  // rounded to E4M3 in place for fp8, as on the CPU).
+  Status DecoderLinear(void* y, void* x, const kernels::cuda::QuantWeight& q, const void* w,
+                       const void* bias, std::int64_t m, std::int64_t n, std::int64_t k,
+                       bool accumulate, const char* what);
   // residual_ += Σ_ranks x · wᵀ (+ bias) for a row-parallel layer (attention's output projection,
   // the MLP's down projection), whose product on each tensor-parallel rank is a partial sum over
   // its heads or MLP columns. Rank 0 adds its product (and the bias, which only rank 0 holds:
   // docs/engine_format.md) to the residual stream, the other ranks write theirs over their copy of
   // it, and the all-reduce leaves residual + every partial on every rank. One rank: the LinearAdd.
-  Status RowParallelAdd(const void* x, const void* w, const void* bias, std::int64_t m,
-                        std::int64_t k);
+  Status RowParallelAdd(void* x, const kernels::cuda::QuantWeight& q, const void* w,
+                        const void* bias, std::int64_t m, std::int64_t k, const char* what);
+  Status AllocateQuantScratch(std::int64_t max_tokens);
   // logits_ [rows, vocab] fp32 = logit_x_ · lm_headᵀ: this rank's vocabulary columns, then the
   // other ranks' (Collectives::AllGatherColumns).
   Status LmHead(std::int64_t rows);
@@ -148,6 +158,12 @@ class CudaTransformer {
   std::int64_t logit_chunk_ = 0;
   DeviceBuffer residual_, normed_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logits_;
   std::int64_t activation_bytes_ = 0;
+  // A quantized engine's linears: the FP8 GEMM (fp8 on a device with one), the dispatcher, and one
+  // scratch the layers share (they run one after another on the stream).
+  std::unique_ptr<kernels::cuda::CublasLtFp8Gemm> fp8_gemm_;
+  std::unique_ptr<kernels::cuda::QuantLinear> quant_linear_;
+  DeviceBuffer quant_scratch_buffer_;
+  kernels::cuda::QuantScratch quant_scratch_;
   // The fewest rows for the fused gate/up + SwiGLU kernel: against cuBLASLt and the SwiGLU kernel
   // it measured 0.92-1.05x from 1024 rows but 1.01-1.09x at 256 (H100 and H200, 8B shapes).
   static constexpr std::int64_t kFusedSwiGluMinRows = 1024;

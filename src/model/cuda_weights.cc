@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -18,7 +19,8 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
                        const ModelShard& shard, DType dtype, CudaWeights& weights) {
   const std::string path = (std::filesystem::path(engine_dir) / shard.file_name()).string();
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
-  ASSIGN_OR_RETURN(TransformerWeights w, BindTransformerWeights(config, shard, *file));
+  ASSIGN_OR_RETURN(TransformerWeights w,
+                   BindTransformerWeights(config, shard, *file, QuantizedLinears::kKeepCodes));
   const EngineConfig& c = config;
   const std::int64_t H = c.hidden_size, q_dim = shard.q_dim(c.head_dim);
   const std::int64_t qkv_rows = shard.qkv_rows(c.head_dim), inter = shard.intermediate_size;
@@ -34,6 +36,39 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
   std::vector<Item> items;
   const auto add = [&](WeightPtr p, std::int64_t n, const void** dst) {
     if (p) items.push_back({p, n, dst});
+  };
+  // A quantized linear's parts, copied byte for byte.
+  struct RawItem {
+    const void* src;
+    std::int64_t bytes;
+    std::function<void(const char*)> set;  // points the QuantWeight field at the device copy
+  };
+  std::vector<RawItem> raw_items;
+  const auto add_quant = [&](const QuantizedLinearParts& p, kernels::cuda::QuantWeight* q) {
+    if (!p.present()) return;
+    q->kind = p.view.kind == kernels::cpu::QuantizedWeightKind::kFp8E4M3
+                  ? kernels::cuda::QuantWeightKind::kFp8E4M3
+              : p.view.kind == kernels::cpu::QuantizedWeightKind::kInt8
+                  ? kernels::cuda::QuantWeightKind::kInt8
+                  : kernels::cuda::QuantWeightKind::kInt4;
+    q->per_tensor = p.view.per_tensor;
+    q->num_groups = p.view.num_groups;
+    q->group_size = p.view.group_size;
+    raw_items.push_back({p.view.codes, p.code_bytes, [q](const char* d) {
+                           q->codes = reinterpret_cast<const std::uint8_t*>(d);
+                         }});
+    raw_items.push_back({p.view.scales, p.num_scales * 4,
+                         [q](const char* d) { q->scales = reinterpret_cast<const float*>(d); }});
+    if (p.num_zeros > 0) {
+      raw_items.push_back({p.view.zeros, p.num_zeros, [q](const char* d) {
+                             q->zeros = reinterpret_cast<const std::uint8_t*>(d);
+                           }});
+    }
+    if (p.num_g_idx > 0) {
+      raw_items.push_back({p.view.g_idx, p.num_g_idx * 4, [q](const char* d) {
+                             q->g_idx = reinterpret_cast<const std::int32_t*>(d);
+                           }});
+    }
   };
   add(w.embed, c.vocab_size * H, &weights.embed);
   add(w.pos_embed, c.max_position_embeddings * H, &weights.pos_embed);
@@ -57,6 +92,14 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
     add(swiglu ? l.gate_up_bias : l.fc_bias, mlp_rows, &d.mlp_in_bias);
     add(l.down, H * inter, &d.down);
     add(l.down_bias, H, &d.down_bias);
+    add_quant(l.qkv_quant, &d.qkv_q);
+    add_quant(l.attn_out_quant, &d.attn_out_q);
+    add_quant(swiglu ? l.gate_up_quant : l.fc_quant, &d.mlp_in_q);
+    add_quant(l.down_quant, &d.down_q);
+    d.qkv_q.input_scale = l.qkv_input_scale;
+    d.attn_out_q.input_scale = l.attn_out_input_scale;
+    d.mlp_in_q.input_scale = l.mlp_in_input_scale;
+    d.down_q.input_scale = l.down_input_scale;
   }
   // Tied: lm_head is embed's rows [vocab_begin, vocab_end), read in place.
   const bool tied = c.tie_word_embeddings && w.embed;
@@ -68,6 +111,10 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
   for (const Item& it : items) {
     offsets.push_back(total);
     total += (it.n * elem + 255) / 256 * 256;  // 256-byte aligned for cuBLASLt
+  }
+  for (const RawItem& it : raw_items) {
+    offsets.push_back(total);
+    total += (it.bytes + 255) / 256 * 256;  // and for the quantized GEMV's 16-byte loads
   }
   std::size_t free_b = 0, total_b = 0;
   CUDA_RETURN(cudaMemGetInfo(&free_b, &total_b));
@@ -88,6 +135,13 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
     ConvertFromFloat(dtype, staging_f.data(), staging.data(), staging.size());
     CUDA_RETURN(cudaMemcpy(dst, staging.data(), staging.size() * 2, cudaMemcpyHostToDevice));
     *it.dst = dst;
+  }
+  for (std::size_t i = 0; i < raw_items.size(); ++i) {
+    const RawItem& it = raw_items[i];
+    char* dst = weights.buffer.get<char>() + offsets[items.size() + i];
+    CUDA_RETURN(
+        cudaMemcpy(dst, it.src, static_cast<std::size_t>(it.bytes), cudaMemcpyHostToDevice));
+    it.set(dst);
   }
   if (tied)
     weights.lm_head = static_cast<const char*>(weights.embed) + shard.vocab_begin * H * elem;

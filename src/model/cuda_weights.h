@@ -7,6 +7,7 @@
 
 #include "common/dtype.h"
 #include "inflight/status.h"
+#include "kernels/cuda/quant_weight.h"
 #include "model/cuda_buffer.h"
 #include "model/engine_config.h"
 #include "model/model_shard.h"
@@ -20,6 +21,9 @@ struct DeviceLayer {
              *q_norm = nullptr, *k_norm = nullptr, *attn_out = nullptr, *attn_out_bias = nullptr,
              *mlp_norm = nullptr, *mlp_norm_bias = nullptr, *mlp_in = nullptr,
              *mlp_in_bias = nullptr, *down = nullptr, *down_bias = nullptr;
+  // A quantized engine's decoder linears (kernels/cuda/quant_weight.h; qkv, attn_out, mlp_in and
+  // down above are then null): codes, scales, zero points and g_idx as the rank file stores them.
+  kernels::cuda::QuantWeight qkv_q, attn_out_q, mlp_in_q, down_q;
 };
 
 struct CudaWeights {
@@ -33,7 +37,8 @@ struct CudaWeights {
   DeviceBuffer inv_freq;            // [head_dim / 2] fp32, rope only
 };
 
-// Loads <engine_dir>/<shard.file_name()> onto the current device in `dtype` (fp16 or bf16).
+// Loads <engine_dir>/<shard.file_name()> onto the current device in `dtype` (fp16 or bf16); a
+// quantized engine's decoder linears keep their stored parts (DeviceLayer::*_q).
 // Errors: the file's (missing tensors, shapes), or not enough device memory (need, free, total).
 Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config,
                        const ModelShard& shard, DType dtype, CudaWeights& weights);

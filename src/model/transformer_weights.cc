@@ -70,9 +70,10 @@ class Binder {
 
 // The linear `linear` ("layers.0.qkv") of [rows, cols]: its float weight, or, in a quantized
 // engine, its parts dequantized into a buffer `w` keeps (docs/engine_format.md, "Quantization").
+// kKeepCodes: the parts go to `parts` instead.
 Status BindLinear(const EngineConfig& c, Binder& b, const std::string& linear, std::int64_t rows,
                   std::int64_t cols, std::int64_t full_cols, TransformerWeights& w, WeightPtr* out,
-                  float* input_scale) {
+                  float* input_scale, QuantizedLinears mode, QuantizedLinearParts* parts) {
   const QuantConfig& q = c.quant;
   if (!q.quantized_weights()) return b.Bind(linear + ".weight", {rows, cols}, true, out);
   // NOTE: with act-order the scale groups cover the whole linear's inputs (quant_plan.cc).
@@ -115,6 +116,16 @@ Status BindLinear(const EngineConfig& c, Binder& b, const std::string& linear, s
                              ", must be > 0");
     }
   }
+  if (mode == QuantizedLinears::kKeepCodes) {
+    parts->view = v;
+    parts->rows = rows;
+    parts->cols = cols;
+    parts->code_bytes = static_cast<std::int64_t>(codes->nbytes);
+    parts->num_scales = static_cast<std::int64_t>(scales->nbytes / sizeof(float));
+    parts->num_zeros = v.zeros != nullptr ? rows * groups : 0;
+    parts->num_g_idx = v.g_idx != nullptr ? cols : 0;
+    return Status::Ok();
+  }
   auto buffer = std::make_unique<float[]>(static_cast<std::size_t>(rows * cols));
   kernels::cpu::DequantizeWeight(v, rows, cols, buffer.get(), nullptr);
   *out = WeightPtr(buffer.get());
@@ -126,7 +137,8 @@ Status BindLinear(const EngineConfig& c, Binder& b, const std::string& linear, s
 }  // namespace
 
 Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c, const ModelShard& shard,
-                                                  const SafetensorsFile& file) {
+                                                  const SafetensorsFile& file,
+                                                  QuantizedLinears quantized) {
   Binder b(file);
   TransformerWeights w;
   const std::int64_t h = c.hidden_size, v = c.vocab_size, inter = shard.intermediate_size;
@@ -143,29 +155,32 @@ Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c, const M
     LayerWeights l;
     RETURN_IF_ERROR(b.Bind(p + "attn_norm.weight", {h}, true, &l.attn_norm));
     if (c.norm_bias) RETURN_IF_ERROR(b.Bind(p + "attn_norm.bias", {h}, true, &l.attn_norm_bias));
-    RETURN_IF_ERROR(BindLinear(c, b, p + "qkv", qkv_rows, h, h, w, &l.qkv, &l.qkv_input_scale));
+    RETURN_IF_ERROR(BindLinear(c, b, p + "qkv", qkv_rows, h, h, w, &l.qkv, &l.qkv_input_scale,
+                               quantized, &l.qkv_quant));
     if (c.qkv_bias) RETURN_IF_ERROR(b.Bind(p + "qkv.bias", {qkv_rows}, true, &l.qkv_bias));
     if (c.qk_norm) {
       RETURN_IF_ERROR(b.Bind(p + "q_norm.weight", {c.head_dim}, true, &l.q_norm));
       RETURN_IF_ERROR(b.Bind(p + "k_norm.weight", {c.head_dim}, true, &l.k_norm));
     }
     RETURN_IF_ERROR(BindLinear(c, b, p + "attn_out", h, q_dim, c.num_attention_heads * c.head_dim,
-                               w, &l.attn_out, &l.attn_out_input_scale));
+                               w, &l.attn_out, &l.attn_out_input_scale, quantized,
+                               &l.attn_out_quant));
     if (c.attn_out_bias) RETURN_IF_ERROR(b.Bind(p + "attn_out.bias", {h}, true, &l.attn_out_bias));
     RETURN_IF_ERROR(b.Bind(p + "mlp_norm.weight", {h}, true, &l.mlp_norm));
     if (c.norm_bias) RETURN_IF_ERROR(b.Bind(p + "mlp_norm.bias", {h}, true, &l.mlp_norm_bias));
     if (c.activation == Activation::kSwiGlu) {
-      RETURN_IF_ERROR(
-          BindLinear(c, b, p + "gate_up", 2 * inter, h, h, w, &l.gate_up, &l.mlp_in_input_scale));
+      RETURN_IF_ERROR(BindLinear(c, b, p + "gate_up", 2 * inter, h, h, w, &l.gate_up,
+                                 &l.mlp_in_input_scale, quantized, &l.gate_up_quant));
       // NOTE: Llama's mlp_bias also puts biases on gate_proj and up_proj.
       if (c.mlp_bias)
         RETURN_IF_ERROR(b.Bind(p + "gate_up.bias", {2 * inter}, true, &l.gate_up_bias));
     } else {
-      RETURN_IF_ERROR(BindLinear(c, b, p + "fc", inter, h, h, w, &l.fc, &l.mlp_in_input_scale));
+      RETURN_IF_ERROR(BindLinear(c, b, p + "fc", inter, h, h, w, &l.fc, &l.mlp_in_input_scale,
+                                 quantized, &l.fc_quant));
       if (c.mlp_bias) RETURN_IF_ERROR(b.Bind(p + "fc.bias", {inter}, true, &l.fc_bias));
     }
     RETURN_IF_ERROR(BindLinear(c, b, p + "down", h, inter, c.intermediate_size, w, &l.down,
-                               &l.down_input_scale));
+                               &l.down_input_scale, quantized, &l.down_quant));
     if (c.quant.kv_cache_fp8) {
       ASSIGN_OR_RETURN(const TensorInfo* kv, b.BindRaw(p + "kv_cache_scale", DType::kFloat32, {2}));
       std::memcpy(&l.k_cache_scale, kv->data, sizeof(float));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "inflight/status.h"
+#include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/weight_ptr.h"
 #include "model/engine_config.h"
 #include "model/model_shard.h"
@@ -13,6 +14,18 @@
 namespace inflight::model {
 
 using kernels::cpu::WeightPtr;
+
+// A quantized linear's stored parts bound in place in the rank file (QuantizedLinears::kKeepCodes):
+// the CUDA runner copies them to the device as they are.
+struct QuantizedLinearParts {
+  kernels::cpu::QuantizedWeightView view;  // host pointers into the rank file
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t code_bytes = 0;  // of view.codes
+  std::int64_t num_scales = 0;  // of view.scales (1 when per_tensor)
+  std::int64_t num_zeros = 0;   // of view.zeros (0 when absent)
+  std::int64_t num_g_idx = 0;   // of view.g_idx (0 when absent)
+  bool present() const { return view.codes != nullptr; }
+};
 
 // Names and shapes as in docs/engine_format.md, of one rank (nq, nkv and inter are the shard's);
 // an absent optional weight has null data.
@@ -29,6 +42,8 @@ struct LayerWeights {
   // stored codes. fp8 with static activation scales: each linear's input_scale (0: per token).
   float qkv_input_scale = 0.0f, attn_out_input_scale = 0.0f, mlp_in_input_scale = 0.0f,
         down_input_scale = 0.0f;
+  // QuantizedLinears::kKeepCodes: the quantized linears' parts (the WeightPtrs above stay null).
+  QuantizedLinearParts qkv_quant, attn_out_quant, gate_up_quant, fc_quant, down_quant;
   // FP8 KV cache: K and V are stored as e4m3(K / k_cache_scale), e4m3(V / v_cache_scale).
   float k_cache_scale = 1.0f, v_cache_scale = 1.0f;
 };
@@ -46,11 +61,15 @@ struct TransformerWeights {
   std::vector<std::unique_ptr<float[]>> dequantized;
 };
 
+// What a quantized engine's decoder linears become: fp32 dequantized copies (the CPU runner), or
+// their stored parts bound in place (LayerWeights::*_quant; the CUDA runner's kernels read codes).
+enum class QuantizedLinears : std::uint8_t { kDequantize, kKeepCodes };
+
 // Binds every tensor of `shard` that the config calls for from `file` (the shard's rank file),
 // which must outlive the result. Errors name the file, the tensor, and the expected vs. found
 // shape or dtype.
-Result<TransformerWeights> BindTransformerWeights(const EngineConfig& config,
-                                                  const ModelShard& shard,
-                                                  const SafetensorsFile& file);
+Result<TransformerWeights> BindTransformerWeights(
+    const EngineConfig& config, const ModelShard& shard, const SafetensorsFile& file,
+    QuantizedLinears quantized = QuantizedLinears::kDequantize);
 
 }  // namespace inflight::model

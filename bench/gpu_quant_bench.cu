@@ -1,0 +1,235 @@
+// inflight-bench-gpu-quant: the quantized linears (kernels/cuda/quant_linear.h) at Llama-3-8B's
+// linear shapes — 4096 x 4096 (attention output), 2 x 14336 x 4096 (gate/up), 4096 x 14336 (down)
+// — beside the bf16 GEMM of the same shape, each time next to its memory floor: the bytes of its
+// weights (codes, scales, zero points, g_idx) over the read-only stream rate measured at the start
+// of the run. At 1 row a linear is a pass over its weights, so the floor is the target; at 64 rows
+// the tensor cores start to matter and the floor is a bound, not a goal.
+//
+//   fp8        E4M3 per output channel, activations per token (quantized in place each call)
+//   int8       per channel, no zero points (inflight-build --qformat int8_wo)
+//   int4       groups of 128 with zero points (AutoAWQ / GPTQ's layout)
+//   int4-gidx  the same with act-order g_idx (GPTQ desc_act)
+//
+// Random codes (no E4M3 NaN), scales and inputs; weight sets rotated so that L2 does not hold them.
+//
+//   inflight-bench-gpu-quant [--rows 1,64] [--budget_ms 200]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_bench_util.h"
+#include "gpu_llama_shape.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/quant_gemm_fp8.h"
+#include "kernels/cuda/quant_linear.h"
+#include "table.h"
+
+namespace inflight::bench::gpu {
+namespace {
+
+namespace kc = kernels::cuda;
+
+struct Options {
+  std::vector<std::int64_t> rows = {1, 64};
+  double budget_ms = 200;
+};
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  tools::FlagSet flags("inflight-bench-gpu-quant",
+                       "Quantized linears (fp8, int8, int4) at Llama-3-8B shapes against their "
+                       "memory floor and the bf16 GEMM.");
+  flags.Add("rows", "LIST", "token rows (default 1,64)", [&](const std::string& v) {
+    return tools::ParseIntList("--rows", v, 1, 8192, &o.rows);
+  });
+  AddBudgetFlag(flags, &o.budget_ms);
+  ParseFlagsOrExit(flags, argc, argv);
+  return o;
+}
+
+struct Format {
+  std::string name;
+  kc::QuantWeightKind kind;
+  std::int64_t group_size;  // 0: per channel
+  bool zeros, g_idx;
+};
+
+// One weight set on the device and its bytes.
+struct DeviceWeight {
+  DeviceBuffer codes, scales, zeros, g_idx;
+  kc::QuantWeight view;
+  std::int64_t bytes = 0;
+};
+
+DeviceWeight MakeWeight(const Format& f, std::int64_t n, std::int64_t k, std::mt19937_64& rng) {
+  DeviceWeight w;
+  const bool int4 = f.kind == kc::QuantWeightKind::kInt4;
+  const std::int64_t groups = f.group_size > 0 ? (k + f.group_size - 1) / f.group_size : 1;
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(n * (int4 ? k / 2 : k)));
+  for (auto& b : codes) {
+    b = static_cast<std::uint8_t>(rng());
+    if (f.kind == kc::QuantWeightKind::kFp8E4M3 && (b & 0x7f) == 0x7f) b ^= 1;  // no NaN
+  }
+  std::uniform_real_distribution<float> scale(0.001f, 0.01f);
+  std::vector<float> scales(static_cast<std::size_t>(n * groups));
+  for (auto& s : scales) s = scale(rng);
+  w.codes = DeviceBuffer(codes.size());
+  w.scales = DeviceBuffer(scales.size() * 4);
+  BENCH_CUDA(cudaMemcpy(w.codes.get(), codes.data(), codes.size(), cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaMemcpy(w.scales.get(), scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
+  w.view.kind = f.kind;
+  w.view.codes = w.codes.get<std::uint8_t>();
+  w.view.scales = w.scales.get<float>();
+  w.view.num_groups = groups;
+  w.view.group_size = f.group_size;
+  w.bytes = static_cast<std::int64_t>(codes.size() + scales.size() * 4);
+  if (f.zeros) {
+    std::vector<std::uint8_t> zeros(scales.size());
+    for (auto& z : zeros) z = static_cast<std::uint8_t>(rng() % 17);
+    w.zeros = DeviceBuffer(zeros.size());
+    BENCH_CUDA(cudaMemcpy(w.zeros.get(), zeros.data(), zeros.size(), cudaMemcpyHostToDevice));
+    w.view.zeros = w.zeros.get<std::uint8_t>();
+    w.bytes += static_cast<std::int64_t>(zeros.size());
+  }
+  if (f.g_idx) {
+    std::vector<std::int32_t> perm(static_cast<std::size_t>(k));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (auto& g : perm) g = static_cast<std::int32_t>(g / f.group_size);
+    w.g_idx = DeviceBuffer(perm.size() * 4);
+    BENCH_CUDA(cudaMemcpy(w.g_idx.get(), perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+    w.view.g_idx = w.g_idx.get<std::int32_t>();
+    w.bytes += k * 4;
+  }
+  return w;
+}
+
+std::string Range(const Timing& t) {
+  return FmtUs(t.p10_us) + ".." + FmtUs(t.p90_us);
+}
+
+int Run(const Options& opt) {
+  cudaStream_t stream = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const DeviceInfo device = QueryDevice();
+  std::cout << "# Quantized linears (Llama-3-8B shapes, bf16 activations)\n\nDevice: "
+            << Describe(device) << "\n\n";
+  const CopyCeiling copy = MeasureCopyCeiling(std::size_t{1} << 30, stream);
+  std::cout << "Read-only stream " << Fmt(copy.read_gbps, 1)
+            << " GB/s this run: floor = weight bytes / that rate.\n\n";
+  kc::CublasLtGemm gemm;
+  kc::CublasLtFp8Gemm fp8_gemm;
+  if (gemm.status() != CUBLAS_STATUS_SUCCESS || fp8_gemm.status() != CUBLAS_STATUS_SUCCESS) {
+    Die(__FILE__, __LINE__, "cuBLASLt init", CublasStatusName(gemm.status()));
+  }
+  kc::QuantLinear linear(gemm, kc::CublasLtFp8Gemm::DeviceSupportsFp8() ? &fp8_gemm : nullptr);
+  const std::vector<Format> formats = {
+      {"fp8", kc::QuantWeightKind::kFp8E4M3, 0, false, false},
+      {"int8", kc::QuantWeightKind::kInt8, 0, false, false},
+      {"int4", kc::QuantWeightKind::kInt4, 128, true, false},
+      {"int4-gidx", kc::QuantWeightKind::kInt4, 128, true, true},
+  };
+  struct Shape {
+    const char* name;
+    std::int64_t n, k;
+  };
+  const Shape shapes[] = {{"attn_out 4096x4096", kHidden, kHidden},
+                          {"gate_up 28672x4096", 2 * kInter, kHidden},
+                          {"down 4096x14336", kHidden, kInter}};
+  const std::int64_t max_m = *std::max_element(opt.rows.begin(), opt.rows.end());
+  std::mt19937_64 rng(1234);
+  Table t({"linear", "rows", "format", "path", "median", "p10..p90", "weights", "floor",
+           "floor / median", "bf16 / this", "sets"});
+  for (const Shape& s : shapes) {
+    const kc::QuantScratchBytes sizes = kc::QuantLinearScratchBytes(
+        kc::QuantWeightKind::kFp8E4M3, max_m, s.n, s.k, s.n * s.k, kBf16);
+    DeviceBuffer scratch_buf(static_cast<std::size_t>(sizes.total()));
+    char* p = scratch_buf.get<char>();
+    kc::QuantScratch scratch{p,
+                             sizes.weight,
+                             reinterpret_cast<std::uint8_t*>(p + sizes.weight),
+                             sizes.act_codes,
+                             reinterpret_cast<float*>(p + sizes.weight + sizes.act_codes),
+                             sizes.act_scales,
+                             p + sizes.weight + sizes.act_codes + sizes.act_scales,
+                             sizes.raw_out};
+    // The bf16 GEMM of each row count first, then each format's weight sets once for all rows.
+    std::vector<Timing> bf16(opt.rows.size());
+    const double bf16_bytes = static_cast<double>(s.n * s.k * kBf16);
+    const double bf16_floor = bf16_bytes / (copy.read_gbps * 1e3);
+    for (std::size_t r = 0; r < opt.rows.size(); ++r) {
+      const std::int64_t m = opt.rows[r];
+      const GemmResult g =
+          TimeGemm(gemm, {"bf16", m, s.n, s.k, kDType}, device, opt.budget_ms, stream);
+      bf16[r] = g.timing;
+      t.AddRow({s.name, std::to_string(m), "bf16", "cublaslt", FmtUs(g.timing.median_us),
+                Range(g.timing), Fmt(bf16_bytes / 1e6, 1) + " MB", FmtUs(bf16_floor),
+                Percent(bf16_floor, g.timing.median_us), "", std::to_string(g.rotations)});
+    }
+    for (const Format& f : formats) {
+      std::vector<DeviceWeight> ws;
+      ws.push_back(MakeWeight(f, s.n, s.k, rng));
+      const int sets = Rotations(static_cast<std::size_t>(ws[0].bytes), device.l2_bytes,
+                                 std::min<std::size_t>(FreeBytes() / 2, std::size_t{4} << 30));
+      for (int i = 1; i < sets; ++i) ws.push_back(MakeWeight(f, s.n, s.k, rng));
+      const double bytes = static_cast<double>(ws[0].bytes);
+      const double floor_us = bytes / (copy.read_gbps * 1e3);
+      for (std::size_t r = 0; r < opt.rows.size(); ++r) {
+        const std::int64_t m = opt.rows[r];
+        DeviceBuffer x(static_cast<std::size_t>(m * s.k * kBf16));
+        DeviceBuffer y(static_cast<std::size_t>(m * s.n * kBf16));
+        FillUniform(x.get(), kDType, static_cast<std::size_t>(m * s.k), -1.0f, 1.0f, 900, stream);
+        TimingOptions to;
+        to.budget_ms = opt.budget_ms;
+        to.rotations = sets;
+        const kc::QuantLinearPath path =
+            linear.PathFor(ws[0].view, kDType, m, s.n, s.k, x.get(), s.k);
+        // fp8 at GEMM sizes once more with the scales applied inside cuBLASLt, where offered.
+        const bool outer = path == kc::QuantLinearPath::kFp8Gemm &&
+                           fp8_gemm.OffersScaled(kDType, m, s.n, s.k, true, false);
+        for (int variant = 0; variant < (outer ? 2 : 1); ++variant) {
+          linear.set_fp8_outer_vector_scales(variant == 1);
+          const Timing tm = TimeCalls(
+              [&](int call) {
+                return linear.Run(y.get(), s.n, x.get(), s.k,
+                                  ws[static_cast<std::size_t>(call % sets)].view, nullptr, kDType,
+                                  m, s.n, s.k, false, scratch, stream);
+              },
+              stream, to);
+          t.AddRow({s.name, std::to_string(m),
+                    variant == 1 ? f.name + " (cuBLASLt scales)" : f.name,
+                    kc::QuantLinearPathName(path), FmtUs(tm.median_us), Range(tm),
+                    Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us), Percent(floor_us, tm.median_us),
+                    Fmt(bf16[r].median_us / tm.median_us, 2) + "x", std::to_string(sets)});
+        }
+        linear.set_fp8_outer_vector_scales(false);
+      }
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\nfloor / median: the share of the memory floor reached (100% = the weights "
+               "stream at the read-only rate). bf16 / this: the bf16 GEMM's time over this one's. "
+               "Medians over CUDA-graph replays; \"sets\": weight sets rotated past L2 ("
+            << Fmt(static_cast<double>(device.l2_bytes) / 1048576.0, 0) << " MiB).\n";
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace inflight::bench::gpu
+
+int main(int argc, char** argv) {
+  const auto options = inflight::bench::gpu::ParseArgs(argc, argv);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "inflight-bench-gpu-quant: no CUDA device visible\n");
+    return 77;
+  }
+  return inflight::bench::gpu::Run(options);
+}

@@ -1,0 +1,61 @@
+#include "kernels/cuda/quant_activation_fp8.h"
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/quant_codes.cuh"
+
+namespace inflight::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float BlockMax(float v) {
+  __shared__ float scratch[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = WarpMax(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.0f;
+  return WarpMax(v);
+}
+
+// One block per token row. Grid: (m), Block: (kThreads).
+template <typename T>
+__global__ void QuantizeRowsKernel(T* x, std::int64_t x_stride, std::int64_t k, float static_scale,
+                                   std::uint8_t* codes, float* row_scales) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  T* row = x + blockIdx.x * x_stride;
+  float s = static_scale;
+  if (!(s > 0.0f)) {
+    float amax = 0.0f;
+    for (std::int64_t i = threadIdx.x; i < k; i += kThreads)
+      amax = fmaxf(amax, fabsf(ToFloat(row[i])));
+    amax = BlockMax(amax);
+    s = amax > 0.0f ? amax / 448.0f : 1.0f;
+  }
+  if (row_scales != nullptr && threadIdx.x == 0) row_scales[blockIdx.x] = s;
+  std::uint8_t* code_row = codes != nullptr ? codes + blockIdx.x * k : nullptr;
+  for (std::int64_t i = threadIdx.x; i < k; i += kThreads) {
+    // NOTE: a true division, as the CPU reference (x * (1 / s) rounds differently).
+    const std::uint8_t q = FloatToE4M3(__fdiv_rn(ToFloat(row[i]), s));
+    if (code_row != nullptr) code_row[i] = q;
+    row[i] = FromFloat<T>(E4M3ToFloat(q) * s);
+  }
+}
+
+}  // namespace
+
+cudaError_t QuantizeActivationsFp8(void* x, std::int64_t x_stride, DType dtype, std::int64_t m,
+                                   std::int64_t k, float static_scale, std::uint8_t* codes,
+                                   float* row_scales, cudaStream_t stream) {
+  if (m < 0 || k <= 0 || x_stride < k) return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;
+  INFLIGHT_DISPATCH_HALF(dtype, T, {
+    return LaunchProgrammatic(QuantizeRowsKernel<T>, dim3(static_cast<unsigned>(m)), dim3(kThreads),
+                              0, stream, static_cast<T*>(x), x_stride, k, static_scale, codes,
+                              row_scales);
+  });
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace inflight::kernels::cuda

@@ -1,0 +1,60 @@
+// Device decoding of quantized weight codes (quant_weight.h), shared by the dequantize kernel and
+// the quantized GEMV. Internal to src/kernels/cuda.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/quant_weight.h"
+
+namespace inflight::kernels::cuda {
+
+// E4M3 to float, saturating conversions aside exact (every E4M3 value is a half).
+__device__ __forceinline__ float E4M3ToFloat(std::uint8_t code) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+// Round to nearest even, saturating at ±448 (common/fp8_e4m3.h's FloatToFp8E4M3).
+__device__ __forceinline__ std::uint8_t FloatToE4M3(float v) {
+  return static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
+// The zero point of (row, group): stored, or the implicit 8 (int4) / 0 (int8, fp8).
+template <QuantWeightKind kKind>
+__device__ __forceinline__ float ZeroPoint(const std::uint8_t* zeros, std::int64_t at) {
+  if constexpr (kKind == QuantWeightKind::kFp8E4M3) {
+    return 0.0f;
+  } else if constexpr (kKind == QuantWeightKind::kInt8) {
+    return zeros != nullptr ? static_cast<float>(static_cast<std::int8_t>(zeros[at])) : 0.0f;
+  } else {
+    return zeros != nullptr ? static_cast<float>(zeros[at]) : 8.0f;
+  }
+}
+
+// The code of byte `b`'s element `half` (int4: 0 the low nibble, 1 the high one) as a float.
+template <QuantWeightKind kKind>
+__device__ __forceinline__ float CodeValue(std::uint8_t b, int half) {
+  if constexpr (kKind == QuantWeightKind::kFp8E4M3) {
+    return E4M3ToFloat(b);
+  } else if constexpr (kKind == QuantWeightKind::kInt8) {
+    return static_cast<float>(static_cast<std::int8_t>(b));
+  } else {
+    return static_cast<float>((b >> (4 * half)) & 0xf);
+  }
+}
+
+// The scale group of input column i.
+__device__ __forceinline__ std::int64_t GroupOf(const QuantWeight& w, std::int64_t i) {
+  if (w.per_tensor) return 0;
+  if (w.g_idx != nullptr) return w.g_idx[i];
+  return w.group_size > 0 ? i / w.group_size : 0;
+}
+
+// The scale of (row o, group g).
+__device__ __forceinline__ float ScaleOf(const QuantWeight& w, std::int64_t o, std::int64_t g) {
+  return w.per_tensor ? w.scales[0] : w.scales[o * w.num_groups + g];
+}
+
+}  // namespace inflight::kernels::cuda

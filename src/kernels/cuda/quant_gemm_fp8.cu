@@ -1,0 +1,214 @@
+#include "kernels/cuda/quant_gemm_fp8.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/cuda_common.cuh"
+
+namespace inflight::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Grid: (min(ceil(m * n / kThreads), 65536)), Block: (kThreads); grid-stride.
+template <typename T>
+__global__ void Fp8EpilogueKernel(T* y, std::int64_t y_stride, const __nv_bfloat16* raw,
+                                  const float* row_scales, const float* col_scales,
+                                  bool per_channel, const T* bias, std::int64_t m, std::int64_t n,
+                                  bool accumulate) {
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  const std::int64_t total = m * n;
+  for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x;
+       idx < total; idx += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    const std::int64_t t = idx / n, o = idx - t * n;
+    float v = __bfloat162float(raw[idx]) * row_scales[t] * col_scales[per_channel ? o : 0];
+    if (bias != nullptr) v += ToFloat(bias[o]);
+    T* out = y + t * y_stride + o;
+    if (accumulate) v += ToFloat(*out);
+    *out = FromFloat<T>(v);
+  }
+}
+
+cudaDataType_t OutType(int dtype) {
+  return static_cast<DType>(dtype) == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+}  // namespace
+
+struct CublasLtFp8Gemm::Plan {
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;  // not SUCCESS: no algorithm (asked once)
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
+    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
+    if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+CublasLtFp8Gemm::CublasLtFp8Gemm(std::size_t workspace_bytes) : workspace_bytes_(workspace_bytes) {
+  init_status_ = cublasLtCreate(&handle_);
+  if (init_status_ != CUBLAS_STATUS_SUCCESS) return;
+  if (workspace_bytes_ > 0 && cudaMalloc(&workspace_, workspace_bytes_) != cudaSuccess) {
+    workspace_ = nullptr;
+    init_status_ = CUBLAS_STATUS_ALLOC_FAILED;
+  }
+}
+
+CublasLtFp8Gemm::~CublasLtFp8Gemm() {
+  plans_.clear();
+  if (workspace_ != nullptr) cudaFree(workspace_);
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+bool CublasLtFp8Gemm::DeviceSupportsFp8() {
+  const int major = CurrentDeviceAttribute(cudaDevAttrComputeCapabilityMajor, 0);
+  const int minor = CurrentDeviceAttribute(cudaDevAttrComputeCapabilityMinor, 0);
+  return major * 10 + minor >= 89;
+}
+
+// Row-major raw[m, n] = x[m, k] · w[n, k]ᵀ is column-major rawᵀ[n, m] = A · B with A = w (k x n,
+// op T) and B = x (k x m, op N): the "TN" form cuBLASLt's FP8 GEMM requires.
+cublasStatus_t CublasLtFp8Gemm::MakePlan(const PlanKey& key, Plan* plan) {
+  const auto [m, n, k, scaled_dtype, per_channel, has_bias] = key;
+  const bool scaled = scaled_dtype >= 0;
+  const cudaDataType_t out_type = scaled ? OutType(scaled_dtype) : CUDA_R_16BF;
+  cublasStatus_t st = cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t));
+  cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n));
+  if (scaled) {
+    // A (the weights, M = n channels): a vector of n, or the tensor's scalar; B (the activations,
+    // N = m tokens): a vector of m.
+    const std::int32_t a_mode = per_channel ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                            : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    const std::int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    if ((st = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode,
+                                             sizeof(a_mode))) != CUBLAS_STATUS_SUCCESS ||
+        (st = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode,
+                                             sizeof(b_mode))) != CUBLAS_STATUS_SUCCESS) {
+      return st;
+    }
+    if (has_bias) {
+      const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi));
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out_type,
+                                     sizeof(out_type));
+    }
+  }
+  if ((st = cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k),
+                                       static_cast<std::uint64_t>(n), k)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (st = cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, static_cast<std::uint64_t>(k),
+                                       static_cast<std::uint64_t>(m), k)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (st = cublasLtMatrixLayoutCreate(&plan->c, out_type, static_cast<std::uint64_t>(n),
+                                       static_cast<std::uint64_t>(m), n)) !=
+          CUBLAS_STATUS_SUCCESS) {
+    return st;
+  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  if ((st = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS) return st;
+  const std::uint64_t ws = workspace_bytes_;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  // NOTE: fp32 reductions only, as gemm.cu (bf16 split-K partials would lose bits).
+  const std::uint32_t reduction_mask =
+      CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                       &reduction_mask, sizeof(reduction_mask));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref,
+                                      1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  if (found == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+  plan->algo = result.algo;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+CublasLtFp8Gemm::Plan* CublasLtFp8Gemm::FindPlan(const PlanKey& key, cublasStatus_t* status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    auto fresh = std::make_unique<Plan>();
+    fresh->status = MakePlan(key, fresh.get());
+    it = plans_.emplace(key, std::move(fresh)).first;
+  }
+  *status = it->second->status;
+  return it->second->status == CUBLAS_STATUS_SUCCESS ? it->second.get() : nullptr;
+}
+
+cublasStatus_t CublasLtFp8Gemm::Multiply(void* raw, const std::uint8_t* x_codes,
+                                         const std::uint8_t* w_codes, std::int64_t m,
+                                         std::int64_t n, std::int64_t k, cudaStream_t stream) {
+  if (init_status_ != CUBLAS_STATUS_SUCCESS) return init_status_;
+  if (m < 0 || n <= 0 || k <= 0 || k % 16 != 0 || n % 8 != 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (m == 0) return CUBLAS_STATUS_SUCCESS;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  // NOTE: any failure to make a plan means the library offers no kernel for it.
+  Plan* plan = FindPlan(PlanKey{m, n, k, -1, false, false}, &st);
+  if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const float alpha = 1.0f, beta = 0.0f;
+  return cublasLtMatmul(handle_, plan->desc, &alpha, w_codes, plan->a, x_codes, plan->b, &beta, raw,
+                        plan->c, raw, plan->c, &plan->algo, workspace_, workspace_bytes_, stream);
+}
+
+bool CublasLtFp8Gemm::OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
+                                   bool per_channel, bool has_bias) {
+  if (init_status_ != CUBLAS_STATUS_SUCCESS || m <= 0 || k % 16 != 0 || n % 8 != 0) return false;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  return FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), per_channel, has_bias}, &st) != nullptr;
+}
+
+cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, DType dtype, const std::uint8_t* x_codes,
+                                               const float* row_scales, const std::uint8_t* w_codes,
+                                               const float* col_scales, bool per_channel,
+                                               const void* bias, std::int64_t m, std::int64_t n,
+                                               std::int64_t k, bool accumulate,
+                                               cudaStream_t stream) {
+  if (init_status_ != CUBLAS_STATUS_SUCCESS) return init_status_;
+  if (m < 0 || n <= 0 || k <= 0 || k % 16 != 0 || n % 8 != 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) return CUBLAS_STATUS_INVALID_VALUE;
+  if (m == 0) return CUBLAS_STATUS_SUCCESS;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  Plan* plan =
+      FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), per_channel, bias != nullptr}, &st);
+  if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // NOTE: the pointers are set per call on the cached descriptor, as gemm.cu's bias: one stream
+  // uses a plan at a time (the runner's), and cublasLtMatmul reads them when it is called.
+  cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &col_scales,
+                                 sizeof(col_scales));
+  cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &row_scales,
+                                 sizeof(row_scales));
+  if (bias != nullptr) {
+    cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                   sizeof(bias));
+  }
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  return cublasLtMatmul(handle_, plan->desc, &alpha, w_codes, plan->a, x_codes, plan->b, &beta, y,
+                        plan->c, y, plan->c, &plan->algo, workspace_, workspace_bytes_, stream);
+}
+
+cudaError_t Fp8GemmEpilogue(void* y, std::int64_t y_stride, const void* raw,
+                            const float* row_scales, const float* col_scales, bool per_channel,
+                            const void* bias, DType dtype, std::int64_t m, std::int64_t n,
+                            bool accumulate, cudaStream_t stream) {
+  if (m < 0 || n <= 0 || y_stride < n) return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;
+  const auto blocks =
+      static_cast<unsigned>(std::min<std::int64_t>(CeilDiv(m * n, kThreads), 65536));
+  INFLIGHT_DISPATCH_HALF(dtype, T, {
+    return LaunchProgrammatic(Fp8EpilogueKernel<T>, dim3(blocks), dim3(kThreads), 0, stream,
+                              static_cast<T*>(y), y_stride, static_cast<const __nv_bfloat16*>(raw),
+                              row_scales, col_scales, per_channel, static_cast<const T*>(bias), m,
+                              n, accumulate);
+  });
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace inflight::kernels::cuda

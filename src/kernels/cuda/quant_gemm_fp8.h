@@ -1,0 +1,81 @@
+// W8A8 FP8 linears at prompt sizes through cuBLASLt's FP8 GEMM (E4M3 x E4M3, fp32 accumulation,
+// sm_89+): the products of the codes come out unscaled in bf16, then one epilogue pass applies the
+// token row's activation scale and the output channel's weight scale, the bias, and the residual.
+// The scales can also go to cuBLASLt itself (MultiplyScaled: CUBLASLT_MATMUL_MATRIX_SCALE_
+// OUTER_VEC_32F, cuBLAS 12.9+), which saves the epilogue's pass over the output; whether its
+// heuristics offer that mode on sm_90 is for the device to tell, so it is opt-in
+// (QuantLinear::set_fp8_outer_vector_scales) until measured there.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "common/dtype.h"
+
+namespace inflight::kernels::cuda {
+
+class CublasLtFp8Gemm {
+ public:
+  // Creates a cuBLASLt handle and a workspace on the current device. Check status() before use.
+  explicit CublasLtFp8Gemm(std::size_t workspace_bytes = std::size_t{32} << 20);
+  ~CublasLtFp8Gemm();
+  CublasLtFp8Gemm(const CublasLtFp8Gemm&) = delete;
+  CublasLtFp8Gemm& operator=(const CublasLtFp8Gemm&) = delete;
+
+  cublasStatus_t status() const { return init_status_; }
+  // Whether the current device has FP8 tensor cores (compute capability 8.9 or later).
+  static bool DeviceSupportsFp8();
+
+  // raw[t, o] = sum_i e4m3(x_codes[t, i]) * e4m3(w_codes[o, i]) in fp32, stored as bf16.
+  // x_codes: device [m, k] contiguous; w_codes: device [n, k] contiguous; raw: device [m, n]
+  // contiguous bf16. k a multiple of 16, n of 8 (quant_linear_path.h QuantFp8GemmTakes).
+  // CUBLAS_STATUS_NOT_SUPPORTED where the library offers no kernel (remembered per shape).
+  cublasStatus_t Multiply(void* raw, const std::uint8_t* x_codes, const std::uint8_t* w_codes,
+                          std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
+
+  // The whole linear in one call: y[t, o] = row_scales[t] * col_scales[o or 0] * sum_i x·w
+  // (+ bias[o]) (+ y[t, o] when accumulate), rounded once to dtype (fp16 / bf16); y contiguous
+  // [m, n]. Outer-vector scales (row_scales [m]; col_scales [n], or [1] when !per_channel).
+  // CUBLAS_STATUS_NOT_SUPPORTED where the library offers no such kernel (remembered per shape).
+  // Whether MultiplyScaled has a kernel for these arguments (asks the library once per shape).
+  bool OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, bool per_channel,
+                    bool has_bias);
+  cublasStatus_t MultiplyScaled(void* y, DType dtype, const std::uint8_t* x_codes,
+                                const float* row_scales, const std::uint8_t* w_codes,
+                                const float* col_scales, bool per_channel, const void* bias,
+                                std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
+                                cudaStream_t stream);
+
+ private:
+  struct Plan;
+  // m, n, k; then for MultiplyScaled (else -1, 0, 0, 0): output dtype, per-channel, bias.
+  using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, bool, bool>;
+  cublasStatus_t MakePlan(const PlanKey& key, Plan* plan);
+  // The cached plan of `key`, made on first use; null with the status that stopped it.
+  Plan* FindPlan(const PlanKey& key, cublasStatus_t* status);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  cublasStatus_t init_status_ = CUBLAS_STATUS_NOT_INITIALIZED;
+  std::mutex mutex_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;
+};
+
+// y[t, o] = raw[t, o] * row_scales[t] * col_scales[per_channel ? o : 0] (+ bias[o]) (+ y[t, o] when
+// accumulate), rounded once to dtype (fp16 / bf16). raw: device [m, n] bf16 contiguous; row_scales:
+// device [m] fp32; col_scales: device [n] or [1] fp32; bias: device [n] in dtype or null; y: device
+// [m, n] in dtype with row stride y_stride.
+cudaError_t Fp8GemmEpilogue(void* y, std::int64_t y_stride, const void* raw,
+                            const float* row_scales, const float* col_scales, bool per_channel,
+                            const void* bias, DType dtype, std::int64_t m, std::int64_t n,
+                            bool accumulate, cudaStream_t stream);
+
+}  // namespace inflight::kernels::cuda

@@ -1,0 +1,253 @@
+#include "kernels/cuda/quant_gemv.h"
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/quant_codes.cuh"
+#include "kernels/cuda/quant_linear_path.h"
+
+namespace inflight::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+// 16-byte code loads in flight per lane: 4 x 16 B x 32 lanes x 8 warps = 16 KiB per block, with
+// several blocks per SM (the float GEMV keeps 32 KiB, but each of its bytes is half a weight).
+constexpr int kUnroll = 4;
+
+struct QuantGemvArgs {
+  void* y;
+  std::int64_t y_stride;
+  const void* x;
+  std::int64_t x_stride;
+  QuantWeight w;
+  const void* bias;
+  std::int64_t m, n, k;
+  bool accumulate;
+};
+
+__device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ std::uint32_t Word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// 2^23 + b as a float from a byte b in the low byte: 0x4B000000 is 2^23, whose last mantissa
+// byte the byte fills. One byte permute instead of an int-to-float conversion, which runs at a
+// quarter of the FMA rate and would bound the int4 GEMV below the memory rate.
+constexpr float kMagic = 8388608.0f;
+__device__ __forceinline__ float MagicFloat(std::uint32_t word, int byte) {
+  return __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7440u | static_cast<unsigned>(byte)));
+}
+
+// The 8 codes of columns [8 q, 8 q + 8) of a 16-byte chunk, as floats with the zero point
+// subtracted (exactly: small integers).
+template <QuantWeightKind kKind>
+__device__ __forceinline__ void Decode8(const uint4& v, int q, float zero, float (&out)[8]) {
+  if constexpr (kKind == QuantWeightKind::kInt4) {
+    const std::uint32_t word = Word(v, q);
+    // Byte j of `even` holds column 2j's code, of `odd` column 2j + 1's.
+    const std::uint32_t even = word & 0x0f0f0f0fu, odd = (word >> 4) & 0x0f0f0f0fu;
+    const float base = kMagic + zero;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      out[2 * j] = MagicFloat(even, j) - base;
+      out[2 * j + 1] = MagicFloat(odd, j) - base;
+    }
+  } else if constexpr (kKind == QuantWeightKind::kInt8) {
+    // Two's complement bytes b ^ 0x80 = b + 128 unsigned.
+    const std::uint32_t lo = Word(v, 2 * q) ^ 0x80808080u, hi = Word(v, 2 * q + 1) ^ 0x80808080u;
+    const float base = kMagic + 128.0f + zero;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) out[e] = MagicFloat(e < 4 ? lo : hi, e & 3) - base;
+  } else {
+    const std::uint32_t lo = Word(v, 2 * q), hi = Word(v, 2 * q + 1);
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) {
+      // Two E4M3 codes to two halves in one conversion (exact: E4M3 is a subset of fp16).
+      const std::uint32_t word = e < 4 ? lo : hi;
+      const auto pair = static_cast<__nv_fp8x2_storage_t>((word >> (8 * (e & 3))) & 0xffffu);
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+      const float2 f = __half22float2(__half2(h));
+      out[e] = f.x - zero;
+      out[e + 1] = f.y - zero;
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void ToFloat8(const uint4& bits, float (&out)[8]) {
+  Vec8<T> v;
+  v.bits = bits;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) out[e] = ToFloat(v.e[e]);
+}
+
+// One warp per output row, rows strided over the grid; the block first copies the m input rows
+// into shared memory. Lane l reads 16-byte code chunks l, l + 32, ... of the row (512 contiguous
+// bytes a warp load). A chunk covers kCols columns, i.e. kQ runs of 8 inputs in shared memory; lane
+// l visits them starting at a rotation of l so that the quarter-warp reading together hits
+// distinct banks (lane l's runs sit kCols * 2 bytes apart, which would put 4 (int4) or 2 (int8,
+// fp8) lanes on one bank). kChunkGroups: the chunk lies in one scale group (no g_idx, group_size a
+// multiple of kCols or one group), so the scale and zero are applied once per chunk; else per
+// column. Grid: (min(ceil(n / kWarps), 16 x SMs)), Block: (kThreads).
+template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
+__global__ void __launch_bounds__(kThreads) QuantGemvKernel(QuantGemvArgs a) {
+  extern __shared__ uint4 sx[];  // [m][k / 8]
+  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  constexpr int kQ = kCols / 8;
+  constexpr int kRotShift = kQ == 4 ? 1 : 2;
+  const std::int64_t m = a.m, k8 = a.k / 8;
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  for (std::int64_t i = threadIdx.x; i < m * k8; i += kThreads) {
+    const std::int64_t t = i / k8, c = i - t * k8;
+    sx[i] = *reinterpret_cast<const uint4*>(static_cast<const T*>(a.x) + t * a.x_stride + c * 8);
+  }
+  __syncthreads();
+
+  const QuantWeight& w = a.w;
+  const int lane = threadIdx.x & 31;
+  const std::int64_t chunks = a.k / kCols;
+  const std::int64_t row_bytes = kKind == QuantWeightKind::kInt4 ? a.k / 2 : a.k;
+  for (std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+       row < a.n; row += static_cast<std::int64_t>(gridDim.x) * kWarps) {
+    const uint4* w_row = reinterpret_cast<const uint4*>(w.codes + row * row_bytes);
+    float acc[kMaxM] = {};
+    for (std::int64_t base = lane; base < chunks; base += 32 * kUnroll) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const std::int64_t c = base + 32 * u;
+        v[u] = c < chunks ? LoadStreaming(w_row + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const std::int64_t c = base + 32 * u;
+        if (c >= chunks) break;
+        const std::int64_t col0 = c * kCols;
+        float scale = 1.0f, zero = 0.0f;
+        if constexpr (kChunkGroups) {
+          const std::int64_t g = GroupOf(w, col0);
+          scale = ScaleOf(w, row, g);
+          zero = ZeroPoint<kKind>(w.zeros, row * w.num_groups + g);
+        }
+        float part[kMaxM] = {};
+#pragma unroll
+        for (int r = 0; r < kQ; ++r) {
+          const int q = (r + (lane >> kRotShift)) & (kQ - 1);
+          const std::int64_t col = col0 + 8 * q;
+          float wv[8];
+          if constexpr (kChunkGroups) {
+            Decode8<kKind>(v[u], q, zero, wv);
+          } else {
+            Decode8<kKind>(v[u], q, 0.0f, wv);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              const std::int64_t g = GroupOf(w, col + e);
+              wv[e] =
+                  (wv[e] - ZeroPoint<kKind>(w.zeros, row * w.num_groups + g)) * ScaleOf(w, row, g);
+            }
+          }
+#pragma unroll
+          for (int t = 0; t < kMaxM; ++t) {
+            if (t < m) {
+              float xv[8];
+              ToFloat8<T>(sx[t * k8 + col / 8], xv);
+#pragma unroll
+              for (int e = 0; e < 8; ++e) part[t] = fmaf(wv[e], xv[e], part[t]);
+            }
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < kMaxM; ++t) acc[t] = fmaf(part[t], scale, acc[t]);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kMaxM; ++t) acc[t] = WarpSum(acc[t]);
+    if (lane < m) {
+      // Lane t writes token t (a register array indexed by a runtime value would spill).
+      float out = 0.0f;
+#pragma unroll
+      for (int t = 0; t < kMaxM; ++t) {
+        if (t == lane) out = acc[t];
+      }
+      T* y = static_cast<T*>(a.y) + lane * a.y_stride;
+      if (a.bias != nullptr) out += ToFloat(static_cast<const T*>(a.bias)[row]);
+      if (a.accumulate) out += ToFloat(y[row]);
+      y[row] = FromFloat<T>(out);
+    }
+  }
+}
+
+constexpr std::size_t kDefaultSharedBytes = 48 << 10;
+
+int MaxSharedBytes() {
+  return CurrentDeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                static_cast<int>(kDefaultSharedBytes));
+}
+
+template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
+cudaError_t Launch(const QuantGemvArgs& args, cudaStream_t stream) {
+  auto* kernel = QuantGemvKernel<T, kKind, kMaxM, kChunkGroups>;
+  const auto smem = static_cast<std::size_t>(args.m * args.k * 2);
+  if (smem > kDefaultSharedBytes) {
+    // NOTE: per call and always the device's maximum, as gemv.cu (several devices, threads).
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MaxSharedBytes());
+    if (err != cudaSuccess) return err;
+  }
+  const std::int64_t wanted = CeilDiv(args.n, kWarps);
+  const std::int64_t cap =
+      static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) * 16;
+  const auto blocks = static_cast<unsigned>(wanted < cap ? wanted : cap);
+  return LaunchProgrammatic(kernel, dim3(blocks), dim3(kThreads), smem, stream, args);
+}
+
+template <typename T, QuantWeightKind kKind>
+cudaError_t LaunchKind(const QuantGemvArgs& a, cudaStream_t stream) {
+  constexpr std::int64_t cols = QuantColumnsPerChunk(kKind);
+  const bool chunk_groups = a.w.per_tensor || (a.w.g_idx == nullptr &&
+                                               (a.w.group_size == 0 || a.w.group_size % cols == 0));
+  static_assert(kQuantGemvMaxRows == 8, "instantiate the kernel for every row count taken");
+  if (a.m == 1) {
+    return chunk_groups ? Launch<T, kKind, 1, true>(a, stream)
+                        : Launch<T, kKind, 1, false>(a, stream);
+  }
+  return chunk_groups ? Launch<T, kKind, 8, true>(a, stream)
+                      : Launch<T, kKind, 8, false>(a, stream);
+}
+
+}  // namespace
+
+bool QuantGemvSupports(const QuantWeight& w, DType dtype, std::int64_t m, std::int64_t k,
+                       const void* x, std::int64_t x_stride) {
+  return (dtype == DType::kFloat16 || dtype == DType::kBFloat16) &&
+         QuantGemvTakes(w.kind, m, k, MaxSharedBytes()) && x_stride % 8 == 0 && Aligned16(x) &&
+         Aligned16(w.codes);
+}
+
+cudaError_t QuantGemv(void* y, std::int64_t y_stride, const void* x, std::int64_t x_stride,
+                      const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
+                      std::int64_t n, std::int64_t k, bool accumulate, cudaStream_t stream) {
+  if (!QuantGemvSupports(w, dtype, m, k, x, x_stride)) return cudaErrorNotSupported;
+  if (n <= 0) return n == 0 ? cudaSuccess : cudaErrorInvalidValue;
+  const QuantGemvArgs args{y, y_stride, x, x_stride, w, bias, m, n, k, accumulate};
+  INFLIGHT_DISPATCH_HALF(dtype, T, {
+    switch (w.kind) {
+      case QuantWeightKind::kFp8E4M3:
+        return LaunchKind<T, QuantWeightKind::kFp8E4M3>(args, stream);
+      case QuantWeightKind::kInt8:
+        return LaunchKind<T, QuantWeightKind::kInt8>(args, stream);
+      case QuantWeightKind::kInt4:
+        return LaunchKind<T, QuantWeightKind::kInt4>(args, stream);
+    }
+  });
+  return cudaErrorNotSupported;
+}
+
+}  // namespace inflight::kernels::cuda

@@ -1,0 +1,136 @@
+#include "kernels/cuda/quant_linear.h"
+
+#include "kernels/cuda/quant_activation_fp8.h"
+#include "kernels/cuda/quant_dequantize.h"
+#include "kernels/cuda/quant_gemv.h"
+
+namespace inflight::kernels::cuda {
+namespace {
+
+cudaError_t FromCublas(cublasStatus_t st) {
+  if (st == CUBLAS_STATUS_SUCCESS) return cudaSuccess;
+  return st == CUBLAS_STATUS_NOT_SUPPORTED ? cudaErrorNotSupported : cudaErrorUnknown;
+}
+
+int DeviceMaxSharedBytes() {
+  int device = 0, value = 48 << 10;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&value, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+          cudaSuccess) {
+    return 48 << 10;
+  }
+  return value;
+}
+
+}  // namespace
+
+QuantLinear::QuantLinear(CublasLtGemm& gemm, CublasLtFp8Gemm* fp8_gemm)
+    : gemm_(gemm), fp8_gemm_(fp8_gemm), max_shared_bytes_(DeviceMaxSharedBytes()) {}
+
+QuantLinearPath QuantLinear::PathFor(const QuantWeight& w, DType dtype, std::int64_t m,
+                                     std::int64_t n, std::int64_t k, const void* x,
+                                     std::int64_t x_stride) const {
+  const bool gemv = QuantGemvSupports(w, dtype, m, k, x, x_stride);
+  const bool fp8 = fp8_gemm_ != nullptr && QuantFp8GemmTakes(w.kind, k, n);
+  if (forced_) {
+    if (*forced_ == QuantLinearPath::kGemv && gemv) return QuantLinearPath::kGemv;
+    if (*forced_ == QuantLinearPath::kFp8Gemm && fp8) return QuantLinearPath::kFp8Gemm;
+    if (*forced_ == QuantLinearPath::kDequantGemm) return QuantLinearPath::kDequantGemm;
+  }
+  // QuantGemvSupports adds the pointer checks to the rule's shape checks.
+  const QuantLinearPath rule =
+      ChooseQuantLinearPath(w.kind, m, n, k, max_shared_bytes_, fp8_gemm_ != nullptr);
+  if (rule == QuantLinearPath::kGemv && !gemv) {
+    return fp8 ? QuantLinearPath::kFp8Gemm : QuantLinearPath::kDequantGemm;
+  }
+  return rule;
+}
+
+cudaError_t QuantLinear::Run(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
+                             const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
+                             std::int64_t n, std::int64_t k, bool accumulate,
+                             const QuantScratch& scratch, cudaStream_t stream) {
+  if (m < 0 || n <= 0 || k <= 0 || x_stride < k || y_stride < n) return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;
+  const QuantLinearPath path = PathFor(w, dtype, m, n, k, x, x_stride);
+  if (path == QuantLinearPath::kFp8Gemm) {
+    return RunFp8Gemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, scratch,
+                      stream);
+  }
+  if (w.kind == QuantWeightKind::kFp8E4M3) {
+    const cudaError_t err =
+        QuantizeActivationsFp8(x, x_stride, dtype, m, k, w.input_scale, nullptr, nullptr, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (path == QuantLinearPath::kGemv) {
+    return QuantGemv(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, stream);
+  }
+  return RunDequantGemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, scratch,
+                        stream);
+}
+
+cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
+                                    const QuantWeight& w, const void* bias, DType dtype,
+                                    std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
+                                    const QuantScratch& scratch, cudaStream_t stream) {
+  const QuantScratchBytes sizes{scratch.weight_bytes, scratch.act_codes_bytes,
+                                scratch.act_scales_bytes, scratch.raw_out_bytes};
+  const std::int64_t rows = QuantFp8RowsPerGemm(sizes, m, n, k);
+  if (rows <= 0) return cudaErrorNotSupported;
+  // NOTE: fp16 / bf16, 2 bytes an element.
+  const auto row_of = [](void* base, std::int64_t stride, std::int64_t t) {
+    return static_cast<void*>(static_cast<char*>(base) + t * stride * 2);
+  };
+  for (std::int64_t t0 = 0; t0 < m; t0 += rows) {
+    const std::int64_t mt = m - t0 < rows ? m - t0 : rows;
+    void* xt = row_of(x, x_stride, t0);
+    void* yt = row_of(y, y_stride, t0);
+    cudaError_t err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale,
+                                             scratch.act_codes, scratch.act_scales, stream);
+    if (err != cudaSuccess) return err;
+    if (fp8_outer_vector_ && y_stride == n) {
+      const cublasStatus_t st =
+          fp8_gemm_->MultiplyScaled(yt, dtype, scratch.act_codes, scratch.act_scales, w.codes,
+                                    w.scales, !w.per_tensor, bias, mt, n, k, accumulate, stream);
+      if (st == CUBLAS_STATUS_SUCCESS) continue;
+      if (st != CUBLAS_STATUS_NOT_SUPPORTED) return FromCublas(st);
+    }
+    const cublasStatus_t st =
+        fp8_gemm_->Multiply(scratch.raw_out, scratch.act_codes, w.codes, mt, n, k, stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+      // The library has no FP8 kernel for this shape: the rows from t0 on take the dequantizing
+      // path, on inputs already rounded to E4M3 (these rows here, the later ones now).
+      const std::int64_t t1 = t0 + mt;
+      if (t1 < m) {
+        err = QuantizeActivationsFp8(row_of(x, x_stride, t1), x_stride, dtype, m - t1, k,
+                                     w.input_scale, nullptr, nullptr, stream);
+        if (err != cudaSuccess) return err;
+      }
+      return RunDequantGemm(yt, y_stride, xt, x_stride, w, bias, dtype, m - t0, n, k, accumulate,
+                            scratch, stream);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) return FromCublas(st);
+    err = Fp8GemmEpilogue(yt, y_stride, scratch.raw_out, scratch.act_scales, w.scales,
+                          !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t QuantLinear::RunDequantGemm(void* y, std::int64_t y_stride, const void* x,
+                                        std::int64_t x_stride, const QuantWeight& w,
+                                        const void* bias, DType dtype, std::int64_t m,
+                                        std::int64_t n, std::int64_t k, bool accumulate,
+                                        const QuantScratch& scratch, cudaStream_t stream) {
+  if (scratch.weight_bytes < n * k * 2) return cudaErrorNotSupported;  // fp16 / bf16
+  const cudaError_t err = DequantizeWeight(scratch.weight, dtype, w, n, k, stream);
+  if (err != cudaSuccess) return err;
+  const cublasStatus_t st = accumulate
+                                ? gemm_.LinearAdd(y, dtype, y_stride, x, x_stride, scratch.weight,
+                                                  bias, dtype, m, n, k, stream)
+                                : gemm_.Linear(y, dtype, y_stride, x, x_stride, scratch.weight,
+                                               bias, dtype, m, n, k, stream);
+  return FromCublas(st);
+}
+
+}  // namespace inflight::kernels::cuda

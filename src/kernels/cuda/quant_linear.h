@@ -1,0 +1,80 @@
+// One entry point for a quantized linear (quant_weight.h) of any format and row count: it picks the
+// path (quant_linear_path.h) and runs it. For fp8 it first quantizes the input rows to E4M3 in
+// place, as the CPU reference does (kernels/cpu/fp8_activation.h), so every path computes
+// sum_i e4m3(x_i / s) * s * w_i. Queued on the stream with no allocation and no host
+// synchronisation (CUDA graphs capture it).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "common/dtype.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/quant_gemm_fp8.h"
+#include "kernels/cuda/quant_linear_path.h"
+#include "kernels/cuda/quant_weight.h"
+
+namespace inflight::kernels::cuda {
+
+// Device scratch the paths use (quant_linear_path.h QuantLinearScratchBytes gives the sizes).
+struct QuantScratch {
+  void* weight = nullptr;  // kDequantGemm: [n, k] in the activation dtype
+  std::int64_t weight_bytes = 0;
+  std::uint8_t* act_codes = nullptr;  // kFp8Gemm: [m, k] E4M3
+  std::int64_t act_codes_bytes = 0;
+  float* act_scales = nullptr;  // kFp8Gemm: [m]
+  std::int64_t act_scales_bytes = 0;
+  void* raw_out = nullptr;  // kFp8Gemm: [m, n] bf16
+  std::int64_t raw_out_bytes = 0;
+};
+
+class QuantLinear {
+ public:
+  // gemm: the float GEMM of the fallback path; fp8_gemm: null where the device has no FP8 GEMM.
+  // Both outlive this object.
+  QuantLinear(CublasLtGemm& gemm, CublasLtFp8Gemm* fp8_gemm);
+
+  // The path Run takes for these arguments (the forced one where it applies).
+  QuantLinearPath PathFor(const QuantWeight& w, DType dtype, std::int64_t m, std::int64_t n,
+                          std::int64_t k, const void* x, std::int64_t x_stride) const;
+
+  // y[t, o] = sum_i x[t, i] * w(o, i) (+ bias[o]) (+ y[t, o] when accumulate) for t < m, o < n.
+  // x: device [m, k] in dtype (fp16 / bf16), row stride x_stride; fp8: its rows are replaced by
+  // their E4M3 rounding (QuantizeActivationsFp8 with w.input_scale). bias: device [n] in dtype or
+  // null; y: device [m, n] in dtype, row stride y_stride. Errors: cudaErrorNotSupported when the
+  // scratch is too small for the path; a cuBLASLt failure comes back as cudaErrorUnknown.
+  cudaError_t Run(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
+                  const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
+                  std::int64_t n, std::int64_t k, bool accumulate, const QuantScratch& scratch,
+                  cudaStream_t stream);
+
+  // Tests and benchmarks: every call takes `path` where its preconditions hold (nullopt: the
+  // rule).
+  void force_path(std::optional<QuantLinearPath> path) { forced_ = path; }
+  // kFp8Gemm: the scales applied by cuBLASLt itself (CublasLtFp8Gemm::MultiplyScaled) where it
+  // offers that, instead of the epilogue kernel. Off by default until measured on the device.
+  void set_fp8_outer_vector_scales(bool on) { fp8_outer_vector_ = on; }
+
+ private:
+  // kFp8Gemm over the rows in chunks the scratch holds (the dequantizing path takes over where the
+  // library has no FP8 kernel for the shape).
+  cudaError_t RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
+                         const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
+                         std::int64_t n, std::int64_t k, bool accumulate,
+                         const QuantScratch& scratch, cudaStream_t stream);
+  // kDequantGemm on inputs already rounded to E4M3 for fp8.
+  cudaError_t RunDequantGemm(void* y, std::int64_t y_stride, const void* x, std::int64_t x_stride,
+                             const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
+                             std::int64_t n, std::int64_t k, bool accumulate,
+                             const QuantScratch& scratch, cudaStream_t stream);
+
+  CublasLtGemm& gemm_;
+  CublasLtFp8Gemm* fp8_gemm_;
+  int max_shared_bytes_ = 0;
+  std::optional<QuantLinearPath> forced_;
+  bool fp8_outer_vector_ = false;
+};
+
+}  // namespace inflight::kernels::cuda

@@ -1,0 +1,176 @@
+// The CUDA runner against the CPU runner on quantized engines (inflight-build --qformat fp8,
+// int8_wo, int4_wo from one random checkpoint): the same engine file, so both read the same codes
+// and scales; the CPU runner dequantizes to fp32 (the reference), the CUDA runner runs
+// kernels/cuda/quant_linear.h (the GEMV at decode, the FP8 GEMM or the dequantizing fallback at
+// prompt sizes). A prompt step, mixed steps, then greedy decode steps sampled on the device, which
+// the runner replays from CUDA graphs after the first.
+//
+// Bound: logits within 0.05 x the step's largest |logit| (cuda_model_runner_test's bound for float
+// engines: activations rounded to the dtype at every op on the device); for fp8 the E4M3 rounding
+// of an input rounded to bf16 first may land one E4M3 step away from the CPU's now and then, which
+// stays well inside it. A device-sampled greedy token must be one whose CPU logit is within that
+// bound of the CPU's largest. Main build only; skipped without a device.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "gpu_test_util.h"
+#include "model/checkpoint_converter.h"
+#include "model/cuda_model_runner.h"
+#include "model/random_checkpoint.h"
+
+namespace inflight::gpu_test {
+namespace {
+
+constexpr int kVocab = 1111;
+
+std::string MakeQuantEngine(const std::string& arch, model::QuantAlgo algo, DType dtype,
+                            std::int64_t intermediate, std::int64_t group_size) {
+  const auto root =
+      std::filesystem::temp_directory_path() /
+      ("inflight_gpu_quant_" + arch + "_" + model::QuantAlgoName(algo) + "_" + DTypeName(dtype) +
+       "_" + std::to_string(intermediate) + "_" + std::to_string(Seed()));
+  model::RandomCheckpointOptions ck;
+  ck.arch = arch;
+  ck.hidden_size = 256;
+  ck.num_heads = 4;
+  ck.num_kv_heads = arch == "gpt2" ? 4 : 2;
+  if (arch != "gpt2") ck.head_dim = 64;
+  ck.intermediate_size = intermediate;
+  ck.vocab_size = kVocab;
+  ck.dtype = dtype;
+  ck.seed = Seed();
+  ck.init_std = 0.05;
+  ck.max_position_embeddings = 2048;
+  auto written = model::WriteRandomCheckpoint(ck, (root / "hf").string());
+  GPU_CHECK(written.ok(), written.status().ToString());
+  model::BuildOptions b;
+  b.checkpoint_dir = (root / "hf").string();
+  b.output_dir = (root / "engine").string();
+  b.dtype = dtype;
+  b.max_batch_size = 8;
+  b.max_num_tokens = 512;
+  b.tokens_per_block = 16;
+  b.qformat = algo;
+  b.group_size = group_size;
+  auto built = model::BuildEngine(b);
+  GPU_CHECK(built.ok(), built.status().ToString());
+  return b.output_dir;
+}
+
+float Scale(const std::vector<float>& logits) {
+  float scale = 0.0f;
+  for (float x : logits) scale = std::max(scale, std::fabs(x));
+  return scale;
+}
+
+void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType dtype,
+                         std::int64_t intermediate, std::int64_t group_size = 128) {
+  const std::string name = std::string("quant runner ") + arch + " " + model::QuantAlgoName(algo) +
+                           " " + Describe(dtype) + " inter=" + std::to_string(intermediate);
+  const std::string engine = MakeQuantEngine(arch, algo, dtype, intermediate, group_size);
+  model::RunnerOptions cpu_opts;
+  cpu_opts.max_kv_tokens = std::int64_t{64} * 16;
+  auto cpu = model::CreateCpuModelRunner(engine, cpu_opts);
+  GPU_CHECK(cpu.ok(), cpu.status().ToString());
+  model::CudaRunnerOptions gpu_opts;
+  gpu_opts.max_kv_tokens = std::int64_t{64} * 16;
+  auto gpu = model::CreateCudaModelRunner(engine, gpu_opts);
+  GPU_CHECK(gpu.ok(), name + ": " + gpu.status().ToString());
+
+  std::vector<std::int32_t> blocks(64);
+  for (int i = 0; i < 64; ++i) blocks[static_cast<std::size_t>(i)] = i;
+  std::shuffle(blocks.begin(), blocks.end(), Rng());
+  std::uniform_int_distribution<int> tok(0, kVocab - 1);
+  model::StepInput step;
+  const auto add_prompt = [&](int len, model::SequenceStep::Logits logits) {
+    model::SequenceStep s;
+    for (int i = 0; i < len; ++i) s.tokens.push_back(tok(Rng()));
+    const std::size_t first = step.sequences.size() * 8;
+    s.block_table.assign(blocks.begin() + static_cast<std::ptrdiff_t>(first),
+                         blocks.begin() + static_cast<std::ptrdiff_t>(first + 8));
+    s.logits = logits;
+    step.sequences.push_back(s);
+  };
+  const auto next_tokens = [&]() {
+    for (auto& s : step.sequences) {
+      s.num_cached += static_cast<std::int32_t>(s.tokens.size());
+      s.tokens = {tok(Rng())};
+      s.logits = model::SequenceStep::Logits::kLast;
+      s.device_sampling.reset();
+    }
+  };
+  // A 37-token prompt (all logits: 37 rows, past the GEMV) and a 5-token one; then decodes, with
+  // a 19-token and a 1-token prompt joining in round 2.
+  add_prompt(37, model::SequenceStep::Logits::kAll);
+  add_prompt(5, model::SequenceStep::Logits::kLast);
+  for (int round = 0; round < 4; ++round) {
+    auto want = (*cpu)->Step(step);
+    auto got = (*gpu)->Step(step);
+    GPU_CHECK(want.ok(), want.status().ToString());
+    GPU_CHECK(got.ok(), name + ": " + got.status().ToString());
+    const float scale = Scale(want->logits);
+    ExpectClose(name + " step " + std::to_string(round), got->logits, want->logits, 0.05f * scale,
+                0.0f);
+    next_tokens();
+    if (round == 1) {
+      add_prompt(19, model::SequenceStep::Logits::kLast);
+      add_prompt(1, model::SequenceStep::Logits::kLast);
+    }
+  }
+  // Greedy decode steps sampled on the device: all four sequences decode, so the runner captures a
+  // CUDA graph of the step on the first and replays it on the others.
+  for (int round = 0; round < 3; ++round) {
+    auto want = (*cpu)->Step(step);
+    GPU_CHECK(want.ok(), want.status().ToString());
+    model::StepInput sampled = step;
+    for (auto& s : sampled.sequences) {
+      s.logits = model::SequenceStep::Logits::kNone;
+      model::DeviceSampling greedy;
+      greedy.greedy = true;
+      s.device_sampling = greedy;
+    }
+    auto got = (*gpu)->Step(sampled);
+    GPU_CHECK(got.ok(), name + ": " + got.status().ToString());
+    GPU_CHECK(got->sampled_tokens.size() == step.sequences.size(),
+              name + ": no device-sampled tokens");
+    const float scale = Scale(want->logits);
+    for (std::size_t s = 0; s < step.sequences.size(); ++s) {
+      const float* row = want->logits.data() + s * kVocab;
+      const float best = *std::max_element(row, row + kVocab);
+      const int token = got->sampled_tokens[s];
+      GPU_CHECK(token >= 0 && token < kVocab, name + ": sampled token out of range");
+      if (!(row[token] >= best - 0.05f * scale)) {
+        Fail(name + " graph decode round " + std::to_string(round) + " seq " + std::to_string(s) +
+             ": greedy token " + std::to_string(token) + " has CPU logit " +
+             std::to_string(row[token]) + ", the CPU's largest is " + std::to_string(best) +
+             " (bound " + std::to_string(0.05f * scale) + ")");
+      }
+    }
+    std::printf("  %s graph decode round %d: tokens within bound\n", name.c_str(), round);
+    next_tokens();
+  }
+}
+
+// intermediate 384: every linear's inputs whole code chunks, so decode takes the GEMV everywhere;
+// 300: down's 300 inputs are not (and 300 / 128 leaves a partial group), so it falls back.
+GPU_TEST(CudaRunnerMatchesCpuRunnerOnFp8Engines) {
+  CompareQuantRunners("llama", model::QuantAlgo::kFp8, DType::kBFloat16, 384);
+  CompareQuantRunners("llama", model::QuantAlgo::kFp8, DType::kFloat16, 300);
+  CompareQuantRunners("gpt2", model::QuantAlgo::kFp8, DType::kBFloat16, 384);
+}
+
+GPU_TEST(CudaRunnerMatchesCpuRunnerOnInt8Engines) {
+  CompareQuantRunners("llama", model::QuantAlgo::kInt8Wo, DType::kBFloat16, 384);
+  CompareQuantRunners("qwen2", model::QuantAlgo::kInt8Wo, DType::kFloat16, 300);
+}
+
+GPU_TEST(CudaRunnerMatchesCpuRunnerOnInt4Engines) {
+  CompareQuantRunners("llama", model::QuantAlgo::kInt4Wo, DType::kBFloat16, 384);
+  CompareQuantRunners("llama", model::QuantAlgo::kInt4Wo, DType::kFloat16, 300, 64);
+  CompareQuantRunners("gpt2", model::QuantAlgo::kInt4Wo, DType::kBFloat16, 384, 32);
+}
+
+}  // namespace
+}  // namespace inflight::gpu_test
