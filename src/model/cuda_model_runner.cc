@@ -182,6 +182,10 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
     return Unsupported("head_dim " + std::to_string(c.head_dim) +
                        " has no CUDA attention kernel; accepted: 64, 80, 96, 128");
   }
+  if (c.quant.kv_cache_fp8 && !kc::Fp8KvHeadDimSupported(c.head_dim)) {
+    return Unsupported("kv_cache_quant_algo \"fp8\" with head_dim " + std::to_string(c.head_dim) +
+                       " has no CUDA attention kernel; accepted: 64, 128 (or the CPU runner)");
+  }
   if (c.qk_norm && c.position_embedding != PositionEmbedding::kRope) {
     return Unsupported(
         "qk_norm without the rotary embedding has no CUDA kernel (the q/k norm is fused into the "
@@ -208,7 +212,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   RETURN_IF_ERROR(r->AllocateStepBuffers());
 
   const std::int64_t tpb = c.build.tokens_per_block;
-  const std::int64_t elem = static_cast<std::int64_t>(DTypeSize(r->dtype_));
+  // An FP8 cache's byte an element holds twice the tokens in the same memory.
+  r->kv_.fp8 = c.quant.kv_cache_fp8;
+  const std::int64_t elem = r->kv_.elem_bytes();
   const std::int64_t block_bytes_all_layers =
       2 * r->shard_.num_layers() * r->shard_.num_kv_heads * tpb * c.head_dim * elem;
   std::size_t free_b = 0, total_b = 0;
@@ -426,9 +432,8 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out) {
         const double keys =
             transformer_->MeanRowKeys(s.num_cached, static_cast<std::int64_t>(s.tokens.size()));
         if (i < num_decodes) {
-          work.decode_bytes +=
-              DecodeAttentionBytes(std::llround(keys), shard_.num_kv_heads, c.head_dim,
-                                   static_cast<std::int64_t>(DTypeSize(dtype_)));
+          work.decode_bytes += DecodeAttentionBytes(std::llround(keys), shard_.num_kv_heads,
+                                                    c.head_dim, kv_.elem_bytes());
         } else {
           work.context_flops += AttentionPairFlops(keys, shard_.num_q_heads, c.head_dim);
         }

@@ -57,6 +57,8 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
     add(swiglu ? l.gate_up_bias : l.fc_bias, mlp_rows, &d.mlp_in_bias);
     add(l.down, H * inter, &d.down);
     add(l.down_bias, H, &d.down_bias);
+    d.k_cache_scale = l.k_cache_scale;
+    d.v_cache_scale = l.v_cache_scale;
   }
   // Tied: lm_head is embed's rows [vocab_begin, vocab_end), read in place.
   const bool tied = c.tie_word_embeddings && w.embed;

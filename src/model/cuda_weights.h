@@ -20,6 +20,8 @@ struct DeviceLayer {
              *q_norm = nullptr, *k_norm = nullptr, *attn_out = nullptr, *attn_out_bias = nullptr,
              *mlp_norm = nullptr, *mlp_norm_bias = nullptr, *mlp_in = nullptr,
              *mlp_in_bias = nullptr, *down = nullptr, *down_bias = nullptr;
+  // An FP8 KV cache's scales of this layer (layers.<i>.kv_cache_scale; 1 without one).
+  float k_cache_scale = 1.0f, v_cache_scale = 1.0f;
 };
 
 struct CudaWeights {

@@ -184,10 +184,9 @@ std::vector<std::int64_t> QuantPartShape(const QuantConfig& q, QuantPart p, std:
 
 Status CheckCudaRunnerQuantization(const QuantConfig& q, const std::string& engine_dir) {
   std::string what;
+  // An FP8 KV cache (kv_cache_quant_algo fp8) is served: the CUDA runner's FP8 pools.
   if (q.quantized_weights()) {
     what = std::string("quant_algo \"") + QuantAlgoName(q.quant_algo) + "\"";
-  } else if (q.kv_cache_fp8) {
-    what = "kv_cache_quant_algo \"fp8\"";
   } else {
     return Status::Ok();
   }

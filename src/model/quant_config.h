@@ -81,8 +81,9 @@ const char* QuantPartSuffix(QuantPart p);  // "weight", "weight_scale", ...
 DType QuantPartDType(const QuantConfig& q, QuantPart p);
 std::vector<std::int64_t> QuantPartShape(const QuantConfig& q, QuantPart p, std::int64_t rows,
                                          std::int64_t cols, std::int64_t num_groups);
-// The CUDA runner has no quantized kernels yet: a quantized engine is refused at load, by name,
-// pointing at the CPU runner that serves it.
+// The CUDA runner has no quantized weight kernels yet: an engine with quantized weights is refused
+// at load, by name, pointing at the CPU runner that serves it. An FP8 KV cache (kv_cache_fp8) with
+// float weights passes: the CUDA runner's pools hold its E4M3 codes.
 Status CheckCudaRunnerQuantization(const QuantConfig& q, const std::string& engine_dir);
 
 // The "quantization" object of config.json, and back. The text form is JSON of one object.

@@ -25,7 +25,8 @@ jobs=${INFLIGHT_JOBS:-2}
 
 programs=(inflight-server inflight-build make_checkpoint inflight-parity)
 gpu_tests=(gpu_norm_test gpu_elementwise_test gpu_rope_kv_write_test gpu_paged_attention_test
-  gpu_sampling_test gpu_gemm_test gpu_cuda_model_runner_test gpu_executor_device_sampling_test)
+  gpu_fp8_kv_test gpu_sampling_test gpu_gemm_test gpu_cuda_model_runner_test
+  gpu_executor_device_sampling_test)
 backends=(inflight inflight_tokenizer)
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DINFLIGHT_CUDA=ON \

@@ -198,11 +198,15 @@ TEST(EngineQuantization, CudaRunnerRefusesQuantizedEnginesByName) {
   EXPECT_EQ(CheckCudaRunnerQuantization(q, "e").message(),
             "engine e: quant_algo \"fp8\" is not yet served by the CUDA runner; it runs on the CPU "
             "runner (device \"cpu\")");
+  // An FP8 KV cache with float weights is the CUDA runner's (its FP8 pools); with quantized
+  // weights the weights' refusal names them.
   QuantConfig kv;
   kv.kv_cache_fp8 = true;
-  EXPECT_EQ(CheckCudaRunnerQuantization(kv, "e").message(),
-            "engine e: kv_cache_quant_algo \"fp8\" is not yet served by the CUDA runner; it runs "
-            "on the CPU runner (device \"cpu\")");
+  EXPECT_TRUE(CheckCudaRunnerQuantization(kv, "e").ok());
+  q.kv_cache_fp8 = true;
+  EXPECT_EQ(CheckCudaRunnerQuantization(q, "e").message(),
+            "engine e: quant_algo \"fp8\" is not yet served by the CUDA runner; it runs on the CPU "
+            "runner (device \"cpu\")");
 }
 
 Result<EngineConfig> Configure(const RandomCheckpointOptions& ckpt, const BuildOptions& o,
