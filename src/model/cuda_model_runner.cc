@@ -103,7 +103,6 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   CUDA_RETURN(cudaEventCreate(&r->step_end_));
 
   ASSIGN_OR_RETURN(r->config_, LoadEngineConfig(engine_dir));
-  RETURN_IF_ERROR(CheckCudaRunnerQuantization(r->config_.quant, engine_dir));
   const EngineConfig& c = r->config_;
   r->rope_per_sequence_ = RopeVariesWithLength(c);
   r->collectives_ = options.collectives != nullptr ? options.collectives
@@ -114,6 +113,10 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   if (c.head_dim != 64 && c.head_dim != 80 && c.head_dim != 96 && c.head_dim != 128) {
     return Unsupported("head_dim " + std::to_string(c.head_dim) +
                        " has no CUDA attention kernel; accepted: 64, 80, 96, 128");
+  }
+  if (c.quant.kv_cache_fp8 && !kc::Fp8KvHeadDimSupported(c.head_dim)) {
+    return Unsupported("kv_cache_quant_algo \"fp8\" with head_dim " + std::to_string(c.head_dim) +
+                       " has no CUDA attention kernel; accepted: 64, 128 (or the CPU runner)");
   }
   if (c.qk_norm && c.position_embedding != PositionEmbedding::kRope) {
     return Unsupported(
@@ -141,7 +144,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   RETURN_IF_ERROR(r->AllocateStepBuffers());
 
   const std::int64_t tpb = c.build.tokens_per_block;
-  const std::int64_t elem = static_cast<std::int64_t>(DTypeSize(r->dtype_));
+  // An FP8 cache's byte an element holds twice the tokens in the same memory.
+  r->kv_.fp8 = c.quant.kv_cache_fp8;
+  const std::int64_t elem = r->kv_.elem_bytes();
   const std::int64_t block_bytes_all_layers =
       2 * r->shard_.num_layers() * r->shard_.num_kv_heads * tpb * c.head_dim * elem;
   std::size_t free_b = 0, total_b = 0;
@@ -364,9 +369,8 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wa
         const double keys =
             transformer_->MeanRowKeys(s.num_cached, static_cast<std::int64_t>(s.tokens.size()));
         if (i < num_decodes) {
-          work.decode_bytes +=
-              DecodeAttentionBytes(std::llround(keys), shard_.num_kv_heads, c.head_dim,
-                                   static_cast<std::int64_t>(DTypeSize(dtype_)));
+          work.decode_bytes += DecodeAttentionBytes(std::llround(keys), shard_.num_kv_heads,
+                                                    c.head_dim, kv_.elem_bytes());
         } else {
           work.context_flops += AttentionPairFlops(keys, shard_.num_q_heads, c.head_dim);
         }

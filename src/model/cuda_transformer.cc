@@ -74,7 +74,8 @@ CudaTransformer::CudaTransformer(const EngineConfig& config, const ModelShard& s
 std::int64_t CudaTransformer::DecodeWorkspaceBytes(const kc::PagedBatch& decodes) const {
   std::int64_t bytes = 0;
   for (const kc::AttentionWindow& w : distinct_windows_) {
-    const std::int32_t partition = kc::DecodePartitionTokens(decodes, shard_.num_kv_heads, w);
+    const std::int32_t partition =
+        kc::DecodePartitionTokens(decodes, shard_.num_kv_heads, w, kv_.fp8);
     bytes = std::max(bytes, static_cast<std::int64_t>(kc::PagedAttentionDecodeWorkspaceBytes(
                                 decodes, shard_.num_q_heads, config_.head_dim, partition, w)));
   }
@@ -262,22 +263,38 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
     char* q = qkv_.get<char>();
     char* k = q + q_dim * e;
     char* v = k + nkv * hd * e;
-    char* k_pool = kv_.buffer.get<char>() + static_cast<std::int64_t>(2 * i) * kv_.pool_elems * e;
-    char* v_pool = k_pool + kv_.pool_elems * e;
+    const std::int64_t pool_bytes = kv_.pool_elems * kv_.elem_bytes();
+    char* k_pool = kv_.buffer.get<char>() + static_cast<std::int64_t>(2 * i) * pool_bytes;
+    char* v_pool = k_pool + pool_bytes;
+    const kc::KvFp8Scales kv_scales{l.k_cache_scale, l.v_cache_scale};
     const kc::RopeTable rope{
         launch.rope_inv_freq != nullptr ? launch.rope_inv_freq : weights_.inv_freq.get<float>(),
         launch.rope_inv_freq != nullptr ? static_cast<std::int32_t>(hd / 2) : 0, rope_scale_};
     kc::QkNormWeights qk_norm;
     if (c.qk_norm) qk_norm = {l.q_norm, l.k_norm, c.norm_eps};
-    CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape, rope, qk_norm,
-                                dtype_, stream_));
+    if (kv_.fp8) {
+      CUDA_RETURN(kc::RopeKvWriteFp8(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape, rope,
+                                     qk_norm, dtype_, kv_scales, stream_));
+    } else {
+      CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape, rope, qk_norm,
+                                  dtype_, stream_));
+    }
     const kc::AttentionWindow& window = windows_[static_cast<std::size_t>(shard_.first_layer) + i];
     const auto decode_attention = [&](cudaStream_t s) {
+      if (kv_.fp8) {
+        return kc::PagedAttentionDecodeFp8(attn_.get(), q, qkv_dim, k_pool, v_pool, kv_scales,
+                                           decodes, shape, nq, scale, window, dtype_, 0,
+                                           launch.decode_ws, launch.decode_ws_bytes, s);
+      }
       return kc::PagedAttentionDecode(attn_.get(), q, qkv_dim, k_pool, v_pool, decodes, shape, nq,
                                       scale, window, dtype_, 0, launch.decode_ws,
                                       launch.decode_ws_bytes, s);
     };
     const auto context_attention = [&](cudaStream_t s) {
+      if (kv_.fp8) {
+        return kc::PagedAttentionContextFp8(attn_.get(), q, qkv_dim, k_pool, v_pool, kv_scales,
+                                            contexts, shape, nq, scale, window, dtype_, s);
+      }
       return kc::PagedAttentionContext(attn_.get(), q, qkv_dim, k_pool, v_pool, contexts, shape, nq,
                                        scale, window, dtype_, s);
     };

@@ -28,12 +28,15 @@
 namespace inflight::model {
 
 // The paged KV cache of the shard's layers: per layer a K pool, then a V pool, each
-// [num_blocks + 1, kv heads, tokens_per_block, head_dim] in the activation dtype (the last block
-// is the scratch block of CUDA-graph padding slots).
+// [num_blocks + 1, kv heads, tokens_per_block, head_dim] in the activation dtype, or of E4M3 bytes
+// for an FP8 cache (kv_cache_quant_algo fp8, kernels/cuda/paged_batch.h KvFp8Scales, the layer's
+// scales in DeviceLayer). The last block is the scratch block of CUDA-graph padding slots.
 struct CudaKvCache {
   DeviceBuffer buffer;
   std::int64_t num_blocks = 0;  // blocks the executor sees
   std::int64_t pool_elems = 0;  // one pool (K or V of one layer)
+  bool fp8 = false;
+  std::int64_t elem_bytes() const { return fp8 ? 1 : 2; }
 };
 
 // The decode kernel's view of a step's first `num_seqs` sequences, one query row each; rows keep

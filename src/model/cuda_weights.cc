@@ -100,6 +100,8 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
     d.attn_out_q.input_scale = l.attn_out_input_scale;
     d.mlp_in_q.input_scale = l.mlp_in_input_scale;
     d.down_q.input_scale = l.down_input_scale;
+    d.k_cache_scale = l.k_cache_scale;
+    d.v_cache_scale = l.v_cache_scale;
   }
   // Tied: lm_head is embed's rows [vocab_begin, vocab_end), read in place.
   const bool tied = c.tie_word_embeddings && w.embed;

@@ -24,6 +24,8 @@ struct DeviceLayer {
   // A quantized engine's decoder linears (kernels/cuda/quant_weight.h; qkv, attn_out, mlp_in and
   // down above are then null): codes, scales, zero points and g_idx as the rank file stores them.
   kernels::cuda::QuantWeight qkv_q, attn_out_q, mlp_in_q, down_q;
+  // An FP8 KV cache's scales of this layer (layers.<i>.kv_cache_scale; 1 without one).
+  float k_cache_scale = 1.0f, v_cache_scale = 1.0f;
 };
 
 struct CudaWeights {

@@ -182,14 +182,6 @@ std::vector<std::int64_t> QuantPartShape(const QuantConfig& q, QuantPart p, std:
   return {};
 }
 
-Status CheckCudaRunnerQuantization(const QuantConfig& q, const std::string& engine_dir) {
-  // Quantized weights (fp8, int8_wo, int4_wo) run on kernels/cuda/quant_linear.h.
-  if (!q.kv_cache_fp8) return Status::Ok();
-  return Unsupported("engine " + engine_dir +
-                     ": kv_cache_quant_algo \"fp8\" is not yet served by the CUDA runner; it runs "
-                     "on the CPU runner (device \"cpu\")");
-}
-
 std::string QuantConfigToJson(const QuantConfig& q) {
   ojson j;
   j["quant_algo"] =

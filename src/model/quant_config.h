@@ -81,9 +81,6 @@ const char* QuantPartSuffix(QuantPart p);  // "weight", "weight_scale", ...
 DType QuantPartDType(const QuantConfig& q, QuantPart p);
 std::vector<std::int64_t> QuantPartShape(const QuantConfig& q, QuantPart p, std::int64_t rows,
                                          std::int64_t cols, std::int64_t num_groups);
-// What the CUDA runner serves: quantized weights of every quant_algo; an FP8 KV cache is refused
-// at load, by name, pointing at the CPU runner that serves it.
-Status CheckCudaRunnerQuantization(const QuantConfig& q, const std::string& engine_dir);
 
 // The "quantization" object of config.json, and back. The text form is JSON of one object.
 std::string QuantConfigToJson(const QuantConfig& q);

@@ -39,12 +39,13 @@ struct AttentionCase {
 std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_dim,
                        std::int64_t intermediate = 300, std::int64_t max_num_tokens = 512,
                        const model::RopeConfig& rope = {}, std::int64_t positions = 2048,
-                       const AttentionCase& attention = {}) {
+                       const AttentionCase& attention = {}, bool kv_fp8 = false) {
   const auto root =
       std::filesystem::temp_directory_path() /
       ("inflight_gpu_runner_" + arch + "_" + DTypeName(dtype) + "_" + std::to_string(head_dim) +
        "_" + std::to_string(intermediate) + "_" + model::RopeTypeName(rope.type) + "_w" +
-       std::to_string(attention.sliding_window.value_or(0)) + "_" + std::to_string(Seed()));
+       std::to_string(attention.sliding_window.value_or(0)) + (kv_fp8 ? "_kvfp8_" : "_") +
+       std::to_string(Seed()));
   model::RandomCheckpointOptions ck;
   ck.arch = arch;
   ck.hidden_size = 4 * head_dim;
@@ -69,7 +70,8 @@ std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_d
   b.max_batch_size = 8;
   b.max_num_tokens = max_num_tokens;
   b.tokens_per_block = 16;
-  if (positions < 128) {  // sequences run past the positions (dynamic RoPE)
+  b.kv_cache_fp8 = kv_fp8;  // --kv_cache_dtype fp8
+  if (positions < 128) {    // sequences run past the positions (dynamic RoPE)
     b.max_seq_len = 128;
     b.max_input_len = 64;
   }
@@ -80,12 +82,12 @@ std::string MakeEngine(const std::string& arch, DType dtype, std::int64_t head_d
 
 void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim,
                     const model::RopeConfig& rope = {}, std::int64_t positions = 2048,
-                    const AttentionCase& attention = {}) {
-  const std::string name = "runner " + arch + " " + Describe(dtype) +
-                           " hd=" + std::to_string(head_dim) + " rope " +
-                           model::RopeTypeName(rope.type) + attention.Describe();
+                    const AttentionCase& attention = {}, bool kv_fp8 = false) {
+  const std::string name =
+      "runner " + arch + " " + Describe(dtype) + " hd=" + std::to_string(head_dim) + " rope " +
+      model::RopeTypeName(rope.type) + attention.Describe() + (kv_fp8 ? " kv_cache fp8" : "");
   const std::string engine =
-      MakeEngine(arch, dtype, head_dim, 300, 512, rope, positions, attention);
+      MakeEngine(arch, dtype, head_dim, 300, 512, rope, positions, attention, kv_fp8);
   model::RunnerOptions cpu_opts;
   cpu_opts.max_kv_tokens = std::int64_t{64} * 16;
   cpu_opts.attention_limits = attention.limits;
@@ -216,8 +218,8 @@ GPU_TEST(CudaRunnerMatchesCpuRunnerForEveryRopeType) {
   CompareRunners("mistral", DType::kFloat16, 128, rope, 16);
 }
 
-// Sliding windows shorter than the 37-token prompt (Mistral's in every layer; Qwen2's and Qwen3's in
-// the layers from max_window_layers, beside full ones), the runtime's max_attention_window_size
+// Sliding windows shorter than the 37-token prompt (Mistral's in every layer; Qwen2's and Qwen3's
+// in the layers from max_window_layers, beside full ones), the runtime's max_attention_window_size
 // with sinks, and Qwen3's q/k norm (head dims 64, 80 and 128: 4, 5 and 8 threads a head in the
 // fused kernel), alone and together, and with yarn's table.
 GPU_TEST(CudaRunnerMatchesCpuRunnerWithWindowsAndQkNorm) {
@@ -245,6 +247,36 @@ GPU_TEST(CudaRunnerMatchesCpuRunnerWithWindowsAndQkNorm) {
   setenv("INFLIGHT_ATTENTION_SM_SPLIT", "force", 1);
   CompareRunners("qwen3", DType::kBFloat16, 128, {}, 2048, upper_layers);
   unsetenv("INFLIGHT_ATTENTION_SM_SPLIT");
+}
+
+// An FP8 KV cache (inflight-build --kv_cache_dtype fp8): both runners store the same E4M3 codes
+// (up to the rounding of k to dtype before its code on the device), through prompt, decode and
+// mixed steps, with windows, q/k norm, and the mixed step's attentions side by side; the CPU
+// runner's logits are the reference.
+GPU_TEST(CudaRunnerMatchesCpuRunnerWithFp8KvCache) {
+  AttentionCase limits;
+  limits.limits.max_attention_window = {20, 33};
+  limits.limits.sink_token_length = 3;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    CompareRunners("llama", dtype, 64, {}, 2048, {}, true);
+    CompareRunners("qwen2", dtype, 128, {}, 2048, {}, true);
+    CompareRunners("llama", dtype, 128, {}, 2048, limits, true);
+    CompareRunners("qwen3", dtype, 64, {}, 2048, {}, true);
+  }
+  setenv("INFLIGHT_ATTENTION_SM_SPLIT", "force", 1);
+  CompareRunners("llama", DType::kBFloat16, 128, {}, 2048, {}, true);
+  unsetenv("INFLIGHT_ATTENTION_SM_SPLIT");
+}
+
+// Head dims with no FP8 attention kernel are refused at load, by name.
+GPU_TEST(CudaRunnerRefusesFp8KvCacheAtHeadDim80) {
+  const std::string engine =
+      MakeEngine("llama", DType::kBFloat16, 80, 300, 512, {}, 2048, {}, true);
+  auto gpu = model::CreateCudaModelRunner(engine, model::CudaRunnerOptions{});
+  GPU_CHECK(!gpu.ok(), "an FP8 KV cache at head_dim 80 was accepted");
+  const std::string message = gpu.status().ToString();
+  GPU_CHECK(message.find("kv_cache_quant_algo \"fp8\" with head_dim 80") != std::string::npos,
+            message);
 }
 
 GPU_TEST(CudaRunnerMatchesCpuRunnerOnLongPrompts) {

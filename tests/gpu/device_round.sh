@@ -9,7 +9,8 @@
 #      test_llm_ensemble.py and test_llm_repository.py against GPU repositories;
 #   5. with 2 or more GPUs, tests/gpu/multi_gpu_round.sh (NCCL test, leader-mode servers at tp 2
 #      and pp 2 against tp 1).
-# Logs go to a scratch folder; at the end summary.md, parity.md, parity.json and round-logs.tar.gz
+# summary.md, parity.md and parity.json are written straight to the output folder (so that a round cut
+# by its call's limit still brings them back); logs go to a scratch folder, and round-logs.tar.gz
 # (every log) are copied to $OUT (the device tool's output folder, which takes back at most 8 files)
 # or <repo>/out/device-round.
 #
@@ -20,6 +21,8 @@
 # INFLIGHT_SANITIZE_FILTER_<binary> (test-name filter for that binary under racecheck only),
 # INFLIGHT_GPU_TEST_SEED (repeat a seed), INFLIGHT_ROUND_STEPS (default "gpu sanitize parity e2e"),
 # INFLIGHT_ROUND_E2E_TESTS=0 (only the quickstart requests, not the e2e test files),
+# INFLIGHT_ROUND_GPU_TESTS (names of the GPU test binaries to run; default all),
+# INFLIGHT_ROUND_ATTENTION_VARIANTS=0 (not the paged-attention test's forced-kernel reruns),
 # INFLIGHT_PARITY_TIMEOUT (300 s), INFLIGHT_PARITY_CASES (gpu_parity.py's --cases; default all), INFLIGHT_E2E_TIMEOUT (240 s), INFLIGHT_ROUND_STRIP_PROMPT_TABLE_IDS=0
 # (leave the filled repositories as prepare_demo.sh made them).
 set -u -o pipefail
@@ -31,7 +34,7 @@ steps=" ${INFLIGHT_ROUND_STEPS:-gpu sanitize parity e2e multigpu} "
 deadline=$(( $(date +%s) + ${INFLIGHT_ROUND_DEADLINE_S:-420} ))
 san_timeout=${INFLIGHT_SANITIZE_TIMEOUT:-90}
 mkdir -p "$dest"
-summary="$out/summary.md"
+summary="$dest/summary.md"
 : >"$summary"
 status=0
 export INFLIGHT_GPU_TEST_SEED=${INFLIGHT_GPU_TEST_SEED:-20261121}
@@ -145,12 +148,14 @@ if want gpu; then
     grep -E "^\[ FAIL \]|mismatch|FAILURE" "$log" | head -5
   }
   for exe in "${gpu_tests[@]}"; do
+    # shellcheck disable=SC2076
+    [[ -n "${INFLIGHT_ROUND_GPU_TESTS:-}" && ! " $INFLIGHT_ROUND_GPU_TESTS " =~ " $(basename "$exe") " ]] && continue
     run_test "$(basename "$exe")" "$out/$(basename "$exe").log" "$exe"
   done
   # As tests/gpu/CMakeLists.txt: decode attention once with each of its Hopper kernels forced, and
   # context attention with the mma.sync kernel forced at every head dim.
   exe="$pkg/libexec/gpu_paged_attention_test"
-  if [[ -x "$exe" ]]; then
+  if [[ -x "$exe" && "${INFLIGHT_ROUND_ATTENTION_VARIANTS:-1}" != 0 ]]; then
     for bulk in 0 1; do
       run_test "gpu_paged_attention_test INFLIGHT_DECODE_BULK=$bulk" \
         "$out/gpu_paged_attention_test.bulk$bulk.log" env INFLIGHT_DECODE_BULK=$bulk "$exe"
@@ -167,13 +172,13 @@ if want parity; then
   # shellcheck disable=SC2206
   [[ -n "${INFLIGHT_PARITY_CASES:-}" ]] && cases=(--cases $INFLIGHT_PARITY_CASES)
   if timeout "${INFLIGHT_PARITY_TIMEOUT:-300}" python3 "$root/tests/parity/gpu_parity.py" --bin_dir "$pkg/bin" --work /tmp/inflight-parity "${cases[@]}" \
-      --out_md "$out/parity.md" --json "$out/parity.json" --log "$out/parity-tools.log" \
+      --out_md "$dest/parity.md" --json "$dest/parity.json" --log "$out/parity-tools.log" \
       >"$out/parity.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
   tail -40 "$out/parity.log"
   say ""
   say "## Parity with Hugging Face: $r"
   say ""
-  sed -n '/^| architecture/,/^$/p' "$out/parity.md" 2>/dev/null >>"$summary"
+  sed -n '/^| case/,/^$/p' "$dest/parity.md" 2>/dev/null >>"$summary"
 fi
 
 # ---- 4. the server on a GPU engine
@@ -275,9 +280,9 @@ if want multigpu; then
     step "multi-GPU: NCCL test and leader-mode servers"
     say ""
     INFLIGHT_DEVICE_DIR="$pkg" bash "$root/tests/gpu/multi_gpu_round.sh" "$out/multi_gpu" \
-      >"$out/multi_gpu.md" 2>"$out/multi_gpu.err" || status=1
-    cat "$out/multi_gpu.md" "$out/multi_gpu.err" | tail -40
-    cat "$out/multi_gpu.md" >>"$summary"
+      >"$dest/multi_gpu.md" 2>"$out/multi_gpu.err" || status=1
+    cat "$dest/multi_gpu.md" "$out/multi_gpu.err" | tail -40
+    cat "$dest/multi_gpu.md" >>"$summary"
   else
     say ""
     say "## Multi-GPU: skipped ($gpus GPU)"
@@ -305,7 +310,5 @@ say ""
 say "Round took $(( $(date +%s) - t0 )) s; exit $status"
 echo
 cat "$summary"
-cp "$summary" "$dest/"
-for f in parity.md parity.json; do [[ -f "$out/$f" ]] && cp "$out/$f" "$dest/"; done
 tar -czf "$dest/round-logs.tar.gz" -C "$out" .
 exit $status

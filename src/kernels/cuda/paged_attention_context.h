@@ -28,4 +28,16 @@ cudaError_t PagedAttentionContext(void* out, const void* q, std::int64_t q_token
                                   const PagedKvShape& shape, std::int64_t num_heads, float scale,
                                   const AttentionWindow& window, DType dtype, cudaStream_t stream);
 
+// PagedAttentionContext over an FP8 KV cache (paged_batch.h KvFp8Scales, written by
+// RopeKvWriteFp8): the same batch, windows and preconditions, the keys and values read as code *
+// scale (widened to dtype exactly; k_scale multiplies the fp32 scores, v_scale the output), as
+// cpu::PagedAttentionFp8 does. Head dims 64 and 128 (Fp8KvHeadDimSupported), scales finite and
+// > 0; cudaErrorInvalidValue otherwise. Runs on the mma.sync kernel on every device.
+cudaError_t PagedAttentionContextFp8(void* out, const void* q, std::int64_t q_token_stride,
+                                     const void* k_pool, const void* v_pool,
+                                     const KvFp8Scales& scales, const PagedBatch& batch,
+                                     const PagedKvShape& shape, std::int64_t num_heads, float scale,
+                                     const AttentionWindow& window, DType dtype,
+                                     cudaStream_t stream);
+
 }  // namespace inflight::kernels::cuda

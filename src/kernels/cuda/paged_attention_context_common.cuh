@@ -26,6 +26,9 @@ struct ContextArgs {
   // some row of the query tile sees; window 0 launches the full-attention ones (sink unused).
   int window;
   int sink;
+  // An FP8 KV cache (MmaSyncContextFp8Kernel): the output's factor v_scale (k_scale is in
+  // scale_log2). 1 for fp16 / bf16 pools, where no kernel reads it.
+  float v_scale;
 };
 
 // Slots enumerate the query tiles sequence after sequence; within a sequence the last tile (the

@@ -49,13 +49,13 @@ std::int64_t RoundUp(std::int64_t x, std::int64_t to) {
 // go was slower (2-6%) than this one at the start. INFLIGHT_DECODE_PREFETCH=<keys> overrides it
 // (0: off), an A/B switch.
 int PrefetchTokens(const PagedBatch& batch, std::int64_t num_kv_heads, std::int64_t head_dim,
-                   DType dtype, std::int32_t partition_tokens, int max_splits) {
+                   std::int64_t kv_elem_bytes, std::int32_t partition_tokens, int max_splits) {
   static const long from_env = [] {
     const char* v = std::getenv("INFLIGHT_DECODE_PREFETCH");
     return v != nullptr ? std::atol(v) : -1L;
   }();
   if (from_env >= 0) return static_cast<int>(std::min<long>(from_env, partition_tokens));
-  const std::int64_t key_bytes = 2 * head_dim * static_cast<std::int64_t>(DTypeSize(dtype));
+  const std::int64_t key_bytes = 2 * head_dim * kv_elem_bytes;
   const std::int64_t l2 = CurrentDeviceAttribute(cudaDevAttrL2CacheSize, 0);
   const std::int64_t blocks = std::int64_t{batch.num_seqs} * num_kv_heads * max_splits;
   const std::int64_t fits = l2 / 2 / std::max<std::int64_t>(1, blocks * key_bytes);
@@ -111,9 +111,9 @@ std::int32_t PartitionTokensFor(const PagedBatch& batch, std::int64_t num_kv_hea
 }  // namespace
 
 std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads,
-                                   const AttentionWindow& window) {
+                                   const AttentionWindow& window, bool fp8_kv) {
   const PagedBatch visible = VisibleKeysBatch(batch, window);
-  return PartitionTokensFor(visible, num_kv_heads, UseBulkKernel(visible, num_kv_heads));
+  return PartitionTokensFor(visible, num_kv_heads, !fp8_kv && UseBulkKernel(visible, num_kv_heads));
 }
 
 std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int64_t num_heads,
@@ -127,12 +127,14 @@ std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int
   return slots * (static_cast<std::size_t>(head_dim) + 2) * sizeof(float);
 }
 
-cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_stride,
-                                 const void* k_pool, const void* v_pool, const PagedBatch& batch,
-                                 const PagedKvShape& shape, std::int64_t num_heads, float scale,
-                                 const AttentionWindow& window, DType dtype,
-                                 std::int32_t partition_tokens, void* workspace,
-                                 std::size_t workspace_bytes, cudaStream_t stream) {
+namespace {
+
+// PagedAttentionDecode over pools of T (fp8 null) or an FP8 cache's codes with their scales.
+cudaError_t LaunchPagedAttentionDecode(
+    void* out, const void* q, std::int64_t q_token_stride, const void* k_pool, const void* v_pool,
+    const PagedBatch& batch, const PagedKvShape& shape, std::int64_t num_heads, float scale,
+    const AttentionWindow& window, DType dtype, std::int32_t partition_tokens, void* workspace,
+    std::size_t workspace_bytes, const KvFp8Scales* fp8, cudaStream_t stream) {
   const auto misaligned = [](const void* p) {
     return reinterpret_cast<std::uintptr_t>(p) % 16 != 0;
   };
@@ -146,7 +148,7 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
   if (batch.num_seqs == 0) return cudaSuccess;
   // The split rules see the visible keys: a long sequence with a window is a short one to them.
   const PagedBatch visible = VisibleKeysBatch(batch, window);
-  const bool bulk = UseBulkKernel(visible, shape.num_kv_heads);
+  const bool bulk = fp8 == nullptr && UseBulkKernel(visible, shape.num_kv_heads);
   if (partition_tokens == 0) {
     partition_tokens = PartitionTokensFor(visible, shape.num_kv_heads, bulk);
   }
@@ -162,28 +164,29 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
   float* part_ml =
       part_o == nullptr ? nullptr : part_o + slots * static_cast<std::size_t>(shape.head_dim);
   const std::int64_t group = num_heads / shape.num_kv_heads;
-  detail::DecodeArgs args{out,
-                          q,
-                          q_token_stride,
-                          k_pool,
-                          v_pool,
-                          batch,
-                          static_cast<int>(num_heads),
-                          static_cast<int>(shape.num_kv_heads),
-                          static_cast<int>(group),
-                          static_cast<int>(CeilDiv(group, detail::kDecTileHeads)),
-                          static_cast<int>(shape.tokens_per_block),
-                          scale * static_cast<float>(M_LOG2E),
-                          partition_tokens,
-                          std::max(max_splits, 1),
-                          part_o,
-                          part_ml,
-                          PrefetchTokens(batch, shape.num_kv_heads, shape.head_dim, dtype,
-                                         partition_tokens, max_splits),
-                          CurrentDeviceIsSm90OrLater(),
-                          bulk,
-                          window.window,
-                          window.sink};
+  detail::DecodeArgs args{
+      out, q, q_token_stride, k_pool, v_pool, batch, static_cast<int>(num_heads),
+      static_cast<int>(shape.num_kv_heads), static_cast<int>(group),
+      static_cast<int>(CeilDiv(group, detail::kDecTileHeads)),
+      static_cast<int>(shape.tokens_per_block),
+      // An FP8 cache's scores are k_scale * (q . codes).
+      scale * static_cast<float>(M_LOG2E) * (fp8 != nullptr ? fp8->k : 1.0f), partition_tokens,
+      std::max(max_splits, 1), part_o, part_ml,
+      PrefetchTokens(batch, shape.num_kv_heads, shape.head_dim,
+                     fp8 != nullptr ? std::int64_t{1} : static_cast<std::int64_t>(DTypeSize(dtype)),
+                     partition_tokens, max_splits),
+      CurrentDeviceIsSm90OrLater(), bulk, window.window, window.sink,
+      fp8 != nullptr ? fp8->v : 1.0f};
+  if (fp8 != nullptr) {
+    switch (shape.head_dim) {
+      case 64:
+        return detail::LaunchDecodeAttentionFp8Hd64(args, dtype, stream);
+      case 128:
+        return detail::LaunchDecodeAttentionFp8Hd128(args, dtype, stream);
+      default:
+        return cudaErrorInvalidValue;
+    }
+  }
   switch (shape.head_dim) {
     case 64:
       return detail::LaunchDecodeAttentionHd64(args, dtype, stream);
@@ -196,6 +199,32 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+}  // namespace
+
+cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_stride,
+                                 const void* k_pool, const void* v_pool, const PagedBatch& batch,
+                                 const PagedKvShape& shape, std::int64_t num_heads, float scale,
+                                 const AttentionWindow& window, DType dtype,
+                                 std::int32_t partition_tokens, void* workspace,
+                                 std::size_t workspace_bytes, cudaStream_t stream) {
+  return LaunchPagedAttentionDecode(out, q, q_token_stride, k_pool, v_pool, batch, shape, num_heads,
+                                    scale, window, dtype, partition_tokens, workspace,
+                                    workspace_bytes, nullptr, stream);
+}
+
+cudaError_t PagedAttentionDecodeFp8(void* out, const void* q, std::int64_t q_token_stride,
+                                    const void* k_pool, const void* v_pool,
+                                    const KvFp8Scales& scales, const PagedBatch& batch,
+                                    const PagedKvShape& shape, std::int64_t num_heads, float scale,
+                                    const AttentionWindow& window, DType dtype,
+                                    std::int32_t partition_tokens, void* workspace,
+                                    std::size_t workspace_bytes, cudaStream_t stream) {
+  if (!scales.valid() || !Fp8KvHeadDimSupported(shape.head_dim)) return cudaErrorInvalidValue;
+  return LaunchPagedAttentionDecode(out, q, q_token_stride, k_pool, v_pool, batch, shape, num_heads,
+                                    scale, window, dtype, partition_tokens, workspace,
+                                    workspace_bytes, &scales, stream);
 }
 
 }  // namespace inflight::kernels::cuda

@@ -13,11 +13,12 @@
 
 namespace inflight::kernels::cuda {
 
-// Keys per split chosen by PagedAttentionDecode when partition_tokens is 0 (auto), for the keys
-// `window` leaves visible. Small grids on Hopper run a kernel that copies K/V into shared memory,
-// with a split size of its own: pass this function's value (or 0) to keep that choice.
+// Keys per split chosen by PagedAttentionDecode (fp8_kv: PagedAttentionDecodeFp8) when
+// partition_tokens is 0 (auto), for the keys `window` leaves visible. Small grids on Hopper run a
+// kernel that copies K/V into shared memory, with a split size of its own: pass this function's
+// value (or 0) to keep that choice.
 std::int32_t DecodePartitionTokens(const PagedBatch& batch, std::int64_t num_kv_heads,
-                                   const AttentionWindow& window);
+                                   const AttentionWindow& window, bool fp8_kv = false);
 
 // Device workspace PagedAttentionDecode needs for this batch and window (0 when it runs unsplit).
 std::size_t PagedAttentionDecodeWorkspaceBytes(const PagedBatch& batch, std::int64_t num_heads,
@@ -49,5 +50,19 @@ cudaError_t PagedAttentionDecode(void* out, const void* q, std::int64_t q_token_
                                  const AttentionWindow& window, DType dtype,
                                  std::int32_t partition_tokens, void* workspace,
                                  std::size_t workspace_bytes, cudaStream_t stream);
+
+// PagedAttentionDecode over an FP8 KV cache (paged_batch.h KvFp8Scales, written by
+// RopeKvWriteFp8): the same batch, windows, splits and workspace (DecodePartitionTokens with fp8_kv
+// true, PagedAttentionDecodeWorkspaceBytes), the keys and values read as code * scale (exact in
+// dtype; k_scale multiplies the fp32 scores, v_scale the output), as cpu::PagedAttentionFp8 does.
+// Head dims 64 and 128 (Fp8KvHeadDimSupported), scales finite and > 0; cudaErrorInvalidValue
+// otherwise. Always the register-stream kernel (no shared-memory bulk copies).
+cudaError_t PagedAttentionDecodeFp8(void* out, const void* q, std::int64_t q_token_stride,
+                                    const void* k_pool, const void* v_pool,
+                                    const KvFp8Scales& scales, const PagedBatch& batch,
+                                    const PagedKvShape& shape, std::int64_t num_heads, float scale,
+                                    const AttentionWindow& window, DType dtype,
+                                    std::int32_t partition_tokens, void* workspace,
+                                    std::size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace inflight::kernels::cuda

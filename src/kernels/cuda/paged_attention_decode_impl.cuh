@@ -46,6 +46,9 @@ struct DecodeArgs {
   // the query sees (DecodeWindowSplit); window 0 the full-attention ones (sink unused).
   int window;
   int sink;
+  // An FP8 KV cache (the kernels' KV = Fp8Code): the output's factor v_scale (k_scale is in
+  // scale_log2). 1 for fp16 / bf16 pools, where no kernel reads it.
+  float v_scale;
 };
 
 constexpr int kDecWarps = 4;
@@ -183,10 +186,10 @@ __device__ __forceinline__ std::uint32_t DecodePoolRow(const std::int32_t* table
 
 // Asks L2 for the K and V rows of keys [begin, end) of one kv head: one bulk prefetch per pool and
 // paged block, spread over the block's threads.
-template <typename T, int D>
+template <typename KV, int D>
 __device__ __forceinline__ void PrefetchKeysL2(const std::int32_t* table, int begin, int end,
                                                int tokens_per_block, int num_kv_heads, int kv_head,
-                                               const T* k_pool, const T* v_pool) {
+                                               const KV* k_pool, const KV* v_pool) {
   const int first = begin / tokens_per_block;
   const int pieces = 2 * ((end - 1) / tokens_per_block - first + 1);
   for (int i = static_cast<int>(threadIdx.x); i < pieces; i += static_cast<int>(blockDim.x)) {
@@ -195,7 +198,7 @@ __device__ __forceinline__ void PrefetchKeysL2(const std::int32_t* table, int be
     const int hi = min(end, (b + 1) * tokens_per_block);
     const std::uint32_t row = DecodePoolRow(table, lo, tokens_per_block, num_kv_heads, kv_head);
     PrefetchL2(((i & 1) != 0 ? v_pool : k_pool) + static_cast<std::size_t>(row) * D,
-               static_cast<std::uint32_t>((hi - lo) * D * static_cast<int>(sizeof(T))));
+               static_cast<std::uint32_t>((hi - lo) * D * static_cast<int>(sizeof(KV))));
   }
 }
 
@@ -349,7 +352,7 @@ __device__ __forceinline__ void DecodeComputeStep(DecodeWarpState<D>& st,
 // Merges the block's four warp states through shared memory (s_o, s_m, s_l: [kDecWarps][...]) and
 // stores the result: the output rows when the sequence runs unsplit, else this split's unnormalised
 // output, running max and sum for the reduce.
-template <typename T, int D>
+template <typename T, int D, bool kScaleV = false>
 __device__ __forceinline__ void DecodeMergeWarpsAndStore(const DecodeArgs& args,
                                                          const DecodeBlock& b,
                                                          DecodeWarpState<D>& st,
@@ -394,6 +397,7 @@ __device__ __forceinline__ void DecodeMergeWarpsAndStore(const DecodeArgs& args,
       l_sum += s_l[w][h] * weight;
       acc += s_o[w][h][d] * weight;
     }
+    if constexpr (kScaleV) acc *= args.v_scale;  // an FP8 cache's V = code * v_scale
     const std::int64_t head = head0 + h;
     if (args.max_splits == 1) {
       static_cast<T*>(
@@ -411,11 +415,35 @@ __device__ __forceinline__ void DecodeMergeWarpsAndStore(const DecodeArgs& args,
   }
 }
 
+// How the register-stream kernel loads and computes a warp step from pools of KV: T pools straight
+// into the mma fragments, FP8 pools (paged_attention_decode_fp8.cuh) as half the bytes, widened to
+// T fragments when the step computes.
+template <typename T, typename KV, int D>
+struct DecodeSteps {
+  using Regs = DecodeStepRegs<D>;
+  __device__ static __forceinline__ void Fetch(Regs& r, std::uint32_t rows, const T* k_pool,
+                                               const T* v_pool, int g, int q) {
+    DecodeFetchStep<T, D>(r, rows, k_pool, v_pool, g, q);
+  }
+  __device__ static __forceinline__ void Compute(DecodeWarpState<D>& st, const Regs& r,
+                                                 const uint4* qf, uint2 qf_tail, float scale_log2,
+                                                 int base, int k_end, int g) {
+    DecodeComputeStep<T, D>(st, r, qf, qf_tail, scale_log2, base, k_end, g);
+  }
+};
+
+}  // namespace inflight::kernels::cuda::detail
+
+#include "kernels/cuda/paged_attention_decode_fp8.cuh"
+
+namespace inflight::kernels::cuda::detail {
+
 // Grid: (num_kv_heads * head_tiles, num_seqs, max_splits), block: kDecThreads. kWindow: the split's
 // keys come from DecodeWindowSplit, which needs the sequence's length first.
-template <typename T, int D, bool kWindow>
+template <typename T, int D, bool kWindow, typename KV = T>
 __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeArgs args) {
   using L = DecodeLayout<D>;
+  using Steps = DecodeSteps<T, KV, D>;
   __shared__ float s_o[kDecWarps][kDecTileHeads][D];
   __shared__ float s_m[kDecWarps][kDecTileHeads];
   __shared__ float s_l[kDecWarps][kDecTileHeads];
@@ -443,9 +471,9 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   const int kv_len = batch.num_cached[b.s] + 1;
   const int keys_end = kWindow ? k_end : kv_len;  // no key of the split at or past it
   if (args.prefetch_tokens > 0 && b.k_begin < keys_end) {
-    PrefetchKeysL2<T, D>(b.table, b.k_begin, min(keys_end, b.k_begin + args.prefetch_tokens),
-                         args.tokens_per_block, args.num_kv_heads, b.kv_head,
-                         static_cast<const T*>(args.k_pool), static_cast<const T*>(args.v_pool));
+    PrefetchKeysL2<KV, D>(b.table, b.k_begin, min(keys_end, b.k_begin + args.prefetch_tokens),
+                          args.tokens_per_block, args.num_kv_heads, b.kv_head,
+                          static_cast<const KV*>(args.k_pool), static_cast<const KV*>(args.v_pool));
   }
   GridDependencyWait();
   GridDependencyLaunchDependents();
@@ -453,8 +481,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   if (b.k_begin >= keys_end) return;
   if constexpr (!kWindow) k_end = min(kv_len, b.k_begin + args.partition_tokens);
   const int q_row = batch.query_start[b.s];
-  const T* k_pool = static_cast<const T*>(args.k_pool);
-  const T* v_pool = static_cast<const T*>(args.v_pool);
+  const KV* k_pool = static_cast<const KV*>(args.k_pool);
+  const KV* v_pool = static_cast<const KV*>(args.v_pool);
 
   uint4 qf[L::kKPieces];
   uint2 qf_tail;
@@ -478,25 +506,25 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
   const std::uint32_t first_key_row1 = __shfl_sync(0xffffffffu, rows1, 0);
   rows0 = in_range(0) ? rows0 : first_key_row0;
   rows1 = in_range(1) ? rows1 : first_key_row1;
-  DecodeStepRegs<D> ra, rb;
+  typename Steps::Regs ra, rb;
   std::uint32_t rows = rows1;
-  if (my_steps > 0) DecodeFetchStep<T, D>(ra, rows0, k_pool, v_pool, b.g, b.q);
+  if (my_steps > 0) Steps::Fetch(ra, rows0, k_pool, v_pool, b.g, b.q);
   // Two register sets in turn (no copies between them): while one step computes, the next loads.
   for (int j = 0; j < my_steps; j += 2) {
     if (j + 1 < my_steps) {
-      DecodeFetchStep<T, D>(rb, rows, k_pool, v_pool, b.g, b.q);
+      Steps::Fetch(rb, rows, k_pool, v_pool, b.g, b.q);
       if (j + 2 < my_steps) rows = rows_of(j + 2);
     }
-    DecodeComputeStep<T, D>(st, ra, qf, qf_tail, args.scale_log2, step_base(j), k_end, b.g);
+    Steps::Compute(st, ra, qf, qf_tail, args.scale_log2, step_base(j), k_end, b.g);
     if (j + 1 >= my_steps) break;
     if (j + 2 < my_steps) {
-      DecodeFetchStep<T, D>(ra, rows, k_pool, v_pool, b.g, b.q);
+      Steps::Fetch(ra, rows, k_pool, v_pool, b.g, b.q);
       if (j + 3 < my_steps) rows = rows_of(j + 3);
     }
-    DecodeComputeStep<T, D>(st, rb, qf, qf_tail, args.scale_log2, step_base(j + 1), k_end, b.g);
+    Steps::Compute(st, rb, qf, qf_tail, args.scale_log2, step_base(j + 1), k_end, b.g);
   }
 
-  DecodeMergeWarpsAndStore<T, D>(args, b, st, s_o, s_m, s_l, q_row);
+  DecodeMergeWarpsAndStore<T, D, !std::is_same_v<KV, T>>(args, b, st, s_o, s_m, s_l, q_row);
 }
 
 }  // namespace inflight::kernels::cuda::detail
@@ -506,7 +534,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeAr
 
 namespace inflight::kernels::cuda::detail {
 
-template <typename T, int D, bool kWindow>
+template <typename T, int D, bool kWindow, typename KV = T>
 cudaError_t LaunchDecodeAttentionFor(const DecodeArgs& args, cudaStream_t stream) {
   cudaLaunchAttribute programmatic = {};
   programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -520,19 +548,24 @@ cudaError_t LaunchDecodeAttentionFor(const DecodeArgs& args, cudaStream_t stream
   config.attrs = args.programmatic ? &programmatic : nullptr;
   config.numAttrs = args.programmatic ? 1 : 0;
   cudaError_t err = cudaSuccess;
-  // NOTE: decided once per process, for the device of the first call (as context attention's).
-  static const bool bulk_runs = Sm90aCodeRuns(DecodeBulkKernel<T, D, kWindow>);
-  if (args.bulk && bulk_runs) {
-    // NOTE: set at every launch: the attribute belongs to the current device's context.
-    config.dynamicSmemBytes = DecodeBulkTiling<T, D>::kSmemBytes;
-    err = cudaFuncSetAttribute(DecodeBulkKernel<T, D, kWindow>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               DecodeBulkTiling<T, D>::kSmemBytes);
-    if (err == cudaSuccess)
-      err = cudaLaunchKernelEx(&config, DecodeBulkKernel<T, D, kWindow>, args);
-    config.dynamicSmemBytes = 0;
+  if constexpr (!std::is_same_v<KV, T>) {
+    // An FP8 cache has the register-stream kernel only (its caller sets args.bulk false).
+    err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow, KV>, args);
   } else {
-    err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow>, args);
+    // NOTE: decided once per process, for the device of the first call (as context attention's).
+    static const bool bulk_runs = Sm90aCodeRuns(DecodeBulkKernel<T, D, kWindow>);
+    if (args.bulk && bulk_runs) {
+      // NOTE: set at every launch: the attribute belongs to the current device's context.
+      config.dynamicSmemBytes = DecodeBulkTiling<T, D>::kSmemBytes;
+      err = cudaFuncSetAttribute(DecodeBulkKernel<T, D, kWindow>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 DecodeBulkTiling<T, D>::kSmemBytes);
+      if (err == cudaSuccess)
+        err = cudaLaunchKernelEx(&config, DecodeBulkKernel<T, D, kWindow>, args);
+      config.dynamicSmemBytes = 0;
+    } else {
+      err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow>, args);
+    }
   }
   if (err != cudaSuccess || args.max_splits == 1) return err;
   config.gridDim =
@@ -542,15 +575,18 @@ cudaError_t LaunchDecodeAttentionFor(const DecodeArgs& args, cudaStream_t stream
 
 // A window (args.window > 0) takes the kWindow instantiations; full attention keeps its own, with
 // no window arithmetic in them.
-template <typename T, int D>
+template <typename T, int D, typename KV = T>
 cudaError_t LaunchDecodeAttention(const DecodeArgs& args, cudaStream_t stream) {
-  if (args.window > 0) return LaunchDecodeAttentionFor<T, D, true>(args, stream);
-  return LaunchDecodeAttentionFor<T, D, false>(args, stream);
+  if (args.window > 0) return LaunchDecodeAttentionFor<T, D, true, KV>(args, stream);
+  return LaunchDecodeAttentionFor<T, D, false, KV>(args, stream);
 }
 
 cudaError_t LaunchDecodeAttentionHd64(const DecodeArgs& args, DType dtype, cudaStream_t stream);
 cudaError_t LaunchDecodeAttentionHd80(const DecodeArgs& args, DType dtype, cudaStream_t stream);
 cudaError_t LaunchDecodeAttentionHd96(const DecodeArgs& args, DType dtype, cudaStream_t stream);
 cudaError_t LaunchDecodeAttentionHd128(const DecodeArgs& args, DType dtype, cudaStream_t stream);
+// FP8 pools (paged_attention_decode_fp8_hd*.cu): head dims 64 and 128.
+cudaError_t LaunchDecodeAttentionFp8Hd64(const DecodeArgs& args, DType dtype, cudaStream_t stream);
+cudaError_t LaunchDecodeAttentionFp8Hd128(const DecodeArgs& args, DType dtype, cudaStream_t stream);
 
 }  // namespace inflight::kernels::cuda::detail

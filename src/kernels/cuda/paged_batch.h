@@ -16,6 +16,21 @@ namespace inflight::kernels::cuda {
 using PagedKvShape = cpu::PagedKvShape;
 using AttentionWindow = cpu::AttentionWindow;
 
+// An FP8 KV cache's scales, one pair per layer (docs/engine_format.md, "An FP8 KV cache"): its
+// pools hold bytes, [num_blocks, num_kv_heads, tokens_per_block, head_dim] E4M3 codes of k / k and
+// v / v (cpu::KvCacheWriteFp8), read back as code * scale (cpu::PagedAttentionFp8).
+struct KvFp8Scales {
+  float k = 1.0f;
+  float v = 1.0f;
+  // Both finite and > 0.
+  bool valid() const { return k > 0.0f && v > 0.0f && k < 3.0e38f && v < 3.0e38f; }
+};
+
+// Head dims the FP8 KV-cache kernels (write, decode and context attention) take.
+inline bool Fp8KvHeadDimSupported(std::int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
+
 struct PagedBatch {
   std::int32_t num_seqs = 0;
   std::int32_t num_tokens = 0;                 // query_start[num_seqs]

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/fp8_kv.cuh"
 
 namespace inflight::kernels::cuda {
 namespace {
@@ -25,27 +26,33 @@ __device__ __forceinline__ int SequenceOfRow(const std::int32_t* query_start, in
   return lo;
 }
 
-// What both kernels take: RopeKvWrite's arguments, typed. inv_freq nullptr: no rotation.
-template <typename T>
+// What both kernels take: RopeKvWrite's arguments, typed. inv_freq nullptr: no rotation. P: the
+// pools' element, T (fp16 / bf16 pools) or Fp8Code (an FP8 KV cache, RopeKvWriteFp8).
+template <typename T, typename P = T>
 struct RopeKvArgs {
+  using Pool = P;
+  static constexpr bool kQkNorm = false;
   T* q;
   T* k;
   T* v;
   std::int64_t token_stride;
   int num_heads;
-  T* k_pool;
-  T* v_pool;
+  P* k_pool;
+  P* v_pool;
   PagedBatch batch;
   int num_kv_heads, tokens_per_block, head_dim;
   const float* inv_freq;
   int inv_freq_seq_stride;  // 0: one table; head_dim / 2: a table per sequence
   float scale;              // on cos and sin
+  float k_scale = 1.0f;     // FP8 pools only: codes of k / k_scale and v / v_scale
+  float v_scale = 1.0f;
 };
 
 // The vector kernel's arguments with Qwen3's q/k norm (a type of its own, so that the kernels
 // without the norm keep their parameters and code).
-template <typename T>
-struct RopeKvNormArgs : RopeKvArgs<T> {
+template <typename T, typename P = T>
+struct RopeKvNormArgs : RopeKvArgs<T, P> {
+  static constexpr bool kQkNorm = true;
   const T* q_norm;  // [head_dim] each
   const T* k_norm;
   float norm_eps;
@@ -53,8 +60,8 @@ struct RopeKvNormArgs : RopeKvArgs<T> {
 
 // Where row `row` of the step goes: its position, its offset in q/k/v, and its KV-cache slot.
 struct RowSlot {
-  template <typename T>
-  __device__ __forceinline__ RowSlot(const RopeKvArgs<T>& a, int row)
+  template <typename T, typename P>
+  __device__ __forceinline__ RowSlot(const RopeKvArgs<T, P>& a, int row)
       : num_kv_heads(a.num_kv_heads), tokens_per_block(a.tokens_per_block), head_dim(a.head_dim) {
     const PagedBatch& batch = a.batch;
     const int s = SequenceOfRow(batch.query_start, batch.num_seqs, row);
@@ -77,12 +84,33 @@ struct RowSlot {
   std::int64_t row_off;
 };
 
+// One K or V element as the pool holds it.
+template <typename P, typename T>
+__device__ __forceinline__ P ToPool(T x, float scale) {
+  if constexpr (std::is_same_v<P, T>) {
+    return x;
+  } else {
+    return EncodeFp8(ToFloat(x), scale);
+  }
+}
+
+// Eight K or V elements (16 bytes of T) into the pool at dst (16-byte aligned for T pools, 8-byte
+// for FP8 ones).
+template <typename T, typename P>
+__device__ __forceinline__ void StorePool8(P* dst, const uint4& bits, float scale) {
+  if constexpr (std::is_same_v<P, T>) {
+    *reinterpret_cast<uint4*>(dst) = bits;
+  } else {
+    *reinterpret_cast<uint2*>(dst) = EncodeFp8x8<T>(bits, scale);
+  }
+}
+
 // Grid: (num_tokens, WorkBlocks(...)), Block: (kThreads). Thread j of the row's work blocks owns
 // rotation pair j (i, i + half) and K/V element j, so the in-place update needs no synchronisation
 // and a decode step's row is spread over ~20 blocks instead of looping in one (a loop of dependent
 // loads and sincosf made one decode row take ~10 us on an H100).
-template <typename T, bool kTableOrScale>
-__global__ void __launch_bounds__(kThreads) RopeKvWriteKernel(RopeKvArgs<T> args) {
+template <typename T, bool kTableOrScale, typename P>
+__global__ void __launch_bounds__(kThreads) RopeKvWriteKernel(RopeKvArgs<T, P> args) {
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const RowSlot at(args, static_cast<int>(blockIdx.x));
@@ -108,15 +136,16 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteKernel(RopeKvArgs<T> args
     x[i] = ra;
     x[i + half] = rb;
     if (!is_q) {
-      T* dst = args.k_pool + at.PoolOffset(kvh);
-      dst[i] = ra;
-      dst[i + half] = rb;
+      P* dst = args.k_pool + at.PoolOffset(kvh);
+      dst[i] = ToPool<P>(ra, args.k_scale);
+      dst[i + half] = ToPool<P>(rb, args.k_scale);
     }
   }
   if (idx < args.num_kv_heads * args.head_dim) {
     const int kvh = idx / args.head_dim, d = idx - kvh * args.head_dim;
-    if (args.inv_freq == nullptr) args.k_pool[at.PoolOffset(kvh) + d] = args.k[at.row_off + idx];
-    args.v_pool[at.PoolOffset(kvh) + d] = args.v[at.row_off + idx];
+    if (args.inv_freq == nullptr)
+      args.k_pool[at.PoolOffset(kvh) + d] = ToPool<P>(args.k[at.row_off + idx], args.k_scale);
+    args.v_pool[at.PoolOffset(kvh) + d] = ToPool<P>(args.v[at.row_off + idx], args.v_scale);
   }
 }
 
@@ -150,7 +179,8 @@ __device__ __forceinline__ float GroupSum(float v, int lanes) {
 // head's 1 / rms and the norm weight. Grid: (num_tokens, heads_split), Block: (kThreads).
 template <typename T, bool kTableOrScale, typename Args>
 __global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(Args args) {
-  constexpr bool kQkNorm = std::is_same_v<Args, RopeKvNormArgs<T>>;
+  constexpr bool kQkNorm = Args::kQkNorm;
+  using P = typename Args::Pool;
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const RowSlot at(args, static_cast<int>(blockIdx.x));
@@ -220,9 +250,9 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(Args args) {
       *reinterpret_cast<uint4*>(x) = ra.bits;
       *reinterpret_cast<uint4*>(x + half) = rb.bits;
       if (!is_q) {
-        T* dst = args.k_pool + at.PoolOffset(kvh) + i0;
-        *reinterpret_cast<uint4*>(dst) = ra.bits;
-        *reinterpret_cast<uint4*>(dst + half) = rb.bits;
+        P* dst = args.k_pool + at.PoolOffset(kvh) + i0;
+        StorePool8<T>(dst, ra.bits, args.k_scale);
+        StorePool8<T>(dst + half, rb.bits, args.k_scale);
       }
     }
   }
@@ -234,9 +264,9 @@ __global__ void __launch_bounds__(kThreads) RopeKvWriteVec8Kernel(Args args) {
     const std::int64_t src = at.row_off + static_cast<std::int64_t>(kvh) * args.head_dim + d;
     const std::int64_t dst = at.PoolOffset(kvh) + d;
     if (args.inv_freq == nullptr) {
-      *reinterpret_cast<uint4*>(args.k_pool + dst) = *reinterpret_cast<const uint4*>(args.k + src);
+      StorePool8<T>(args.k_pool + dst, *reinterpret_cast<const uint4*>(args.k + src), args.k_scale);
     }
-    *reinterpret_cast<uint4*>(args.v_pool + dst) = *reinterpret_cast<const uint4*>(args.v + src);
+    StorePool8<T>(args.v_pool + dst, *reinterpret_cast<const uint4*>(args.v + src), args.v_scale);
   }
 }
 
@@ -257,26 +287,68 @@ unsigned WorkBlocks(std::int64_t num_heads, const PagedKvShape& shape) {
   return static_cast<unsigned>(CeilDiv(pairs > kv ? pairs : kv, kThreads));
 }
 
+// Launches the kernel for the arguments: the vector kernel (vec8), with the q/k norm when asked.
+template <typename T, typename P>
+cudaError_t LaunchRopeKvWrite(const RopeKvArgs<T, P>& args, bool vec8, const QkNormWeights& qk_norm,
+                              const PagedKvShape& shape, std::int64_t num_heads,
+                              const RopeTable& rope, cudaStream_t stream) {
+  const std::int64_t num_tokens = args.batch.num_tokens;
+  // NOTE: engines with one table and scale 1 (all but yarn and dynamic RoPE) take kernels
+  // without the table offset and the two multiplies, the code they ran before those existed.
+  const bool table_or_scale = rope.seq_stride != 0 || rope.scale != 1.0f;
+  if (vec8) {
+    const dim3 grid(static_cast<unsigned>(num_tokens),
+                    Vec8HeadSplits(num_tokens, num_heads, shape, qk_norm.enabled()));
+    if (qk_norm.enabled()) {
+      // One kernel for every table: its offset and scale cost little beside the norm.
+      const RopeKvNormArgs<T, P> norm_args{args, static_cast<const T*>(qk_norm.q),
+                                           static_cast<const T*>(qk_norm.k), qk_norm.eps};
+      return LaunchProgrammatic(RopeKvWriteVec8Kernel<T, true, RopeKvNormArgs<T, P>>, grid,
+                                dim3(kThreads), 0, stream, norm_args);
+    }
+    return table_or_scale ? LaunchProgrammatic(RopeKvWriteVec8Kernel<T, true, RopeKvArgs<T, P>>,
+                                               grid, dim3(kThreads), 0, stream, args)
+                          : LaunchProgrammatic(RopeKvWriteVec8Kernel<T, false, RopeKvArgs<T, P>>,
+                                               grid, dim3(kThreads), 0, stream, args);
+  }
+  const dim3 grid(static_cast<unsigned>(num_tokens), WorkBlocks(num_heads, shape));
+  return table_or_scale ? LaunchProgrammatic(RopeKvWriteKernel<T, true, P>, grid, dim3(kThreads), 0,
+                                             stream, args)
+                        : LaunchProgrammatic(RopeKvWriteKernel<T, false, P>, grid, dim3(kThreads),
+                                             0, stream, args);
+}
+
+// RopeKvWrite's checks; sets *vec8 to whether the vector kernel runs.
+cudaError_t CheckRopeKvWrite(const void* q, const void* k, const void* v, std::int64_t token_stride,
+                             std::int64_t num_heads, const void* k_pool, const void* v_pool,
+                             const PagedBatch& batch, const PagedKvShape& shape,
+                             const RopeTable& rope, const QkNormWeights& qk_norm, bool* vec8) {
+  if (batch.num_tokens < 0 || batch.num_seqs <= 0 || shape.head_dim <= 0 ||
+      shape.head_dim % 2 != 0 || shape.num_kv_heads <= 0 || shape.tokens_per_block <= 0 ||
+      num_heads <= 0 || (rope.seq_stride != 0 && rope.seq_stride != shape.head_dim / 2)) {
+    return cudaErrorInvalidValue;
+  }
+  *vec8 = shape.head_dim % 16 == 0 && shape.head_dim / 16 <= kThreads && token_stride % 8 == 0 &&
+          Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(k_pool) && Aligned16(v_pool);
+  // The norm lives in the vector kernel's rotation, its head's threads in one warp.
+  if (qk_norm.enabled() &&
+      (!*vec8 || rope.inv_freq == nullptr || shape.head_dim > 512 || qk_norm.k == nullptr ||
+       !Aligned16(qk_norm.q) || !Aligned16(qk_norm.k) || !(qk_norm.eps >= 0.0f))) {
+    return cudaErrorInvalidValue;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
 
 cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                         std::int64_t num_heads, void* k_pool, void* v_pool, const PagedBatch& batch,
                         const PagedKvShape& shape, const RopeTable& rope,
                         const QkNormWeights& qk_norm, DType dtype, cudaStream_t stream) {
-  if (batch.num_tokens < 0 || batch.num_seqs <= 0 || shape.head_dim <= 0 ||
-      shape.head_dim % 2 != 0 || shape.num_kv_heads <= 0 || shape.tokens_per_block <= 0 ||
-      num_heads <= 0 || (rope.seq_stride != 0 && rope.seq_stride != shape.head_dim / 2)) {
-    return cudaErrorInvalidValue;
-  }
-  const bool vec8 = shape.head_dim % 16 == 0 && shape.head_dim / 16 <= kThreads &&
-                    token_stride % 8 == 0 && Aligned16(q) && Aligned16(k) && Aligned16(v) &&
-                    Aligned16(k_pool) && Aligned16(v_pool);
-  // The norm lives in the vector kernel's rotation, its head's threads in one warp.
-  if (qk_norm.enabled() &&
-      (!vec8 || rope.inv_freq == nullptr || shape.head_dim > 512 || qk_norm.k == nullptr ||
-       !Aligned16(qk_norm.q) || !Aligned16(qk_norm.k) || !(qk_norm.eps >= 0.0f))) {
-    return cudaErrorInvalidValue;
-  }
+  bool vec8 = false;
+  const cudaError_t bad = CheckRopeKvWrite(q, k, v, token_stride, num_heads, k_pool, v_pool, batch,
+                                           shape, rope, qk_norm, &vec8);
+  if (bad != cudaSuccess) return bad;
   if (batch.num_tokens == 0) return cudaSuccess;
   INFLIGHT_DISPATCH_HALF(dtype, T, {
     const RopeKvArgs<T> args{static_cast<T*>(q),
@@ -293,29 +365,40 @@ cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                              rope.inv_freq,
                              rope.seq_stride,
                              rope.scale};
-    // NOTE: engines with one table and scale 1 (all but yarn and dynamic RoPE) take kernels
-    // without the table offset and the two multiplies, the code they ran before those existed.
-    const bool table_or_scale = rope.seq_stride != 0 || rope.scale != 1.0f;
-    if (vec8) {
-      const dim3 grid(static_cast<unsigned>(batch.num_tokens),
-                      Vec8HeadSplits(batch.num_tokens, num_heads, shape, qk_norm.enabled()));
-      if (qk_norm.enabled()) {
-        // One kernel for every table: its offset and scale cost little beside the norm.
-        const RopeKvNormArgs<T> norm_args{args, static_cast<const T*>(qk_norm.q),
-                                          static_cast<const T*>(qk_norm.k), qk_norm.eps};
-        return LaunchProgrammatic(RopeKvWriteVec8Kernel<T, true, RopeKvNormArgs<T>>, grid,
-                                  dim3(kThreads), 0, stream, norm_args);
-      }
-      return table_or_scale ? LaunchProgrammatic(RopeKvWriteVec8Kernel<T, true, RopeKvArgs<T>>,
-                                                 grid, dim3(kThreads), 0, stream, args)
-                            : LaunchProgrammatic(RopeKvWriteVec8Kernel<T, false, RopeKvArgs<T>>,
-                                                 grid, dim3(kThreads), 0, stream, args);
-    }
-    const dim3 grid(static_cast<unsigned>(batch.num_tokens), WorkBlocks(num_heads, shape));
-    return table_or_scale ? LaunchProgrammatic(RopeKvWriteKernel<T, true>, grid, dim3(kThreads), 0,
-                                               stream, args)
-                          : LaunchProgrammatic(RopeKvWriteKernel<T, false>, grid, dim3(kThreads), 0,
-                                               stream, args);
+    return LaunchRopeKvWrite(args, vec8, qk_norm, shape, num_heads, rope, stream);
+  });
+  return cudaSuccess;
+}
+
+cudaError_t RopeKvWriteFp8(void* q, void* k, void* v, std::int64_t token_stride,
+                           std::int64_t num_heads, void* k_pool, void* v_pool,
+                           const PagedBatch& batch, const PagedKvShape& shape,
+                           const RopeTable& rope, const QkNormWeights& qk_norm, DType dtype,
+                           const KvFp8Scales& scales, cudaStream_t stream) {
+  bool vec8 = false;
+  const cudaError_t bad = CheckRopeKvWrite(q, k, v, token_stride, num_heads, k_pool, v_pool, batch,
+                                           shape, rope, qk_norm, &vec8);
+  if (bad != cudaSuccess) return bad;
+  if (!scales.valid()) return cudaErrorInvalidValue;
+  if (batch.num_tokens == 0) return cudaSuccess;
+  INFLIGHT_DISPATCH_HALF(dtype, T, {
+    const RopeKvArgs<T, Fp8Code> args{static_cast<T*>(q),
+                                      static_cast<T*>(k),
+                                      static_cast<T*>(v),
+                                      token_stride,
+                                      static_cast<int>(num_heads),
+                                      static_cast<Fp8Code*>(k_pool),
+                                      static_cast<Fp8Code*>(v_pool),
+                                      batch,
+                                      static_cast<int>(shape.num_kv_heads),
+                                      static_cast<int>(shape.tokens_per_block),
+                                      static_cast<int>(shape.head_dim),
+                                      rope.inv_freq,
+                                      rope.seq_stride,
+                                      rope.scale,
+                                      scales.k,
+                                      scales.v};
+    return LaunchRopeKvWrite(args, vec8, qk_norm, shape, num_heads, rope, stream);
   });
   return cudaSuccess;
 }

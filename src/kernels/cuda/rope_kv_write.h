@@ -50,6 +50,17 @@ cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                         const PagedKvShape& shape, const RopeTable& rope,
                         const QkNormWeights& qk_norm, DType dtype, cudaStream_t stream);
 
+// RopeKvWrite into an FP8 KV cache: k_pool and v_pool hold E4M3 bytes (paged_batch.h
+// KvFp8Scales), each element of the new k and v rows (after the norm and rotation, rounded to dtype
+// as RopeKvWrite writes them into q and k) stored as e4m3(x / scales.k) (scales.v for v),
+// saturating at ±448, rounded to nearest even: cpu::KvCacheWriteFp8's codes. scales both finite and
+// > 0.
+cudaError_t RopeKvWriteFp8(void* q, void* k, void* v, std::int64_t token_stride,
+                           std::int64_t num_heads, void* k_pool, void* v_pool,
+                           const PagedBatch& batch, const PagedKvShape& shape,
+                           const RopeTable& rope, const QkNormWeights& qk_norm, DType dtype,
+                           const KvFp8Scales& scales, cudaStream_t stream);
+
 // One table for every sequence, scale 1 (or inv_freq nullptr: no rotary embedding), no q/k norm.
 inline cudaError_t RopeKvWrite(void* q, void* k, void* v, std::int64_t token_stride,
                                std::int64_t num_heads, void* k_pool, void* v_pool,

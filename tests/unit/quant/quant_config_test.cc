@@ -189,37 +189,6 @@ TEST(EngineQuantization, RoundTripsThroughConfigJsonAndIsAbsentWhenFloat) {
       << refused.status().message();
 }
 
-TEST(EngineQuantization, CudaRunnerServesQuantizedWeightsAndRefusesFp8KvByName) {
-  QuantConfig q;
-  EXPECT_TRUE(CheckCudaRunnerQuantization(q, "e").ok());
-  q.quant_algo = QuantAlgo::kFp8;
-  q.weight_granularity = WeightScaleGranularity::kPerChannel;
-  q.activation_scaling = ActivationScaling::kDynamicPerToken;
-  EXPECT_TRUE(CheckCudaRunnerQuantization(q, "e").ok());
-  q.activation_scaling = ActivationScaling::kStatic;
-  EXPECT_TRUE(CheckCudaRunnerQuantization(q, "e").ok());
-  QuantConfig int4;
-  int4.quant_algo = QuantAlgo::kInt4Wo;
-  int4.weight_granularity = WeightScaleGranularity::kPerGroup;
-  int4.group_size = 128;
-  int4.has_zero_point = true;
-  int4.has_group_index = true;
-  EXPECT_TRUE(CheckCudaRunnerQuantization(int4, "e").ok());
-  QuantConfig int8;
-  int8.quant_algo = QuantAlgo::kInt8Wo;
-  int8.weight_granularity = WeightScaleGranularity::kPerChannel;
-  EXPECT_TRUE(CheckCudaRunnerQuantization(int8, "e").ok());
-  // The FP8 KV cache is refused by name, alone or beside quantized weights.
-  QuantConfig kv;
-  kv.kv_cache_fp8 = true;
-  const std::string refusal =
-      "engine e: kv_cache_quant_algo \"fp8\" is not yet served by the CUDA runner; it runs on "
-      "the CPU runner (device \"cpu\")";
-  EXPECT_EQ(CheckCudaRunnerQuantization(kv, "e").message(), refusal);
-  q.kv_cache_fp8 = true;
-  EXPECT_EQ(CheckCudaRunnerQuantization(q, "e").message(), refusal);
-}
-
 Result<EngineConfig> Configure(const RandomCheckpointOptions& ckpt, const BuildOptions& o,
                                const QuantConfig* file_quant = nullptr) {
   return MakeEngineConfigFromJson(CheckpointConfigJson(ckpt), "ckpt/config.json", o,
