@@ -30,7 +30,7 @@ echo
 
 if want nccl; then
   s=$(date +%s)
-  if timeout 240 mpirun -n 2 "$pkg/bin/gpu_nccl_collectives_test" >"$logs/nccl_collectives.log" 2>&1; then
+  if timeout 150 mpirun -n 2 "$pkg/bin/gpu_nccl_collectives_test" >"$logs/nccl_collectives.log" 2>&1; then
     r=pass
   else
     r="FAIL (exit $?)"; status=1
@@ -42,7 +42,7 @@ fi
 
 if want allreduce && [[ -x "$pkg/bin/inflight-bench-allreduce" ]]; then
   echo
-  if ! timeout 120 mpirun -n 2 "$pkg/bin/inflight-bench-allreduce" --replays 100 >"$logs/allreduce-bench.txt" 2>&1; then
+  if ! timeout 90 mpirun -n 2 "$pkg/bin/inflight-bench-allreduce" --replays 100 >"$logs/allreduce-bench.txt" 2>&1; then
     echo "- inflight-bench-allreduce FAILED (exit $?)"; status=1
   fi
   grep -v "pcompress\|dlopen\|Perhaps" "$logs/allreduce-bench.txt"
@@ -56,7 +56,7 @@ port = sys.argv[1]
 def post(model, body):
     req = urllib.request.Request(f"http://localhost:{port}/v2/models/{model}/generate",
                                  data=json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(req, timeout=120) as r:
+    with urllib.request.urlopen(req, timeout=45) as r:
         return json.load(r)
 prompts = [[2061, 318, 4572, 4673, 30], [464, 3139, 286], [40, 588, 284, 467, 257, 1621, 546],
            list(range(100, 160))]
