@@ -146,6 +146,7 @@ Status CudaTransformer::AllocateQuantScratch(std::int64_t max_tokens) {
     RETURN_IF_ERROR(CublasStatus(fp8_gemm_->status(), "cuBLASLt init (FP8 GEMM)"));
   }
   quant_linear_ = std::make_unique<kc::QuantLinear>(gemm_, fp8_gemm_.get());
+  RETURN_IF_ERROR(CudaStatus(quant_linear_->prepare_status(), "quantized GEMV set-up"));
   // INFLIGHT_FP8_OUTER_VEC=1: FP8 GEMMs apply their scales in cuBLASLt (where it offers that)
   // rather than in the epilogue kernel; an A/B switch until the device has measured both.
   const char* outer_vec = std::getenv("INFLIGHT_FP8_OUTER_VEC");

@@ -1,5 +1,7 @@
 #include "kernels/cuda/quant_gemv.h"
 
+#include <atomic>
+
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/quant_codes.cuh"
 #include "kernels/cuda/quant_linear_path.h"
@@ -191,14 +193,40 @@ int MaxSharedBytes() {
                                 static_cast<int>(kDefaultSharedBytes));
 }
 
+// Devices (bit d: device d, d < 64) whose GEMV kernels all have the device's maximum dynamic shared
+// memory already (QuantGemvPrepareDevice).
+std::atomic<std::uint64_t> g_prepared_devices{0};
+
+bool CurrentDevicePrepared() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
+  return (g_prepared_devices.load(std::memory_order_acquire) >> device) & 1u;
+}
+
+template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
+cudaError_t RaiseSharedLimit() {
+  return cudaFuncSetAttribute(QuantGemvKernel<T, kKind, kMaxM, kChunkGroups>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, MaxSharedBytes());
+}
+
+template <typename T, QuantWeightKind kKind>
+cudaError_t RaiseSharedLimits() {
+  for (const cudaError_t err :
+       {RaiseSharedLimit<T, kKind, 1, true>(), RaiseSharedLimit<T, kKind, 1, false>(),
+        RaiseSharedLimit<T, kKind, 8, true>(), RaiseSharedLimit<T, kKind, 8, false>()}) {
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
 template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
 cudaError_t Launch(const QuantGemvArgs& args, cudaStream_t stream) {
   auto* kernel = QuantGemvKernel<T, kKind, kMaxM, kChunkGroups>;
   const auto smem = static_cast<std::size_t>(args.m * args.k * 2);
-  if (smem > kDefaultSharedBytes) {
-    // NOTE: per call and always the device's maximum, as gemv.cu (several devices, threads).
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, MaxSharedBytes());
+  if (smem > kDefaultSharedBytes && !CurrentDevicePrepared()) {
+    // NOTE: always the device's maximum, as gemv.cu (several devices, threads). A prepared device
+    // needs no call here, which is what lets a CUDA graph capture these launches.
+    const cudaError_t err = RaiseSharedLimit<T, kKind, kMaxM, kChunkGroups>();
     if (err != cudaSuccess) return err;
   }
   const std::int64_t wanted = CeilDiv(args.n, kWarps);
@@ -223,6 +251,24 @@ cudaError_t LaunchKind(const QuantGemvArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+cudaError_t QuantGemvPrepareDevice() {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  for (const auto raise : {RaiseSharedLimits<__half, QuantWeightKind::kFp8E4M3>,
+                           RaiseSharedLimits<__half, QuantWeightKind::kInt8>,
+                           RaiseSharedLimits<__half, QuantWeightKind::kInt4>,
+                           RaiseSharedLimits<__nv_bfloat16, QuantWeightKind::kFp8E4M3>,
+                           RaiseSharedLimits<__nv_bfloat16, QuantWeightKind::kInt8>,
+                           RaiseSharedLimits<__nv_bfloat16, QuantWeightKind::kInt4>}) {
+    if ((err = raise()) != cudaSuccess) return err;
+  }
+  if (device >= 0 && device < 64) {
+    g_prepared_devices.fetch_or(std::uint64_t{1} << device, std::memory_order_acq_rel);
+  }
+  return cudaSuccess;
+}
 
 bool QuantGemvSupports(const QuantWeight& w, DType dtype, std::int64_t m, std::int64_t k,
                        const void* x, std::int64_t x_stride) {

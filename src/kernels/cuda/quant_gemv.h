@@ -13,6 +13,12 @@
 
 namespace inflight::kernels::cuda {
 
+// Raises every GEMV kernel's dynamic shared memory limit to the current device's maximum, once, so
+// that later launches on this device make no attribute call (which a CUDA graph capture may not
+// allow). Call it at load, outside any capture (QuantLinear's constructor does); without it each
+// launch past 48 KiB of inputs sets the attribute itself.
+cudaError_t QuantGemvPrepareDevice();
+
 // Whether QuantGemv takes these arguments: quant_linear_path.h's QuantGemvTakes on this device's
 // shared memory, dtype fp16 / bf16, x 16-byte aligned with x_stride a multiple of 8, codes 16-byte
 // aligned.

@@ -25,7 +25,10 @@ int DeviceMaxSharedBytes() {
 }  // namespace
 
 QuantLinear::QuantLinear(CublasLtGemm& gemm, CublasLtFp8Gemm* fp8_gemm)
-    : gemm_(gemm), fp8_gemm_(fp8_gemm), max_shared_bytes_(DeviceMaxSharedBytes()) {}
+    : gemm_(gemm),
+      fp8_gemm_(fp8_gemm),
+      max_shared_bytes_(DeviceMaxSharedBytes()),
+      prepare_status_(QuantGemvPrepareDevice()) {}
 
 QuantLinearPath QuantLinear::PathFor(const QuantWeight& w, DType dtype, std::int64_t m,
                                      std::int64_t n, std::int64_t k, const void* x,

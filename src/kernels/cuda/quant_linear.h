@@ -33,8 +33,11 @@ struct QuantScratch {
 class QuantLinear {
  public:
   // gemm: the float GEMM of the fallback path; fp8_gemm: null where the device has no FP8 GEMM.
-  // Both outlive this object.
+  // Both outlive this object. Prepares the current device's GEMV kernels (QuantGemvPrepareDevice):
+  // construct it outside a CUDA graph capture, and check prepare_status().
   QuantLinear(CublasLtGemm& gemm, CublasLtFp8Gemm* fp8_gemm);
+
+  cudaError_t prepare_status() const { return prepare_status_; }
 
   // The path Run takes for these arguments (the forced one where it applies).
   QuantLinearPath PathFor(const QuantWeight& w, DType dtype, std::int64_t m, std::int64_t n,
@@ -75,6 +78,7 @@ class QuantLinear {
   int max_shared_bytes_ = 0;
   std::optional<QuantLinearPath> forced_;
   bool fp8_outer_vector_ = false;
+  cudaError_t prepare_status_ = cudaSuccess;
 };
 
 }  // namespace inflight::kernels::cuda
