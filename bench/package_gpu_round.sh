@@ -12,7 +12,8 @@
 #
 # .device/bench/ layout (.device/ is in .gitignore; carry ".device/bench" with the device call):
 #   libexec/    inflight-bench-executor, inflight-build, inflight-server,
-#               inflight-bench-gpu-ceilings, inflight-bench-gpu-kernels, inflight-bench-gpu-overlap
+#               inflight-bench-gpu-ceilings, inflight-bench-gpu-kernels, inflight-bench-gpu-overlap,
+#               inflight-bench-gpu-fp8-kv
 #   backends/   inflight/libtriton_inflight.so, as inflight-server's --backend-directory expects
 #   lib/        libprotobuf, libspdlog, libfmt, libinflight_proto, ... as ldd resolves them here
 #   commit.txt  the commit and whether the tree had changes, for the results' header
@@ -29,7 +30,7 @@ archs=${INFLIGHT_CUDA_ARCHS:-90a-real}
 jobs=${INFLIGHT_JOBS:-2}
 max_mib=${INFLIGHT_PACKAGE_MAX_MIB:-40}
 programs=(inflight-bench-executor inflight-build inflight-server inflight-bench-gpu-ceilings
-  inflight-bench-gpu-kernels inflight-bench-gpu-overlap)
+  inflight-bench-gpu-kernels inflight-bench-gpu-overlap inflight-bench-gpu-fp8-kv)
 backends=(inflight)
 
 generator=()
