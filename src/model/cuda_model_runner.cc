@@ -195,8 +195,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
       "blocks x {} tokens = {} "
       "tokens ({}), activation workspace {}{}",
       r->device_name_, prop.name, c.architecture_name, c.num_layers,
-      MiB(r->weights_.buffer.bytes()), blocks, tpb, blocks * tpb, MiB(r->kv_.buffer.bytes()),
-      MiB(r->workspace_bytes_), window_text.empty() ? "" : "; attention windows: " + window_text);
+      MiB(r->weights_.buffer.bytes()), blocks, tpb, blocks * tpb,
+      MiB(r->kv_.buffer.bytes()) + (r->kv_.fp8 ? ", FP8 E4M3" : ""), MiB(r->workspace_bytes_),
+      window_text.empty() ? "" : "; attention windows: " + window_text);
   return r;
 }
 

@@ -53,7 +53,8 @@ struct WriteCase {
   bool rope;
   float range;  // q, k, v uniform in [-range, range]
   float k_scale, v_scale;
-  int stride_pad = 0;  // elements added to the row stride: not a multiple of 8 -> scalar kernel
+  int stride_pad = 0;    // elements added to the row stride: not a multiple of 8 -> scalar kernel
+  bool qk_norm = false;  // Qwen3's q/k norm fused into the rotation (the vector kernel)
 };
 
 // RopeKvWriteFp8 on one copy of the inputs, RopeKvWrite on another: q and k must come out the same
@@ -67,6 +68,7 @@ void CheckWriteFp8(const WriteCase& c) {
       " tpb=" + std::to_string(c.tokens_per_block) + (c.rope ? " rope" : " no-rope") +
       " range=" + std::to_string(c.range) + " scales=" + std::to_string(c.k_scale) + "," +
       std::to_string(c.v_scale) + " stride_pad=" + std::to_string(c.stride_pad) +
+      (c.qk_norm ? " qk_norm" : "") +
       " tokens=" + std::to_string(std::accumulate(c.query_lens.begin(), c.query_lens.end(), 0));
   const HostPagedBatch hb = MakePagedBatch(c.query_lens, c.cached, c.tokens_per_block);
   const int tokens = hb.num_tokens();
@@ -82,6 +84,10 @@ void CheckWriteFp8(const WriteCase& c) {
   kernels::cpu::RopeDynamicInvFrequencies(params, 0, inv_freq.data());
   DeviceArray<float> d_inv_freq(inv_freq);
   const kernels::cuda::RopeTable table{c.rope ? d_inv_freq.get() : nullptr, 0, 1.0f};
+  DeviceArray<std::uint16_t> d_norm(
+      ToBits(c.dtype, RandomVector(static_cast<std::size_t>(D), 0.25f, 2.0f)));
+  kernels::cuda::QkNormWeights norm;
+  if (c.qk_norm) norm = {d_norm.get(), d_norm.get(), 1e-6f};
   DevicePagedBatch db(hb);
 
   DeviceArray<std::uint16_t> d_qkv_ref(ToBits(c.dtype, qkv)), d_qkv(ToBits(c.dtype, qkv));
@@ -90,14 +96,13 @@ void CheckWriteFp8(const WriteCase& c) {
   DeviceArray<std::uint8_t> d_v8(std::vector<std::uint8_t>(pool_n, kNanCode));
   const auto heads = [&](std::uint16_t* base, int i) { return base + i * D; };
   std::uint16_t* r = d_qkv_ref.get();
-  CUDA_OK(kernels::cuda::RopeKvWrite(r, heads(r, c.num_heads),
-                                     heads(r, c.num_heads + c.num_kv_heads), stride, c.num_heads,
-                                     d_k16.get(), d_v16.get(), db.batch, shape, table,
-                                     kernels::cuda::QkNormWeights{}, c.dtype, nullptr));
+  CUDA_OK(kernels::cuda::RopeKvWrite(
+      r, heads(r, c.num_heads), heads(r, c.num_heads + c.num_kv_heads), stride, c.num_heads,
+      d_k16.get(), d_v16.get(), db.batch, shape, table, norm, c.dtype, nullptr));
   std::uint16_t* f = d_qkv.get();
   CUDA_OK(kernels::cuda::RopeKvWriteFp8(
       f, heads(f, c.num_heads), heads(f, c.num_heads + c.num_kv_heads), stride, c.num_heads,
-      d_k8.get(), d_v8.get(), db.batch, shape, table, kernels::cuda::QkNormWeights{}, c.dtype,
+      d_k8.get(), d_v8.get(), db.batch, shape, table, norm, c.dtype,
       kernels::cuda::KvFp8Scales{c.k_scale, c.v_scale}, nullptr));
 
   const auto rotated = FromBits(c.dtype, d_qkv_ref.Download());
@@ -129,6 +134,9 @@ GPU_TEST(RopeKvWriteFp8MatchesCpuCodes) {
       // A row stride of no whole 16-byte chunks: the scalar kernel.
       CheckWriteFp8({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, D, 7, true, 1.0f, 0.01f, 0.01f, 3});
       CheckWriteFp8({dtype, {3, 19, 1}, {5, 0, 77}, 8, 2, D, 7, false, 1.0f, 0.01f, 0.01f, 3});
+      CheckWriteFp8(
+          {dtype, {3, 19, 1}, {5, 0, 77}, 16, 2, D, 16, true, 30.0f, 0.01f, 0.1f, 0, true});
+      CheckWriteFp8({dtype, {300, 2}, {0, 50}, 12, 4, D, 64, true, 0.05f, 0.02f, 0.001f, 0, true});
     }
   }
 }

@@ -2,8 +2,10 @@
 // (every refusal's text), the builder's flags, and the CUDA runner's refusal.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "kernels/cuda/paged_batch.h"
 #include "model/checkpoint_converter.h"
 #include "model/engine_config.h"
 #include "model/hf_quant_config.h"
@@ -187,6 +189,24 @@ TEST(EngineQuantization, RoundTripsThroughConfigJsonAndIsAbsentWhenFloat) {
                                             "fp8, int8_wo, int4_wo"),
             std::string::npos)
       << refused.status().message();
+}
+
+// The CUDA kernels' own checks of an FP8 KV cache (kernels/cuda/paged_batch.h, plain C++): the
+// head dims the runner accepts and the scales the kernels take.
+TEST(EngineQuantization, CudaFp8KvCacheHeadDimsAndScales) {
+  using kernels::cuda::Fp8KvHeadDimSupported;
+  using kernels::cuda::KvFp8Scales;
+  EXPECT_TRUE(Fp8KvHeadDimSupported(64));
+  EXPECT_TRUE(Fp8KvHeadDimSupported(128));
+  for (std::int64_t d : {0, 32, 80, 96, 256}) EXPECT_FALSE(Fp8KvHeadDimSupported(d)) << d;
+  EXPECT_TRUE((KvFp8Scales{1.0f, 1.0f}.valid()));
+  EXPECT_TRUE((KvFp8Scales{1e-6f, 3e3f}.valid()));
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const KvFp8Scales& s : {KvFp8Scales{0.0f, 1.0f}, KvFp8Scales{1.0f, -1.0f},
+                               KvFp8Scales{inf, 1.0f}, KvFp8Scales{1.0f, nan}}) {
+    EXPECT_FALSE(s.valid()) << s.k << " " << s.v;
+  }
 }
 
 Result<EngineConfig> Configure(const RandomCheckpointOptions& ckpt, const BuildOptions& o,

@@ -1,0 +1,171 @@
+// inflight-bench-gpu-fp8-kv: paged decode attention over an FP8 KV cache
+// (kernels/cuda/paged_attention_decode.h PagedAttentionDecodeFp8) at Llama-3.1-8B shapes (bf16
+// queries, 32 q / 8 kv heads of 128, 64-token blocks), beside the bf16 cache's kernel at the same
+// shape and the floor of the bytes it must read: FP8 K and V bytes / the read-only stream rate of
+// this run, and one read-only kernel over as many bytes (launch and ramp included).
+//
+// Random codes (no NaN code), random non-monotonic block tables, input sets rotated so that L2 does
+// not hold them between calls; medians of CUDA-graph replays.
+//
+//   inflight-bench-gpu-fp8-kv [--shapes 1x4096,1x8192,8x2048] [--budget_ms 200]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu_bench_util.h"
+#include "gpu_llama_shape.h"
+#include "gpu_paged_setup.h"
+#include "kernels/cuda/paged_attention_decode.h"
+#include "table.h"
+
+namespace inflight::bench::gpu {
+namespace {
+
+namespace kc = kernels::cuda;
+
+constexpr std::int64_t kFp8BlockBytes = kKvHeads * kTokensPerBlock * kHeadDim;  // one pool
+
+struct Options {
+  std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 4096}, {1, 8192}, {8, 2048}};
+  double budget_ms = 200;
+};
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  tools::FlagSet flags("inflight-bench-gpu-fp8-kv",
+                       "Paged decode attention over an FP8 KV cache against the bf16 cache's "
+                       "kernel and the FP8 bytes' read floor (Llama-3.1-8B shapes).");
+  flags.Add("shapes", "LIST", "batch x context cells (default 1x4096,1x8192,8x2048)",
+            [&](const std::string& v) -> Status {
+              o.shapes.clear();
+              std::size_t at = 0;
+              while (at <= v.size()) {
+                const std::size_t comma = std::min(v.find(',', at), v.size());
+                const std::string item = v.substr(at, comma - at);
+                const std::size_t x = item.find('x');
+                long batch = 0, context = 0;
+                if (x == std::string::npos ||
+                    std::sscanf(item.c_str(), "%ldx%ld", &batch, &context) != 2 || batch < 1 ||
+                    batch > 65535 || context < 1 || context > (1 << 20)) {
+                  return InvalidArgument("--shapes item \"" + item +
+                                         "\" is not BATCHxCONTEXT (1..65535 x 1..1048576)");
+                }
+                o.shapes.emplace_back(batch, context);
+                at = comma + 1;
+              }
+              return Status::Ok();
+            });
+  AddBudgetFlag(flags, &o.budget_ms);
+  ParseFlagsOrExit(flags, argc, argv);
+  return o;
+}
+
+// Random E4M3 codes whose exponent field stops at 14 (no NaN code, magnitudes up to 240).
+__global__ void FillCodes(std::uint8_t* dst, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    dst[i] = static_cast<std::uint8_t>((h >> 13) & 0xf7u);
+  }
+}
+
+void Run(const Options& opt) {
+  cudaStream_t stream = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const DeviceInfo device = QueryDevice();
+  const CopyCeiling copy = MeasureCopyCeiling(std::size_t{1} << 30, stream);
+  std::cout << "# Paged decode attention over an FP8 KV cache (bf16 queries, 32 q / 8 kv heads, "
+               "head dim 128, 64-token blocks)\n\nDevice: "
+            << Describe(device) << "\n\nFP8 KV = batch x context x 8 kv heads x 128 x 1 byte x 2 "
+            << "(K and V). Floor: those bytes at the read-only stream rate of this run ("
+            << Fmt(copy.read_gbps, 1) << " GB/s; copy " << Fmt(copy.copy_gbps(), 1)
+            << " GB/s); same-bytes read: one kernel that only reads as many bytes. bf16: "
+               "PagedAttentionDecode over a bf16 cache of the same tokens (twice the bytes).\n\n";
+  Table t({"batch", "context", "FP8 KV", "fp8 median", "p10..p90", "GB/s", "floor", "% of floor",
+           "same-bytes read", "bf16 median", "bf16 / fp8", "sets"});
+  for (const auto& [batch, context] : opt.shapes) {
+    const auto B = static_cast<std::int32_t>(batch), C = static_cast<std::int32_t>(context);
+    const std::int64_t blocks_per_seq = (C + kTokensPerBlock - 1) / kTokensPerBlock;
+    // The bf16 pools dominate: size the rotation for them.
+    const auto set_bytes = static_cast<std::size_t>(2 * B * blocks_per_seq * kBlockBytes);
+    const int sets = Rotations(set_bytes, device.l2_bytes,
+                               std::min<std::size_t>(FreeBytes() / 4, std::size_t{4} << 30));
+    PagedSetup p = MakePagedSetup(B, 1, C - 1, kTokensPerBlock, sets, 3000 + B * 7 + C);
+    Pools bf16(p.num_blocks, stream);
+    DeviceBuffer k8(static_cast<std::size_t>(p.num_blocks * kFp8BlockBytes));
+    DeviceBuffer v8(static_cast<std::size_t>(p.num_blocks * kFp8BlockBytes));
+    FillCodes<<<1024, 256, 0, stream>>>(k8.get<std::uint8_t>(), k8.bytes(), 601);
+    FillCodes<<<1024, 256, 0, stream>>>(v8.get<std::uint8_t>(), v8.bytes(), 602);
+    BENCH_CUDA(cudaGetLastError());
+    DeviceBuffer q(static_cast<std::size_t>(B * kQkvDim * kBf16));
+    DeviceBuffer out(static_cast<std::size_t>(B * kHeads * kHeadDim * kBf16));
+    FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, 603, stream);
+    const kc::PagedBatch first = p.Batch(0);
+    const kc::AttentionWindow window{};
+    const kc::KvFp8Scales scales{1.0f / 240.0f, 1.0f / 240.0f};
+    TimingOptions to;
+    to.budget_ms = opt.budget_ms;
+    to.rotations = sets;
+
+    const std::int32_t fp8_partition = kc::DecodePartitionTokens(first, kKvHeads, window, true);
+    const std::size_t fp8_ws_bytes =
+        kc::PagedAttentionDecodeWorkspaceBytes(first, kHeads, kHeadDim, fp8_partition, window);
+    DeviceBuffer fp8_ws(fp8_ws_bytes);
+    const Timing fp8 = TimeCalls(
+        [&](int call) {
+          return kc::PagedAttentionDecodeFp8(out.get(), q.get(), kQkvDim, k8.get(), v8.get(),
+                                             scales, p.Batch(call % sets), kShape, kHeads, kScale,
+                                             window, kDType, fp8_partition, fp8_ws.get(),
+                                             fp8_ws_bytes, stream);
+        },
+        stream, to);
+    const std::int32_t bf16_partition = kc::DecodePartitionTokens(first, kKvHeads, window);
+    const std::size_t bf16_ws_bytes =
+        kc::PagedAttentionDecodeWorkspaceBytes(first, kHeads, kHeadDim, bf16_partition, window);
+    DeviceBuffer bf16_ws(bf16_ws_bytes);
+    const Timing bf16_t = TimeCalls(
+        [&](int call) {
+          return kc::PagedAttentionDecode(out.get(), q.get(), kQkvDim, bf16.k.get(), bf16.v.get(),
+                                          p.Batch(call % sets), kShape, kHeads, kScale, window,
+                                          kDType, bf16_partition, bf16_ws.get(), bf16_ws_bytes,
+                                          stream);
+        },
+        stream, to);
+
+    const double fp8_bytes = 2.0 * B * static_cast<double>(C) * kKvHeads * kHeadDim;
+    const double floor_us = fp8_bytes / (copy.read_gbps * 1e3);
+    const Timing read =
+        TimeRead(static_cast<std::size_t>(fp8_bytes), sets, device.sm_count, opt.budget_ms, stream);
+    t.AddRow({std::to_string(B), std::to_string(C), Fmt(fp8_bytes / 1e6, 1) + " MB",
+              FmtUs(fp8.median_us), FmtUs(fp8.p10_us) + ".." + FmtUs(fp8.p90_us),
+              Fmt(fp8_bytes / (fp8.median_us * 1e3), 1), FmtUs(floor_us),
+              Percent(floor_us, fp8.median_us), FmtUs(read.median_us), FmtUs(bf16_t.median_us),
+              Fmt(bf16_t.median_us / fp8.median_us, 2) + "x", std::to_string(sets)});
+  }
+  t.Print(std::cout);
+  std::cout << "\nTimes are medians over samples of CUDA-graph replays (p10..p90 beside them); "
+               "\"sets\": input sets rotated so that L2 does not hold a call's inputs when it runs "
+               "again.\n";
+  BENCH_CUDA(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace inflight::bench::gpu
+
+int main(int argc, char** argv) {
+  const auto options = inflight::bench::gpu::ParseArgs(argc, argv);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "inflight-bench-gpu-fp8-kv: no CUDA device visible\n");
+    return 77;
+  }
+  inflight::bench::gpu::Run(options);
+  return 0;
+}
