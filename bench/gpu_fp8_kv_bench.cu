@@ -120,10 +120,9 @@ void Run(const Options& opt) {
     DeviceBuffer fp8_ws(fp8_ws_bytes);
     const Timing fp8 = TimeCalls(
         [&](int call) {
-          return kc::PagedAttentionDecodeFp8(out.get(), q.get(), kQkvDim, k8.get(), v8.get(),
-                                             scales, p.Batch(call % sets), kShape, kHeads, kScale,
-                                             window, kDType, fp8_partition, fp8_ws.get(),
-                                             fp8_ws_bytes, stream);
+          return kc::PagedAttentionDecodeFp8(
+              out.get(), q.get(), kQkvDim, k8.get(), v8.get(), scales, p.Batch(call % sets), kShape,
+              kHeads, kScale, window, kDType, fp8_partition, fp8_ws.get(), fp8_ws_bytes, stream);
         },
         stream, to);
     const std::int32_t bf16_partition = kc::DecodePartitionTokens(first, kKvHeads, window);
@@ -132,10 +131,9 @@ void Run(const Options& opt) {
     DeviceBuffer bf16_ws(bf16_ws_bytes);
     const Timing bf16_t = TimeCalls(
         [&](int call) {
-          return kc::PagedAttentionDecode(out.get(), q.get(), kQkvDim, bf16.k.get(), bf16.v.get(),
-                                          p.Batch(call % sets), kShape, kHeads, kScale, window,
-                                          kDType, bf16_partition, bf16_ws.get(), bf16_ws_bytes,
-                                          stream);
+          return kc::PagedAttentionDecode(
+              out.get(), q.get(), kQkvDim, bf16.k.get(), bf16.v.get(), p.Batch(call % sets), kShape,
+              kHeads, kScale, window, kDType, bf16_partition, bf16_ws.get(), bf16_ws_bytes, stream);
         },
         stream, to);
 

@@ -127,8 +127,16 @@ void CompareRunners(const std::string& arch, DType dtype, std::int64_t head_dim,
     float scale = 0.0f;
     for (float x : want->logits) scale = std::max(scale, std::fabs(x));
     // Activations are rounded to dtype at every op on the device, kept fp32 on the CPU.
-    ExpectClose(name + " step " + std::to_string(round), got->logits, want->logits, 0.05f * scale,
-                0.0f);
+    if (kv_fp8) {
+      // The device codes bf16/fp16-rounded k and v in E4M3, the CPU fp32 ones: a value near a
+      // rounding boundary takes the neighbouring code (on the H200 of 2026-11-29: up to 11 of
+      // 4444 logits past 5% of max|logit|, the worst at 5.9%).
+      ExpectCloseThroughFp8(name + " step " + std::to_string(round), got->logits, want->logits,
+                            0.05f * scale, 0.10f * scale, 0.01);
+    } else {
+      ExpectClose(name + " step " + std::to_string(round), got->logits, want->logits, 0.05f * scale,
+                  0.0f);
+    }
     // Next: one decode token per sequence.
     for (auto& s : step.sequences) {
       s.num_cached += static_cast<std::int32_t>(s.tokens.size());

@@ -111,8 +111,20 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
     GPU_CHECK(want.ok(), want.status().ToString());
     GPU_CHECK(got.ok(), name + ": " + got.status().ToString());
     const float scale = Scale(want->logits);
-    ExpectClose(name + " step " + std::to_string(round), got->logits, want->logits, 0.05f * scale,
-                0.0f);
+    if (algo == model::QuantAlgo::kFp8) {
+      // FP8 activations: the device quantizes bf16/fp16-rounded values (and their per-token amax),
+      // the CPU fp32 ones, so some codes differ by a step, 6-12% of that value. Measured on an H200
+      // (2026-11-29, seeds 20261121 and 7): bf16 engines up to 8.2% of a step's logits past 5% of
+      // max|logit| and the worst at 10.8%; fp16 engines (4x finer rounding) 0.25% and 6.5%. The
+      // kernels alone match the CPU on the same inputs to NMSE ~5e-6 (quant_linear_test); a wrong
+      // scale or layout is off by the size of the logits. A tighter check needs a CPU reference
+      // that rounds activations as the device does.
+      ExpectCloseThroughFp8(name + " step " + std::to_string(round), got->logits, want->logits,
+                            0.05f * scale, 0.15f * scale, 0.15);
+    } else {
+      ExpectClose(name + " step " + std::to_string(round), got->logits, want->logits, 0.05f * scale,
+                  0.0f);
+    }
     next_tokens();
     if (round == 1) {
       add_prompt(19, model::SequenceStep::Logits::kLast);
@@ -158,7 +170,8 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
 GPU_TEST(CudaRunnerMatchesCpuRunnerOnFp8Engines) {
   CompareQuantRunners("llama", model::QuantAlgo::kFp8, DType::kBFloat16, 384);
   CompareQuantRunners("llama", model::QuantAlgo::kFp8, DType::kFloat16, 300);
-  CompareQuantRunners("gpt2", model::QuantAlgo::kFp8, DType::kBFloat16, 384);
+  // --qformat takes the Llama family only (GPT-2 is refused by name at build): Qwen3 adds q/k norm.
+  CompareQuantRunners("qwen3", model::QuantAlgo::kFp8, DType::kBFloat16, 384);
 }
 
 GPU_TEST(CudaRunnerMatchesCpuRunnerOnInt8Engines) {
@@ -169,7 +182,7 @@ GPU_TEST(CudaRunnerMatchesCpuRunnerOnInt8Engines) {
 GPU_TEST(CudaRunnerMatchesCpuRunnerOnInt4Engines) {
   CompareQuantRunners("llama", model::QuantAlgo::kInt4Wo, DType::kBFloat16, 384);
   CompareQuantRunners("llama", model::QuantAlgo::kInt4Wo, DType::kFloat16, 300, 64);
-  CompareQuantRunners("gpt2", model::QuantAlgo::kInt4Wo, DType::kBFloat16, 384, 32);
+  CompareQuantRunners("qwen3", model::QuantAlgo::kInt4Wo, DType::kBFloat16, 384, 32);
 }
 
 }  // namespace

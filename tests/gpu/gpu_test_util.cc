@@ -136,6 +136,46 @@ bool ExpectClose(const std::string& what, const std::vector<float>& found,
   return true;
 }
 
+bool ExpectCloseThroughFp8(const std::string& what, const std::vector<float>& found,
+                           const std::vector<float>& expected, float atol, float hard_atol,
+                           double max_fraction_over) {
+  if (found.size() != expected.size()) {
+    Fail(what + ": size " + std::to_string(found.size()) + ", expected " +
+         std::to_string(expected.size()));
+    return false;
+  }
+  std::size_t over = 0, beyond_hard = 0;
+  double worst = 0.0;
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    const float f = found[i], e = expected[i];
+    const double err = std::isnan(f) || std::isnan(e) ? INFINITY : std::fabs(f - e);
+    worst = std::max(worst, err);
+    if (err > atol) ++over;
+    if (err > hard_atol) {
+      if (beyond_hard < 5) {
+        std::printf(
+            "  mismatch %s [%zu]: found %.7g expected %.7g hard tolerance %.3g (seed %llu)\n",
+            what.c_str(), i, static_cast<double>(f), static_cast<double>(e),
+            static_cast<double>(hard_atol), static_cast<unsigned long long>(Seed()));
+      }
+      ++beyond_hard;
+    }
+  }
+  const double fraction = found.empty() ? 0.0 : static_cast<double>(over) / found.size();
+  std::printf(
+      "  %s %s: %zu elements, %zu over %.3g (%.2f%%, allowed %.2f%%), worst error %.3g "
+      "(hard bound %.3g)\n",
+      beyond_hard == 0 && fraction <= max_fraction_over ? "ok" : "FAIL", what.c_str(), found.size(),
+      over, static_cast<double>(atol), 100.0 * fraction, 100.0 * max_fraction_over, worst,
+      static_cast<double>(hard_atol));
+  if (beyond_hard > 0 || fraction > max_fraction_over) {
+    Fail(what + ": " + std::to_string(over) + " of " + std::to_string(found.size()) +
+         " elements over the tolerance, " + std::to_string(beyond_hard) + " over the hard bound");
+    return false;
+  }
+  return true;
+}
+
 HostPagedBatch MakePagedBatch(const std::vector<int>& query_lens, const std::vector<int>& cached,
                               int tokens_per_block) {
   HostPagedBatch b;
