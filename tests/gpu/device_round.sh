@@ -23,6 +23,8 @@
 # INFLIGHT_ROUND_E2E_TESTS=0 (only the quickstart requests, not the e2e test files),
 # INFLIGHT_ROUND_GPU_TESTS (names of the GPU test binaries to run; default all),
 # INFLIGHT_ROUND_ATTENTION_VARIANTS=0 (not the paged-attention test's forced-kernel reruns),
+# INFLIGHT_ROUND_E2E_FILES (the tests/e2e modules of step 4; default test_llm_ensemble
+# test_llm_repository), INFLIGHT_GRPC_PY (gRPC stubs for them; default <package>/grpc_py),
 # INFLIGHT_PARITY_TIMEOUT (300 s), INFLIGHT_PARITY_CASES (gpu_parity.py's --cases; default all), INFLIGHT_E2E_TIMEOUT (240 s), INFLIGHT_ROUND_STRIP_PROMPT_TABLE_IDS=0
 # (leave the filled repositories as prepare_demo.sh made them).
 set -u -o pipefail
@@ -263,11 +265,13 @@ if want e2e; then
         INFLIGHT_LLM_REPO="$work/default/triton_model_repo" \
         INFLIGHT_LLM_TINY_KV_REPO="$work/tiny_kv/triton_model_repo" \
         INFLIGHT_LLM_ENGINE="$work/default/engine" INFLIGHT_SOURCE_DIR="$root" \
-        PYTHONDONTWRITEBYTECODE=1 INFLIGHT_E2E_LOGPROB_TOL=0.05 timeout "${INFLIGHT_E2E_TIMEOUT:-240}" python3 -m unittest -v test_llm_ensemble test_llm_repository) \
+        INFLIGHT_GRPC_PY="${INFLIGHT_GRPC_PY:-$pkg/grpc_py}" \
+        PYTHONDONTWRITEBYTECODE=1 INFLIGHT_E2E_LOGPROB_TOL=0.05 timeout "${INFLIGHT_E2E_TIMEOUT:-240}" \
+        python3 -m unittest -v ${INFLIGHT_ROUND_E2E_FILES:-test_llm_ensemble test_llm_repository}) \
         >"$out/e2e.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
     tail -30 "$out/e2e.log"
     say ""
-    say "e2e (test_llm_ensemble, test_llm_repository): $r: $(grep -E '^(Ran|OK|FAILED)' "$out/e2e.log" | tr '\n' ' ')"
+    say "e2e (${INFLIGHT_ROUND_E2E_FILES:-test_llm_ensemble test_llm_repository}): $r: $(grep -E '^(Ran|OK|FAILED)' "$out/e2e.log" | tr '\n' ' ')"
     grep -E '^(FAIL|ERROR): ' "$out/e2e.log" | sed 's/^/- /' >>"$summary"
     grep -E '^(AssertionError|RuntimeError)' "$out/e2e.log" | cut -c1-300 | sed 's/^/  - /' >>"$summary"
   fi

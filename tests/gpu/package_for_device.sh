@@ -69,6 +69,9 @@ for b in "${backends[@]}"; do
   cp "$build/backends/$b/libtriton_$b.so" "$dest/backends/$b/"
 done
 strip --strip-unneeded "$dest"/libexec/* "$dest"/backends/*/*.so
+# Python gRPC stubs of proto/grpc_service.proto, as the e2e gRPC tests load them (INFLIGHT_GRPC_PY).
+rm -rf "$dest/grpc_py"
+[[ -d "$build/tests/e2e/grpc_py" ]] && cp -r "$build/tests/e2e/grpc_py" "$dest/grpc_py"
 
 for exe in "$dest"/libexec/*; do
   name=$(basename "$exe")
