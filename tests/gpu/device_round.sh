@@ -7,6 +7,8 @@
 #   4. the server on a GPU engine: prepare_demo.sh with a bfloat16 engine, inflight-server, the
 #      ensemble generate and generate_stream requests of tools/quickstart.sh, then the e2e tests
 #      test_llm_ensemble.py and test_llm_repository.py against GPU repositories;
+#   4b. (step hf_folder, not in the default steps) tests/gpu/hf_folder_check.py: a transformers
+#      checkpoint folder as engine_dir, served on the GPU, against transformers' greedy tokens;
 #   5. with 2 or more GPUs, tests/gpu/multi_gpu_round.sh (NCCL test, leader-mode servers at tp 2
 #      and pp 2 against tp 1).
 # summary.md, parity.md and parity.json are written straight to the output folder (so that a round cut
@@ -275,6 +277,17 @@ if want e2e; then
     grep -E '^(FAIL|ERROR): ' "$out/e2e.log" | sed 's/^/- /' >>"$summary"
     grep -E '^(AssertionError|RuntimeError)' "$out/e2e.log" | cut -c1-300 | sed 's/^/  - /' >>"$summary"
   fi
+fi
+
+# ---- 4b. a Hugging Face folder as engine_dir, served on the GPU
+if want hf_folder; then
+  step "a Hugging Face folder as engine_dir"
+  say ""
+  if INFLIGHT_GRPC_PY="" timeout 180 python3 "$root/tests/gpu/hf_folder_check.py" --package "$pkg" --work /tmp/inflight-hf-folder \
+      >"$out/hf_folder.md" 2>"$out/hf_folder.err"; then r=pass; else r=FAIL; status=1; fi
+  tail -20 "$out/hf_folder.err"
+  say "## HF folder as engine_dir: $r"
+  cat "$out/hf_folder.md" >>"$summary"
 fi
 
 # ---- 5. several GPUs
