@@ -165,6 +165,7 @@ int Main(int argc, char** argv) {
   }
   for (std::int64_t bytes : o.sizes) {
     std::vector<double> us;
+    us.reserve(groups.size());
     for (auto& g : groups) us.push_back(TimeAllReduce(*g, bytes, o));
     if (rank != 0) continue;
     const double floor_us =

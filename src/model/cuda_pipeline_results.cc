@@ -33,9 +33,8 @@ Status CudaPipelineResults::Begin(cudaStream_t stream) {
   if (begun_ >= 0) return Internal("CudaPipelineResults::Begin twice without Post");
   ASSIGN_OR_RETURN(const std::int32_t slot, slots_.Take());
   begun_ = slot;
-  const Status st =
-      CudaStatus(cudaEventRecord(entries_[static_cast<std::size_t>(slot)].begin, stream),
-                 "cudaEventRecord (step begin)");
+  Status st = CudaStatus(cudaEventRecord(entries_[static_cast<std::size_t>(slot)].begin, stream),
+                         "cudaEventRecord (step begin)");
   if (!st.ok()) Abandon();
   return st;
 }

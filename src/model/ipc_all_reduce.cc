@@ -69,14 +69,16 @@ Result<std::unique_ptr<IpcAllReduce>> IpcAllReduce::Create(MPI_Comm group, int d
   //    numbers the visible devices its own way.
   constexpr int kIdLength = 32;
   std::vector<char> ids(static_cast<std::size_t>(size) * kIdLength, '\0');
-  std::string why = CudaWhy(cudaDeviceGetPCIBusId(ids.data() + rank * kIdLength, kIdLength, device),
-                            "cudaDeviceGetPCIBusId");
+  std::string why =
+      CudaWhy(cudaDeviceGetPCIBusId(ids.data() + static_cast<std::ptrdiff_t>(rank) * kIdLength,
+                                    kIdLength, device),
+              "cudaDeviceGetPCIBusId");
   RETURN_IF_ERROR(
       Mpi(MPI_Allgather(MPI_IN_PLACE, kIdLength, MPI_CHAR, ids.data(), kIdLength, MPI_CHAR, group),
           "MPI_Allgather of the PCI bus ids"));
   for (int r = 0; r < size && why.empty(); ++r) {
     if (r == rank) continue;
-    const std::string id(ids.data() + r * kIdLength);
+    const std::string id(ids.data() + static_cast<std::ptrdiff_t>(r) * kIdLength);
     int peer = -1;
     if (cudaDeviceGetByPCIBusId(&peer, id.c_str()) != cudaSuccess) {
       cudaGetLastError();
