@@ -351,6 +351,49 @@ TEST_F(HttpFrontendTest, SixtyFourConcurrentStreamsAllGetTheirAnswers) {
   for (int c = 0; c < kClients; ++c) EXPECT_EQ(correct[c], 1) << "client " << c;
 }
 
+// Found by the official `openai` npm client in CI: a keep-alive client that sends its next request
+// the moment the last byte of an answer reaches it. The connection's watch read could take that
+// request before the answer's write had finished on the server's side; the request was then dropped
+// and the connection closed ("socket hang up"). Many clients on two io threads make that window.
+TEST_F(HttpFrontendTest, KeepAliveClientsSendingAtOnceGetEveryAnswer) {
+  namespace bhttp = boost::beast::http;
+  namespace net = boost::asio;
+  constexpr int kClients = 8;
+  constexpr int kRequests = 150;
+  std::vector<std::thread> clients;
+  std::vector<int> answered(kClients, 0);
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([this, c, &answered] {
+      net::io_context ioc;
+      net::ip::tcp::socket socket(ioc);
+      boost::system::error_code ec;
+      socket.connect(
+          {net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(service_->port())}, ec);
+      if (ec) return;
+      boost::beast::flat_buffer buffer;
+      for (int i = 0; i < kRequests; ++i) {
+        // Streamed (chunked) and plain answers in turn, as the openai client's calls were.
+        const bool streamed = (i + c) % 2 == 0;
+        bhttp::request<bhttp::string_body> req(
+            bhttp::verb::post,
+            streamed ? "/v2/models/stream/generate_stream" : "/v2/models/echo/generate", 11);
+        req.set(bhttp::field::host, "127.0.0.1");
+        req.set(bhttp::field::content_type, "application/json");
+        req.body() = streamed ? R"({"COUNT": 2})" : R"({"INPUT0": [7]})";
+        req.prepare_payload();
+        bhttp::write(socket, req, ec);
+        if (ec) return;
+        bhttp::response<bhttp::string_body> res;
+        bhttp::read(socket, buffer, res, ec);
+        if (ec || res.result_int() != 200 || !res.keep_alive()) return;
+        answered[c] += 1;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int c = 0; c < kClients; ++c) EXPECT_EQ(answered[c], kRequests) << "client " << c;
+}
+
 // A raw loopback connection, for what a well-behaved client library will not do.
 int RawConnect(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -336,14 +336,16 @@ void HttpConnection::OnWatch(error_code ec, std::size_t bytes) {
   if (closed_) return;
   if (lingering_) return ec ? Close() : LingerRead();
   if (bytes > 0) buffer_.commit(bytes);
-  if (ec == net::error::operation_aborted) {
-    if (read_after_watch_) {
-      read_after_watch_ = false;
-      ReadIdle();
-    }
-    return;
+  if (read_after_watch_) {
+    // AfterAnswer cancelled this read to start the next request's. It may have ended on its own
+    // first: a keep-alive client sends its next request the moment the answer reaches it, which
+    // can be before this side's write handler ran. Those bytes are the next request.
+    read_after_watch_ = false;
+    if (ec && ec != net::error::operation_aborted) return Close();
+    return ReadIdle();
   }
-  if (!exchange_) return;   // the answer is out; AfterAnswer went on without the watch
+  if (ec == net::error::operation_aborted) return;
+  if (!exchange_) return;  // the answer is out and the connection closes (Fail)
   if (!ec) return Watch();  // the next request, pipelined: kept for later
   if (ec == net::error::eof &&
       std::chrono::steady_clock::now() - request_read_at_ < kHalfCloseGrace) {
