@@ -98,6 +98,15 @@ set_tests_properties(e2e_test_llm_bls PROPERTIES
   LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED "${_bls_fixtures}"
   ENVIRONMENT "${_llm_env};INFLIGHT_GRPC_PY=${INFLIGHT_GRPC_PY_DIR}")
 
+# The same greedy text on every path: HTTP JSON and binary, gRPC, the BLS model, the OpenAI routes and
+# the three models by hand (issue 26); the device round runs it on a GPU engine's repository too.
+add_test(NAME e2e_test_every_path
+  COMMAND ${_bls_python} -m unittest -v test_every_path
+  WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+set_tests_properties(e2e_test_every_path PROPERTIES
+  LABELS e2e TIMEOUT 600 FIXTURES_REQUIRED "${_bls_fixtures}"
+  ENVIRONMENT "${_llm_env};INFLIGHT_GRPC_PY=${INFLIGHT_GRPC_PY_DIR}")
+
 # Leader and orchestrator modes (docs/multi_gpu.md, "Process modes"): the demo model split over MPI
 # ranks (tp 2, pp 2, tp 2 x pp 2), served under mpirun, through launch_server.py and with spawned
 # workers (TRTLLM_ORCHESTRATOR=1), against the one-rank server; a killed rank ends the job; a world

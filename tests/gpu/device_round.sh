@@ -6,7 +6,7 @@
 #   3. parity with Hugging Face transformers on this GPU (tests/parity/gpu_parity.py);
 #   4. the server on a GPU engine: prepare_demo.sh with a bfloat16 engine, inflight-server, the
 #      ensemble generate and generate_stream requests of tools/quickstart.sh, then the e2e tests
-#      test_llm_ensemble.py and test_llm_repository.py against GPU repositories;
+#      test_llm_ensemble.py, test_llm_repository.py and test_every_path.py against GPU repositories;
 #   4b. (step hf_folder, not in the default steps) tests/gpu/hf_folder_check.py: a transformers
 #      checkpoint folder as engine_dir, served on the GPU, against transformers' greedy tokens;
 #   5. with 2 or more GPUs, tests/gpu/multi_gpu_round.sh (NCCL test, leader-mode servers at tp 2
@@ -26,8 +26,8 @@
 # INFLIGHT_ROUND_GPU_TESTS (names of the GPU test binaries to run; default all),
 # INFLIGHT_ROUND_ATTENTION_VARIANTS=0 (not the paged-attention test's forced-kernel reruns),
 # INFLIGHT_ROUND_E2E_FILES (the tests/e2e modules of step 4; default test_llm_ensemble
-# test_llm_repository), INFLIGHT_GRPC_PY (gRPC stubs for them; default <package>/grpc_py),
-# INFLIGHT_PARITY_TIMEOUT (300 s), INFLIGHT_PARITY_CASES (gpu_parity.py's --cases; default all), INFLIGHT_E2E_TIMEOUT (240 s), INFLIGHT_ROUND_STRIP_PROMPT_TABLE_IDS=0
+# test_llm_repository test_every_path), INFLIGHT_GRPC_PY (gRPC stubs for them; default <package>/grpc_py),
+# INFLIGHT_PARITY_TIMEOUT (300 s), INFLIGHT_PARITY_CASES (gpu_parity.py's --cases; default all), INFLIGHT_E2E_TIMEOUT (360 s), INFLIGHT_ROUND_STRIP_PROMPT_TABLE_IDS=0
 # (leave the filled repositories as prepare_demo.sh made them).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -268,12 +268,12 @@ if want e2e; then
         INFLIGHT_LLM_TINY_KV_REPO="$work/tiny_kv/triton_model_repo" \
         INFLIGHT_LLM_ENGINE="$work/default/engine" INFLIGHT_SOURCE_DIR="$root" \
         INFLIGHT_GRPC_PY="${INFLIGHT_GRPC_PY:-$pkg/grpc_py}" \
-        PYTHONDONTWRITEBYTECODE=1 INFLIGHT_E2E_LOGPROB_TOL=0.05 timeout "${INFLIGHT_E2E_TIMEOUT:-240}" \
-        python3 -m unittest -v ${INFLIGHT_ROUND_E2E_FILES:-test_llm_ensemble test_llm_repository}) \
+        PYTHONDONTWRITEBYTECODE=1 INFLIGHT_E2E_LOGPROB_TOL=0.05 timeout "${INFLIGHT_E2E_TIMEOUT:-360}" \
+        python3 -m unittest -v ${INFLIGHT_ROUND_E2E_FILES:-test_llm_ensemble test_llm_repository test_every_path}) \
         >"$out/e2e.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
     tail -30 "$out/e2e.log"
     say ""
-    say "e2e (${INFLIGHT_ROUND_E2E_FILES:-test_llm_ensemble test_llm_repository}): $r: $(grep -E '^(Ran|OK|FAILED)' "$out/e2e.log" | tr '\n' ' ')"
+    say "e2e (${INFLIGHT_ROUND_E2E_FILES:-test_llm_ensemble test_llm_repository test_every_path}): $r: $(grep -E '^(Ran|OK|FAILED)' "$out/e2e.log" | tr '\n' ' ')"
     grep -E '^(FAIL|ERROR): ' "$out/e2e.log" | sed 's/^/- /' >>"$summary"
     grep -E '^(AssertionError|RuntimeError)' "$out/e2e.log" | cut -c1-300 | sed 's/^/  - /' >>"$summary"
   fi
