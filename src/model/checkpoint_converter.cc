@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "common/logging.h"
+#include "model/build_defaults.h"
 #include "model/checkpoint_index.h"
 #include "model/hf_config.h"
 #include "model/parallel_safetensors_writer.h"
@@ -319,10 +320,11 @@ Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
     return InvalidArgument("--tokens_per_block " + std::to_string(o.tokens_per_block) +
                            " is not a power of two (accepted: 1, 2, 4, ..., 1024)");
   }
-  const auto default_seq =
-      static_cast<std::int32_t>(std::min<std::int64_t>(c.max_position_embeddings, 2048));
+  const auto default_seq = static_cast<std::int32_t>(
+      std::min<std::int64_t>(c.max_position_embeddings, kDefaultMaxSeqLenCap));
   const std::int32_t max_seq_len = o.max_seq_len.value_or(default_seq);
-  const std::int32_t max_input_len = o.max_input_len.value_or(std::min(1024, max_seq_len));
+  const std::int32_t max_input_len =
+      o.max_input_len.value_or(std::min(kDefaultMaxInputLenCap, max_seq_len));
   RETURN_IF_ERROR(CheckRange("--max_input_len", max_input_len, 1, INT32_MAX));
   if (max_seq_len < max_input_len) {
     return InvalidArgument(

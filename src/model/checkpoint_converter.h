@@ -31,8 +31,8 @@ struct BuildOptions {
   std::int32_t tp_size = 1;                   // >= 1, must divide the heads
   std::int32_t pp_size = 1;                   // >= 1, at most num_layers
   std::int32_t max_batch_size = 256;          // >= 1
-  std::optional<std::int32_t> max_input_len;  // default: min(1024, max_seq_len)
-  std::optional<std::int32_t> max_seq_len;    // default: min(max_position_embeddings, 2048)
+  std::optional<std::int32_t> max_input_len;  // default: min(1024, max_seq_len) (build_defaults.h)
+  std::optional<std::int32_t> max_seq_len;    // default: min(max_position_embeddings, 2048) (ditto)
   std::int32_t max_num_tokens = 8192;         // >= 1
   std::int32_t tokens_per_block = 64;         // power of two in [1, 1024]
   // --qformat (TensorRT-LLM quantize.py's name): quantize a float checkpoint's decoder linears at

@@ -1,8 +1,8 @@
 #include "server/openai/openai_models.h"
 
-#include <fstream>
-
 #include <nlohmann/json.hpp>
+
+#include "server/openai/engine_max_seq_len.h"
 
 namespace inflight::server::openai {
 namespace {
@@ -45,21 +45,6 @@ std::vector<json> ConfigsOf(const Server& server, const json& config) {
     if (step_config.ok()) configs.push_back(std::move(*step_config));
   }
   return configs;
-}
-
-// build.max_seq_len of our engine config.json (build_config.max_seq_len in TensorRT-LLM's).
-std::optional<std::int64_t> EngineMaxSeqLen(const std::string& engine_dir) {
-  std::ifstream in(engine_dir + "/config.json");
-  if (!in) return std::nullopt;
-  json config = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  for (const char* section : {"build", "build_config"}) {
-    if (config.is_object() && config.contains(section) && config[section].is_object() &&
-        config[section].contains("max_seq_len") &&
-        config[section]["max_seq_len"].is_number_integer()) {
-      return config[section]["max_seq_len"].get<std::int64_t>();
-    }
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -106,7 +91,7 @@ Result<std::shared_ptr<const OpenAiModel>> OpenAiModels::Resolve(const std::stri
     }
     for (const char* key : {"engine_dir", "gpt_model_path"}) {
       if (auto dir = StringParameter(part, key); dir && !model->max_seq_len) {
-        model->max_seq_len = EngineMaxSeqLen(*dir);
+        model->max_seq_len = EngineMaxSeqLen(*dir, part);
       }
     }
   }
