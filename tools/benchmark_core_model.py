@@ -628,7 +628,7 @@ def parse_arguments(argv=None):
     parser.add_argument("-u", "--url", default=None,
                         help="server URL (default localhost:8000, localhost:8001 with -i grpc)")
     parser.add_argument("-i", "--protocol", default="http", choices=["http", "grpc"],
-                        help="only http is supported")
+                        help="http (JSON over /generate) or grpc (ModelInfer, or ModelStreamInfer with --decoupled)")
     parser.add_argument("--decoupled", action="store_true",
                         help="stream: POST to /generate_stream and measure TTFT/TPOT")
     parser.add_argument("-c", "--concurrency", type=int, default=128,

@@ -6,14 +6,23 @@
 #      hand-overs on device buffers, the CUDA runner at tp 2 and pp 2 (micro-batches in flight)
 #      against the CPU runner's whole engine; then inflight-bench-allreduce (NCCL vs IPC by size);
 #   2. the server in leader mode through tools/launch_server.py --world_size 2 on the demo model's
-#      engine built at tp 2 and at pp 2: greedy answers of tensorrt_llm (token ids) and of the
-#      ensemble (text), compared with the same engine built at tp 1 served by one process.
+#      engine built at tp 2 and at pp 2, and in orchestrator mode (--multi-model: one process that
+#      spawns its two workers) at tp 2: greedy answers of tensorrt_llm (token ids) and of the
+#      ensemble (text), compared with the same engine built at tp 1 served by one process;
+#   3. (step throughput, not in the default steps) offline throughput of a random Llama-3.1-8B bf16
+#      engine (inflight-build --random_preset, no checkpoint) at tp 1 on one GPU and tp 2 on two,
+#      each served by the launcher and driven by tools/benchmark_core_model.py with all requests at
+#      once, token ids over HTTP; the scaling efficiency is tp 2's rate / (2 x tp 1's).
 # Prints a markdown section on stdout; logs go to the folder given.
 #
 #   tests/gpu/multi_gpu_round.sh <log_dir>      # INFLIGHT_DEVICE_DIR (.device), as device_round.sh
 #
-# Environment: INFLIGHT_MULTI_GPU_STEPS (default "nccl allreduce server"), INFLIGHT_CUDA_LIB_DIRS (CUDA's and
-# NCCL's library folders for our programs, as device_round.sh sets it).
+# Environment: INFLIGHT_MULTI_GPU_STEPS (default "nccl allreduce server"; "throughput" adds step 3),
+# INFLIGHT_CUDA_LIB_DIRS (CUDA's and NCCL's library folders for our programs, as device_round.sh sets
+# it), INFLIGHT_THROUGHPUT_PRESET (llama-3.1-8b; tiny for a dry run on a CPU),
+# INFLIGHT_THROUGHPUT_SHAPES (128/128,2048/128: input/output tokens), INFLIGHT_THROUGHPUT_REQUESTS (1000
+# per shape), INFLIGHT_THROUGHPUT_DIR (where engines are written; default the roomier of /dev/shm and
+# /tmp; each is removed after its run).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pkg=${INFLIGHT_DEVICE_DIR:-$root/.device}
@@ -73,15 +82,18 @@ print(json.dumps(out))
 PY
 }
 
-# Starts the launcher on a repository, waits for ready, asks, stops it. serve NAME REPO WORLD
+# Starts the launcher on a repository, waits for ready, runs ACTION (a function taking the port and the
+# run's name; default ask_into), stops it. serve NAME REPO WORLD [ACTION [launcher args...]]
+ask_into() { ask "$1" >"$logs/answers-$2.json" 2>"$logs/ask-$2.log"; }
 serve() {
-  local name=$1 repo=$2 world=$3 port=8000 ok=0
+  local name=$1 repo=$2 world=$3 action=${4:-ask_into} port=8000 ok=0
   local args=(--world_size "$world" --model_repo "$repo" --tritonserver "$pkg/bin/inflight-server"
     --backend_directory "$pkg/backends" --http_port $port --grpc_port 8001 --metrics_port 8002 -f)
-  [[ "$world" == 1 ]] && args+=(--no-mpi)
+  [[ "$world" == 1 && $# -le 4 ]] && args+=(--no-mpi)
+  args+=("${@:5}")
   python3 "$root/tools/launch_server.py" "${args[@]}" --wait >"$logs/server-$name.log" 2>&1 &
   local lpid=$!
-  for _ in $(seq 1 240); do
+  for _ in $(seq 1 600); do
     if python3 -c "import urllib.request as u; u.urlopen('http://localhost:$port/v2/health/ready', timeout=2)" 2>/dev/null; then
       ok=1; break
     fi
@@ -89,11 +101,12 @@ serve() {
     sleep 0.5
   done
   if [[ $ok == 1 ]]; then
-    ask $port >"$logs/answers-$name.json" 2>"$logs/ask-$name.log" || ok=0
+    "$action" $port "$name" || ok=0
   fi
   pkill -TERM -f "inflight-server" 2>/dev/null
   for _ in $(seq 1 60); do kill -0 "$lpid" 2>/dev/null || break; sleep 0.5; done
   kill -KILL "$lpid" 2>/dev/null; pkill -KILL -f "libexec/inflight-server" 2>/dev/null
+  pkill -KILL -f "libexec/inflight-executor" 2>/dev/null
   wait "$lpid" 2>/dev/null
   [[ $ok == 1 ]]
 }
@@ -115,11 +128,15 @@ if want server; then
     sed -i "s#$work/tp1/engine#$work/engine-$name#" "$work/repo-$name/tensorrt_llm/config.pbtxt"
     if serve "$name" "$work/repo-$name" 2; then served[$name]=1; fi
   done
+  # Orchestrator mode: one server process (mpirun -n 1) whose backend spawns the tp 2 engine's workers.
+  if [[ -d "$work/repo-tp2" ]] && serve orch "$work/repo-tp2" 1 ask_into --multi-model; then
+    served[orch]=1
+  fi
   echo
   echo "| engine | ranks | served | tensorrt_llm ids equal tp1's (4 prompts x 32) | ensemble text equal tp1's (2 prompts) |"
   echo "|---|---|---|---|---|"
-  for name in tp1 tp2 pp2; do
-    ranks=2; [[ $name == tp1 ]] && ranks=1
+  for name in tp1 tp2 pp2 orch; do
+    ranks=2; [[ $name == tp1 ]] && ranks=1; [[ $name == orch ]] && ranks="1 + 2 spawned"
     if [[ -z "${served[$name]:-}" ]]; then
       echo "| $name | $ranks | FAIL | | |"; status=1
       grep -iE "error|refus|fail" "$logs/server-$name.log" | head -5 | sed 's/^/  - /'
@@ -141,9 +158,80 @@ texts = sum(x == y for x, y in zip(a["text"], b["text"]))
 print(f"{sum(x == y for x, y in zip(a['ids'], b['ids']))}/4 whole (leading equal: {ids})|{texts}/2")
 PY
 )
-    echo "| $name | 2 | yes | ${cmp%%|*} | ${cmp#*|} |"
+    echo "| $name | $ranks | yes | ${cmp%%|*} | ${cmp#*|} |"
   done
   echo
   echo "Answers (tp1): $(head -c 400 "$logs/answers-tp1.json" 2>/dev/null)"
+fi
+
+# tools/benchmark_core_model.py offline on the served tensorrt_llm, one run per shape in $shapes;
+# prints "shape tok/s" lines into $logs/throughput-NAME.txt.
+bench_into() {
+  local port=$1 name=$2 shape in out
+  : >"$logs/throughput-$name.txt"
+  for shape in ${tput_shapes//,/ }; do
+    in=${shape%/*}; out=${shape#*/}
+    python3 "$root/tools/benchmark_core_model.py" -u "localhost:$port" --max-input-len "$in" \
+      --num-requests "$tput_requests" --concurrency "$tput_requests" --warmup-requests 8 \
+      --vocab-size "$tput_vocab" --exclude-input-in-output token-norm-dist --input-mean "$in" \
+      --input-stdev 0 --output-mean "$out" --output-stdev 0 >"$logs/bench-$name-${in}-${out}.log" 2>&1 ||
+      return 1
+    echo "$shape $(awk -F'|' '/OP tokens\/sec/ {gsub(/ /, "", $3); print $3}' "$logs/bench-$name-${in}-${out}.log")" \
+      >>"$logs/throughput-$name.txt"
+  done
+}
+
+if want throughput; then
+  preset=${INFLIGHT_THROUGHPUT_PRESET:-llama-3.1-8b}
+  tput_shapes=${INFLIGHT_THROUGHPUT_SHAPES:-128/128,2048/128}
+  tput_requests=${INFLIGHT_THROUGHPUT_REQUESTS:-1000}
+  tput_dir=${INFLIGHT_THROUGHPUT_DIR:-}
+  if [[ -z "$tput_dir" ]]; then
+    tput_dir=/tmp
+    shm=$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $4}')
+    (( ${shm:-0} > $(df -Pk /tmp | awk 'NR==2 {print $4}') )) && tput_dir=/dev/shm
+  fi
+  max_in=0; max_seq=0
+  for shape in ${tput_shapes//,/ }; do
+    in=${shape%/*}; out=${shape#*/}
+    (( in > max_in )) && max_in=$in
+    (( in + out > max_seq )) && max_seq=$(( in + out ))
+  done
+  echo
+  echo "### Offline throughput, random $preset bf16, tp 1 vs tp 2 ($tput_requests requests per shape, all at once)"
+  echo
+  for tp in 1 2; do
+    engine="$tput_dir/inflight-tput-engine-tp$tp"
+    repo="$tput_dir/inflight-tput-repo-tp$tp"
+    rm -rf "$engine" "$repo"
+    s=$(date +%s)
+    if ! "$pkg/bin/inflight-build" --random_preset "$preset" --dtype bfloat16 --tp_size $tp \
+        --max_batch_size 256 --max_input_len "$max_in" --max_seq_len "$max_seq" --output_dir "$engine" \
+        >"$logs/build-tput-tp$tp.log" 2>&1; then
+      echo "- inflight-build tp $tp FAILED: $(tail -1 "$logs/build-tput-tp$tp.log")"; status=1; continue
+    fi
+    echo "- engine tp $tp written in $(( $(date +%s) - s )) s"
+    tput_vocab=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$engine/config.json")
+    mkdir -p "$repo" && cp -r "$root/all_models/inflight_batcher_llm/tensorrt_llm" "$repo/"
+    python3 "$root/tools/fill_template.py" -i "$repo/tensorrt_llm/config.pbtxt" \
+      "triton_backend:inflight,triton_max_batch_size:256,decoupled_mode:False,max_beam_width:1,engine_dir:$engine,batching_strategy:inflight_fused_batching,max_queue_delay_microseconds:0,enable_chunked_context:True,enable_kv_cache_reuse:False,exclude_input_in_output:True,kv_cache_free_gpu_mem_fraction:0.9,logits_datatype:TYPE_FP32,encoder_input_features_data_type:TYPE_FP16" \
+      >/dev/null
+    s=$(date +%s)
+    if ! serve "tput-tp$tp" "$repo" $tp bench_into; then
+      echo "- tp $tp: serving or benchmarking FAILED ($(grep -iE 'error|fail' "$logs/server-tput-tp$tp.log" | head -1))"
+      status=1
+    fi
+    echo "- tp $tp served and measured in $(( $(date +%s) - s )) s"
+    rm -rf "$engine" "$repo"
+  done
+  echo
+  echo "| shape | tp 1 output tok/s (1 GPU) | tp 2 output tok/s (2 GPUs) | tp 2 / tp 1 | scaling efficiency |"
+  echo "|---|---:|---:|---:|---:|"
+  for shape in ${tput_shapes//,/ }; do
+    a=$(awk -v s="$shape" '$1 == s {print $2}' "$logs/throughput-tput-tp1.txt" 2>/dev/null)
+    b=$(awk -v s="$shape" '$1 == s {print $2}' "$logs/throughput-tput-tp2.txt" 2>/dev/null)
+    ratio=$(awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx|%.0f%%", b / a, 100 * b / (2 * a); else print "|" }')
+    echo "| $shape | ${a:-FAIL} | ${b:-FAIL} | ${ratio%%|*} | ${ratio#*|} |"
+  done
 fi
 exit $status

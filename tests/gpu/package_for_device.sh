@@ -57,6 +57,8 @@ for list in programs gpu_tests mpi_gpu_tests; do
 done
 targets=("${programs[@]}" "${gpu_tests[@]}" "${mpi_gpu_tests[@]}")
 for b in "${backends[@]}"; do targets+=("triton_$b"); done
+worker=inflight-executor-worker  # orchestrator mode's spawned ranks (built where MPI was found)
+if keep "$worker"; then targets+=("$worker"); else worker=""; fi
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 # Only this script's folders: bench/package_gpu_round.sh keeps its own in $dest/bench.
@@ -68,6 +70,19 @@ for b in "${backends[@]}"; do
   mkdir -p "$dest/backends/$b"
   cp "$build/backends/$b/libtriton_$b.so" "$dest/backends/$b/"
 done
+if [[ -n "$worker" ]]; then
+  cp "$build/backends/inflight/$worker" "$dest/libexec/"
+  # The backend spawns it from beside libtriton_inflight.so; Open MPI's daemon starts it without the
+  # environment our bin/ wrappers set, so this wrapper sets it.
+  cat >"$dest/backends/inflight/$worker" <<'WRAP'
+#!/bin/sh
+here=$(cd "$(dirname "$0")/../.." && pwd)
+c=${CUDA_HOME:-/usr/local/cuda}
+cuda="${INFLIGHT_CUDA_LIB_DIRS:-$c/lib64:$c/lib:$c/targets/x86_64-linux/lib}"
+LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$cuda" exec "$here/libexec/inflight-executor-worker" "$@"
+WRAP
+  chmod +x "$dest/backends/inflight/$worker"
+fi
 strip --strip-unneeded "$dest"/libexec/* "$dest"/backends/*/*.so
 # Python gRPC stubs of proto/grpc_service.proto, as the e2e gRPC tests load them (INFLIGHT_GRPC_PY).
 rm -rf "$dest/grpc_py"
