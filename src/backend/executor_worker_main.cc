@@ -21,6 +21,7 @@
 #include "executor/runner_factory.h"
 #include "model/engine_config.h"
 #include "model/mpi_load_report.h"
+#include "model/mpi_node_layout.h"
 #include "model/mpi_orchestrator.h"
 #include "model/mpi_process.h"
 #include "model/mpi_step_channel.h"
@@ -106,9 +107,13 @@ Result<WorkerOptions> ParseOptions(int argc, char** argv) {
 }
 
 // This worker's runner: its rank's shard, with the workers' collectives.
-Result<std::unique_ptr<inflight::model::ModelRunner>> LoadShard(const WorkerOptions& o, int rank,
-                                                                int size) {
+Result<std::unique_ptr<inflight::model::ModelRunner>> LoadShard(const WorkerOptions& o, int size) {
   namespace model = inflight::model;
+  // Collective: first, before anything that could fail on one worker only.
+  model::NodeLayout layout;
+  if (size > 1) {
+    ASSIGN_OR_RETURN(layout, model::NodeLayoutOf(MPI_COMM_WORLD));
+  }
   ASSIGN_OR_RETURN(model::EngineConfig engine, model::LoadEngineConfig(o.engine_dir));
   if (engine.tp_size * engine.pp_size != size) {
     return InvalidArgument("the engine " + o.engine_dir + " has tp_size " +
@@ -117,11 +122,11 @@ Result<std::unique_ptr<inflight::model::ModelRunner>> LoadShard(const WorkerOpti
                            " workers were spawned");
   }
   // One worker runs the whole engine, with no one to talk to. Its CUDA device: --gpu_device_ids'
-  // entry for its rank, else its rank (executor/runner_factory.h).
+  // entry for its rank on its host, else that rank (group_collectives.h).
   std::shared_ptr<model::Collectives> collectives;
   if (size > 1) {
-    ASSIGN_OR_RETURN(collectives, inflight::backend::CreateGroupCollectives(MPI_COMM_WORLD, engine,
-                                                                            o.config, rank));
+    ASSIGN_OR_RETURN(collectives, inflight::backend::CreateGroupCollectives(
+                                      MPI_COMM_WORLD, engine, o.config, layout.local_rank));
   }
   return inflight::executor::CreateModelRunner(o.engine_dir, engine, o.config,
                                                std::move(collectives));
@@ -150,7 +155,7 @@ int Run(int argc, char** argv) {
 
   Result<WorkerOptions> options = ParseOptions(argc, argv);
   Result<std::unique_ptr<model::ModelRunner>> runner =
-      options.ok() ? LoadShard(*options, rank, size) : options.status();
+      options.ok() ? LoadShard(*options, size) : options.status();
   const Result<std::int64_t> blocks =
       runner.ok() ? Result<std::int64_t>((*runner)->num_kv_blocks()) : runner.status();
   if (!runner.ok()) LOG_ERROR("worker {}: {}", rank, runner.status().ToString());

@@ -13,23 +13,25 @@
 namespace inflight::backend {
 
 Result<std::shared_ptr<model::Collectives>> CreateGroupCollectives(
-    MPI_Comm comm, const model::EngineConfig& engine, const ExecutorConfig& config, int rank) {
+    MPI_Comm comm, const model::EngineConfig& engine, const ExecutorConfig& config,
+    int local_rank) {
 #ifdef INFLIGHT_BACKEND_NCCL
-  // The same choice of runner and device as executor::CreateModelRunner: CUDA when asked for or
-  // when a device is visible; gpu_device_ids' entry for the rank, else the rank modulo the devices.
+  // The same choice of runner as executor::CreateModelRunner: CUDA when asked for or when a device
+  // is visible; its device, which the runner then takes from the collectives: gpu_device_ids'
+  // entry for the rank on this host, else that rank modulo the host's devices.
   if (config.device == DeviceKind::kCuda ||
       (config.device == DeviceKind::kAuto && model::CudaDeviceAvailable())) {
-    int device = rank % std::max(1, model::CudaDeviceCount());
+    int device = local_rank % std::max(1, model::CudaDeviceCount());
     if (config.gpu_device_ids && !config.gpu_device_ids->empty()) {
       const auto& ids = *config.gpu_device_ids;
-      if (rank >= static_cast<int>(ids.size())) {
+      if (local_rank >= static_cast<int>(ids.size())) {
         return InvalidArgument("gpu_device_ids lists " + std::to_string(ids.size()) +
-                               " devices, but this process is rank " + std::to_string(rank) +
-                               ": give one id per rank");
+                               " devices, but this process is rank " + std::to_string(local_rank) +
+                               " on its host: give one id per rank on a host (on every host)");
       }
-      device = ids[static_cast<std::size_t>(rank)];
+      device = ids[static_cast<std::size_t>(local_rank)];
     }
-    LOG_INFO("rank {}: NCCL collectives on device {}", rank, device);
+    LOG_INFO("local rank {}: NCCL collectives on device {}", local_rank, device);
     return model::CreateNcclCollectives(comm, engine.tp_size, engine.pp_size, device);
   }
 #else
@@ -41,7 +43,7 @@ Result<std::shared_ptr<model::Collectives>> CreateGroupCollectives(
         "accepted here: device cpu");
   }
 #endif
-  (void)rank;
+  (void)local_rank;
   return model::CreateMpiCollectives(comm, engine.tp_size, engine.pp_size);
 }
 

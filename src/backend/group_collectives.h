@@ -13,8 +13,11 @@
 
 namespace inflight::backend {
 
-// `comm`: the group (tp_size x pp_size processes); `rank`: this process's rank in it.
+// `comm`: the group (tp_size x pp_size processes); `local_rank`: this process's rank among the
+// group's ranks on its host (model/mpi_node_layout.h), which picks its GPU: gpu_device_ids'
+// entry for it, else it modulo the host's devices. The NCCL collectives carry that device, and
+// the CUDA runner runs on it (Collectives::device()).
 Result<std::shared_ptr<model::Collectives>> CreateGroupCollectives(
-    MPI_Comm comm, const model::EngineConfig& engine, const ExecutorConfig& config, int rank);
+    MPI_Comm comm, const model::EngineConfig& engine, const ExecutorConfig& config, int local_rank);
 
 }  // namespace inflight::backend

@@ -17,6 +17,7 @@
 #include "backend/group_collectives.h"
 #include "model/leader_runner.h"
 #include "model/mpi_load_report.h"
+#include "model/mpi_node_layout.h"
 #include "model/mpi_process.h"
 #include "model/mpi_step_channel.h"
 #endif
@@ -92,10 +93,17 @@ Status CheckParticipants(const config::LlmParams& p, const MpiLaunch& world) {
 }
 
 // This rank's runner over its shard, with the group's collectives. Its CUDA device is
-// gpu_device_ids' entry for its rank (the instance's first group), else its rank modulo the
-// visible devices (executor/runner_factory.h).
+// gpu_device_ids' entry for its rank on its host (the instance's first group), else that rank
+// modulo the visible devices (group_collectives.h).
 Result<std::unique_ptr<model::ModelRunner>> LoadRank(const ModelState& model,
                                                      const MpiLaunch& world) {
+  // Collective: first, before anything that could fail on one rank only and leave the others
+  // waiting in it.
+  ASSIGN_OR_RETURN(const model::NodeLayout layout, model::NodeLayoutOf(MPI_COMM_WORLD));
+  if (model.params().num_nodes) {
+    RETURN_IF_ERROR(model::CheckNumNodes(*model.params().num_nodes, layout, world.size,
+                                         "model '" + model.name() + "'"));
+  }
   ASSIGN_OR_RETURN(model::EngineConfig engine, model::LoadEngineConfig(model.engine_dir()));
   RETURN_IF_ERROR(CheckWorldFitsEngine(model, engine, world));
   RETURN_IF_ERROR(CheckParticipants(model.params(), world));
@@ -103,7 +111,7 @@ Result<std::unique_ptr<model::ModelRunner>> LoadRank(const ModelState& model,
            world.size, EngineRanks(engine));
   const ExecutorConfig config = model.MakeExecutorConfig();
   ASSIGN_OR_RETURN(std::shared_ptr<model::Collectives> collectives,
-                   CreateGroupCollectives(MPI_COMM_WORLD, engine, config, world.rank));
+                   CreateGroupCollectives(MPI_COMM_WORLD, engine, config, layout.local_rank));
   return executor::CreateModelRunner(model.engine_dir(), engine, config, std::move(collectives));
 }
 

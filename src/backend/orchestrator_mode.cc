@@ -103,6 +103,11 @@ Result<std::unique_ptr<Executor>> StartOrchestratedInstance(const ModelState& mo
         "participant_ids is not supported in orchestrator mode: the spawned workers "
         "of each instance are its participants; leave participant_ids unset");
   }
+  if (p.num_nodes && *p.num_nodes != 1) {
+    return Unsupported("num_nodes " + std::to_string(*p.num_nodes) +
+                       " is not supported in orchestrator mode: the backend spawns every worker "
+                       "on the server's host; accepted: 1, or leader mode (mpirun over the hosts)");
+  }
   ASSIGN_OR_RETURN(model::EngineConfig engine, model::LoadEngineConfig(model.engine_dir()));
   const int ranks = engine.tp_size * engine.pp_size;
   ASSIGN_OR_RETURN(std::string worker, WorkerPath(p));

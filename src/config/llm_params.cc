@@ -223,7 +223,7 @@ const std::vector<ParamSpec>& Table() {
       {"enable_chunked_context", "false", Bool(&P::enable_chunked_context)},
       {"gpu_device_ids", "all visible devices", DeviceGroups(&P::gpu_device_ids)},
       {"participant_ids", "none", DeviceGroups(&P::participant_ids)},
-      {"num_nodes", "1", Int(&P::num_nodes, AtLeast(1))},
+      {"num_nodes", "unset (the hosts mpirun runs the ranks on)", Int(&P::num_nodes, AtLeast(1))},
       {"lora_cache_optimal_adapter_size", "8",
        Int(&P::lora_cache_optimal_adapter_size, AtLeast(1))},
       {"lora_cache_max_adapter_size", "64", Int(&P::lora_cache_max_adapter_size, AtLeast(1))},

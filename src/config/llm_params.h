@@ -75,12 +75,12 @@ struct LlmParams {
   bool enable_chunked_context = false;
   std::optional<std::vector<std::vector<int32_t>>> gpu_device_ids;   // "0,1;2,3"; unset = all
   std::optional<std::vector<std::vector<int32_t>>> participant_ids;  // same syntax
-  int32_t num_nodes = 1;                                             // >= 1
-  int32_t lora_cache_optimal_adapter_size = 8;                       // >= 1
-  int32_t lora_cache_max_adapter_size = 64;                          // >= 1
-  double lora_cache_gpu_memory_fraction = 0.05;                      // (0, 1]
-  int64_t lora_cache_host_memory_bytes = int64_t{1} << 30;           // >= 0
-  std::string lora_prefetch_dir;                                     // "" = none
+  std::optional<int32_t> num_nodes;  // >= 1; unset: not checked (leader mode: MPI's hosts)
+  int32_t lora_cache_optimal_adapter_size = 8;              // >= 1
+  int32_t lora_cache_max_adapter_size = 64;                 // >= 1
+  double lora_cache_gpu_memory_fraction = 0.05;             // (0, 1]
+  int64_t lora_cache_host_memory_bytes = int64_t{1} << 30;  // >= 0
+  std::string lora_prefetch_dir;                            // "" = none
   DecodingMode decoding_mode = DecodingMode::kAuto;
   std::string executor_worker_path;                        // "" = beside the backend library
   std::optional<int32_t> lookahead_window_size;            // >= 1; iff decoding_mode lookahead

@@ -25,10 +25,13 @@ model::AttentionLimits AttentionLimitsOf(const KvCacheConfig& kv) {
 }
 
 #ifdef INFLIGHT_HAVE_CUDA_RUNNER
-// The device of this process: gpu_device_ids' first without a group, the group rank's with one.
+// The device of this process: gpu_device_ids' first without a group; with one, the device its
+// collectives run on (chosen by the node-local rank, backend/group_collectives.h), else the group
+// rank's entry.
 Result<int> CudaDeviceOf(const ExecutorConfig& config, const model::Collectives* group) {
   const bool have_ids = config.gpu_device_ids && !config.gpu_device_ids->empty();
   if (group == nullptr) return have_ids ? config.gpu_device_ids->front() : 0;
+  if (auto device = group->device()) return *device;
   const std::int64_t rank = std::int64_t{group->pp_rank()} * group->tp_size() + group->tp_rank();
   if (have_ids) {
     const auto& ids = *config.gpu_device_ids;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 
 #include "common/dtype.h"
 #include "inflight/status.h"
@@ -25,6 +26,9 @@ class Collectives {
   virtual std::int32_t tp_size() const = 0;
   virtual std::int32_t pp_rank() const = 0;
   virtual std::int32_t pp_size() const = 0;
+  // The CUDA device the group's operations run on, when they run on one (NCCL): the runner of this
+  // rank runs there too. nullopt for host collectives.
+  virtual std::optional<int> device() const { return std::nullopt; }
 
   // In place over the tensor-parallel ranks: `buffer` ([count] of `dtype`) becomes the elementwise
   // sum of every rank's `buffer`.

@@ -59,6 +59,19 @@ Result<std::unique_ptr<IpcAllReduce>> IpcAllReduce::Create(MPI_Comm group, int d
                std::to_string(kc::kIpcMaxRanks) + ")";
     return std::unique_ptr<IpcAllReduce>();
   }
+  // CUDA IPC maps the memory of processes on this host only, and a peer's PCI bus id below could
+  // name a device of this host by coincidence: ranks on several hosts keep NCCL.
+  MPI_Comm host = MPI_COMM_NULL;
+  RETURN_IF_ERROR(Mpi(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
+                      "MPI_Comm_split_type"));
+  int on_host = 0;
+  MPI_Comm_size(host, &on_host);
+  MPI_Comm_free(&host);
+  if (on_host != size) {
+    *why_not = "the " + std::to_string(size) + " tp ranks run on more than one host (" +
+               std::to_string(on_host) + " on this one)";
+    return std::unique_ptr<IpcAllReduce>();
+  }
   std::unique_ptr<IpcAllReduce> ar(new IpcAllReduce());
   ar->device_ = device;
   ar->peers_.rank = rank;

@@ -73,6 +73,7 @@ class NcclCollectives final : public Collectives {
         timeout_seconds_(options.timeout_seconds),
         options_(options),
         mode_(mode) {}
+  std::optional<int> device() const override { return device_; }
   ~NcclCollectives() override {
     cudaSetDevice(device_);
     ipc_.reset();

@@ -377,6 +377,25 @@ class FaultTest(SplitEngineCase):
             code = server.stop_leader()
         self.assertEqual(code, 0, server.log())
 
+    def test_num_nodes_that_does_not_match_the_hosts_is_refused(self):
+        # NVIDIA's num_nodes counts the hosts the ranks run on; both ranks here share one.
+        self.split_repo(2, 1)  # builds the tp 2 engine
+        repo = repository_for(os.environ["INFLIGHT_LLM_REPO"], os.path.join(self.tmp, "tp2_pp1", "engine"),
+                              os.path.join(self.tmp, "num_nodes"))
+        set_parameter(os.path.join(repo, "tensorrt_llm", "config.pbtxt"), "num_nodes", "2")
+        server = MpiServer(repo, 2, extra=["--exit-on-error=false"])
+        server.wait_ready = False
+        try:
+            server.start()
+            status, index = ic.post_json(server.http_port, "/v2/repository/index", {})
+            self.assertEqual(status, 200, index)
+            reason = next(e.get("reason", "") for e in index if e["name"] == "tensorrt_llm")
+            self.assertIn("num_nodes 2, but the 2 ranks of the MPI world run on 1 host; set num_nodes to 1",
+                          reason)
+        finally:
+            code = server.stop_leader()
+        self.assertEqual(code, 0, server.log())
+
     def test_split_engine_without_mpirun_is_refused(self):
         repo = self.split_repo(2, 1)
         with ic.InflightServer(model_repository=repo, backend_directory=os.environ["INFLIGHT_BACKEND_DIR"],

@@ -64,7 +64,7 @@ TEST(LlmParamsTest, DefaultsWhenOnlyRequiredKeysAreSet) {
   EXPECT_EQ(p->decoding_mode, DecodingMode::kAuto);
   EXPECT_DOUBLE_EQ(p->gpu_weights_percent, 1.0);
   EXPECT_TRUE(p->multi_block_mode);
-  EXPECT_EQ(p->num_nodes, 1);
+  EXPECT_FALSE(p->num_nodes.has_value());
   EXPECT_EQ(p->device, Device::kAuto);
   EXPECT_FALSE(p->gpu_device_ids.has_value());
 }
