@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <optional>
+#include <utility>
 
 namespace inflight::model {
 namespace {
@@ -71,13 +72,13 @@ class TensorReader {
 
 class BuildTimeQuantizer final : public QuantizedLinearSource {
  public:
-  BuildTimeQuantizer(const CheckpointIndex& c, const QuantConfig& q) : r_(c), q_(q) {}
+  BuildTimeQuantizer(FloatWeightSource w, const QuantConfig& q) : w_(std::move(w)), q_(q) {}
   Status Check(const std::string& name, const std::vector<std::int64_t>& shape) const override {
-    return r_.Need(name, std::nullopt, shape).status();
+    return w_.check(name, shape);
   }
   Result<QuantizedMatrix> Load(const std::string& name,
                                const std::vector<std::int64_t>& shape) const override {
-    ASSIGN_OR_RETURN(std::vector<float> w, r_.Floats(name, shape));
+    ASSIGN_OR_RETURN(std::vector<float> w, w_.read(name, shape));
     const std::int64_t group =
         q_.weight_granularity == WeightScaleGranularity::kPerGroup ? q_.group_size : 0;
     switch (q_.quant_algo) {
@@ -98,7 +99,7 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
   }
 
  private:
-  TensorReader r_;
+  FloatWeightSource w_;
   QuantConfig q_;
 };
 
@@ -240,7 +241,21 @@ class PrequantizedSource final : public QuantizedLinearSource {
 
 std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(const CheckpointIndex& checkpoint,
                                                               const QuantConfig& quant) {
-  return std::make_unique<BuildTimeQuantizer>(checkpoint, quant);
+  // The reader lives as long as the checkpoint, which outlives the source (as before).
+  auto reader = std::make_shared<const TensorReader>(checkpoint);
+  FloatWeightSource weights;
+  weights.check = [reader](const std::string& name, const std::vector<std::int64_t>& shape) {
+    return reader->Need(name, std::nullopt, shape).status();
+  };
+  weights.read = [reader](const std::string& name, const std::vector<std::int64_t>& shape) {
+    return reader->Floats(name, shape);
+  };
+  return MakeBuildTimeQuantizer(std::move(weights), quant);
+}
+
+std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(FloatWeightSource weights,
+                                                              const QuantConfig& quant) {
+  return std::make_unique<BuildTimeQuantizer>(std::move(weights), quant);
 }
 
 std::unique_ptr<QuantizedLinearSource> MakePrequantizedSource(
