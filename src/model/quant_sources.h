@@ -25,11 +25,12 @@ std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(const CheckpointIn
 
 // The float weights the build-time quantizer reads, by Hugging Face name and [out, in] shape:
 // `check` looks without reading (a missing tensor or another shape is an error naming it), `read`
-// gives the values as float32 (from the weights' own dtype, as a checkpoint holds them).
+// resizes `out` to the weight and fills it as float32 (from the weights' own dtype, as a
+// checkpoint holds them); `out` is a reused buffer.
 struct FloatWeightSource {
   std::function<Status(const std::string& name, const std::vector<std::int64_t>& shape)> check;
-  std::function<Result<std::vector<float>>(const std::string& name,
-                                           const std::vector<std::int64_t>& shape)>
+  std::function<Status(const std::string& name, const std::vector<std::int64_t>& shape,
+                       std::vector<float>* out)>
       read;
 };
 // The same quantizer over any float source: the random engine's generated weights

@@ -46,21 +46,21 @@ class RandomWeights {
     }
     return Status::Ok();
   }
-  Result<std::vector<float>> ReadFloats(const std::string& hf_name,
-                                        const std::vector<std::int64_t>& shape) const {
+  Status ReadFloats(const std::string& hf_name, const std::vector<std::int64_t>& shape,
+                    std::vector<float>* out) const {
     RETURN_IF_ERROR(Check(hf_name, shape));
     ASSIGN_OR_RETURN(const RandomTensor t, Find(hf_name));
-    std::vector<float> values(t.numel);
+    out->resize(t.numel);
     if (options_.dtype == DType::kFloat32) {
       FillRandomTensor(options_.seed, t.spec->name, t.spec->init, options_.init_std,
-                       DType::kFloat32, reinterpret_cast<std::byte*>(values.data()), t.numel);
-      return values;
+                       DType::kFloat32, reinterpret_cast<std::byte*>(out->data()), t.numel);
+      return Status::Ok();
     }
     std::vector<std::byte> source(t.numel * DTypeSize(options_.dtype));
     FillRandomTensor(options_.seed, t.spec->name, t.spec->init, options_.init_std, options_.dtype,
                      source.data(), t.numel);
-    ConvertToFloat(options_.dtype, source.data(), values.data(), t.numel);
-    return values;
+    ConvertToFloat(options_.dtype, source.data(), out->data(), t.numel);
+    return Status::Ok();
   }
 
   // Fills one engine tensor. A piece that is a whole checkpoint tensor in the checkpoint's dtype
@@ -124,8 +124,9 @@ Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint
     source.check = [weights](const std::string& name, const std::vector<std::int64_t>& shape) {
       return weights->Check(name, shape);
     };
-    source.read = [weights](const std::string& name, const std::vector<std::int64_t>& shape) {
-      return weights->ReadFloats(name, shape);
+    source.read = [weights](const std::string& name, const std::vector<std::int64_t>& shape,
+                            std::vector<float>* out) {
+      return weights->ReadFloats(name, shape, out);
     };
     quant_source = MakeBuildTimeQuantizer(std::move(source), config.quant);
   }
