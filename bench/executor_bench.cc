@@ -16,9 +16,8 @@
 //               model's FLOPs per wall second next to the card's GEMM rate (--gemm_tflops).
 //
 // The engine is --engine_dir, or random weights written straight into an engine in a temporary
-// folder (--preset tiny | small | llama-3.1-8b; the engine inflight-build would make from
-// make_checkpoint's checkpoint, without that checkpoint). On a CPU only tiny or small finish in
-// seconds.
+// folder (--preset tiny | small | llama-3.1-8b, quantized with --qformat / --kv_cache_dtype as
+// inflight-build would; random_bench_engine.h). On a CPU only tiny or small finish in seconds.
 #include <unistd.h>
 #include <algorithm>
 #include <cstdio>
@@ -35,10 +34,8 @@
 #include "common/flags.h"
 #include "inflight/executor.h"
 #include "memcpy_bandwidth.h"
-#include "model/checkpoint_converter.h"
 #include "model/engine_config.h"
-#include "model/random_checkpoint.h"
-#include "model/random_engine.h"
+#include "random_bench_engine.h"
 #include "table.h"
 #ifdef INFLIGHT_BENCH_HAVE_GPU
 #include "gpu_bench_util.h"
@@ -59,18 +56,18 @@ struct Shape {
 const std::map<std::pair<int, int>, double> kTrtLlmFp16H100 = {
     {{128, 128}, 15648},  {{128, 2048}, 8883}, {{2048, 128}, 1859},
     {{2048, 2048}, 4152}, {{500, 2000}, 6835}, {{1000, 1000}, 7161}};
+// TensorRT-LLM v1.0 perf-overview, Llama-3.1-8B FP8 on one H100 (issue 24's targets).
+const std::map<std::pair<int, int>, double> kTrtLlmFp8H100 = {
+    {{128, 128}, 28312}, {{128, 2048}, 22714}, {{2048, 128}, 3450}, {{2048, 2048}, 9305}};
 
 struct Options {
   std::string engine_dir;
-  std::string preset = "tiny";
-  std::string dtype;  // default: the preset's
+  RandomEngineOptions engine;  // without --engine_dir
   std::string shapes = "128/128,128/2048,2048/128,2048/2048";
   std::int64_t num_requests = 8;
   std::int64_t decode_steps = 64;
   std::int64_t decode_context = 128;
   double bandwidth_gbps = 0;
-  std::int64_t max_batch_size = 256;
-  std::int64_t max_num_tokens = 8192;
   bool keep_engine = false;
   std::string sections = "decode,throughput";
   std::string latency_concurrency = "1,8";
@@ -129,35 +126,7 @@ Result<std::string> MakeEngine(const Options& opt, const std::vector<Shape>& sha
     max_input = std::max(max_input, s.input_len);
     max_seq = std::max(max_seq, s.input_len + s.output_len);
   }
-  model::RandomCheckpointOptions ckpt;
-  RETURN_IF_ERROR(model::ApplyCheckpointPreset(opt.preset, &ckpt));
-  if (!opt.dtype.empty()) {
-    std::optional<DType> dtype = ParseDType(opt.dtype);
-    if (!dtype)
-      return InvalidArgument("--dtype \"" + opt.dtype +
-                             "\" is not one of: float32, float16, bfloat16");
-    ckpt.dtype = *dtype;
-  }
-  ckpt.max_position_embeddings = std::max<std::int64_t>(ckpt.max_position_embeddings, max_seq);
-  const fs::path engine = work / "engine";
-  model::BuildOptions build;
-  build.output_dir = engine.string();
-  build.max_batch_size = static_cast<std::int32_t>(opt.max_batch_size);
-  build.max_input_len = max_input;
-  build.max_seq_len = max_seq;
-  build.max_num_tokens = static_cast<std::int32_t>(opt.max_num_tokens);
-  std::fprintf(stderr, "[bench] writing a random %s engine to %s\n", opt.preset.c_str(),
-               engine.c_str());
-  const double t0 = NowSeconds();
-  ASSIGN_OR_RETURN(model::BuildSummary summary, model::WriteRandomEngine(ckpt, build));
-  const double seconds = NowSeconds() - t0;
-  std::cout << "Random " << opt.preset
-            << " engine: " << Fmt(static_cast<double>(summary.num_bytes) / 1e6, 1)
-            << " MB written in " << Fmt(seconds, 2) << " s ("
-            << Fmt(static_cast<double>(summary.num_bytes) / 1e9 / seconds, 2) << " GB/s) under "
-            << work.parent_path().string() << "\n\n"
-            << std::flush;
-  return engine.string();
+  return WriteRandomBenchEngine(opt.engine, max_input, max_seq, work);
 }
 
 // Bytes of weights one batch-1 decode step reads: every matrix, but only one row of the embedding
@@ -175,7 +144,7 @@ std::int64_t WeightBytesPerStep(const std::string& engine_dir, const model::Engi
 }
 
 // K and V of every layer for `context` positions, bytes_per_value each (the CPU runner keeps the
-// cache in fp32, the CUDA runner in the engine's dtype).
+// cache in fp32, the CUDA runner in the engine's dtype, both in one byte when it is FP8).
 std::int64_t KvBytes(const model::EngineConfig& cfg, double context, std::int64_t bytes_per_value) {
   return static_cast<std::int64_t>(
       2.0 * static_cast<double>(cfg.num_layers * cfg.num_kv_heads * cfg.head_dim) * context *
@@ -424,8 +393,9 @@ Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir
   const std::int64_t weight_bytes = WeightBytesPerStep(engine_dir, cfg);
   const double mean_context =
       static_cast<double>(opt.decode_context) + static_cast<double>(opt.decode_steps) / 2.0;
-  const std::int64_t kv_bytes =
-      KvBytes(cfg, mean_context, on_gpu ? static_cast<std::int64_t>(DTypeSize(cfg.dtype)) : 4);
+  const std::int64_t kv_value_bytes =
+      cfg.quant.kv_cache_fp8 ? 1 : (on_gpu ? static_cast<std::int64_t>(DTypeSize(cfg.dtype)) : 4);
+  const std::int64_t kv_bytes = KvBytes(cfg, mean_context, kv_value_bytes);
   const double floor_ms = static_cast<double>(weight_bytes + kv_bytes) / (bandwidth * 1e9) * 1e3;
   std::cout << "## Batch-1 decode (prompt " << opt.decode_context << ", " << opt.decode_steps
             << " new tokens)\n\n";
@@ -482,25 +452,33 @@ Status RunPrefill(Executor& ex, const Options& opt, const model::EngineConfig& c
   return Status::Ok();
 }
 
-Status RunThroughput(Executor& ex, const Options& opt, const std::vector<Shape>& shapes) {
-  std::cout << "## Offline throughput (" << opt.num_requests << " requests enqueued at once)\n\n";
-  StreamingTable tt({"in/out", "requests", "output tok/s", "TTFT p50 ms", "TTFT p99 ms",
-                     "TPOT p50 ms", "wall s", "TRT-LLM FP16 H100 tok/s (ref)"},
-                    std::cout);
+Status RunThroughput(Executor& ex, const Options& opt, const std::vector<Shape>& shapes,
+                     const model::EngineConfig& cfg) {
+  // An FP8 engine is compared with TensorRT-LLM's FP8 row, anything else with its FP16 one.
+  const bool fp8 = cfg.quant.quant_algo == model::QuantAlgo::kFp8;
+  const auto& reference = fp8 ? kTrtLlmFp8H100 : kTrtLlmFp16H100;
+  std::cout << "## Offline throughput (" << opt.num_requests << " requests enqueued at once; "
+            << DescribeQuantization(cfg.quant) << ")\n\n";
+  StreamingTable tt(
+      {"in/out", "requests", "output tok/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "wall s",
+       fp8 ? "TRT-LLM FP8 H100 tok/s (ref)" : "TRT-LLM FP16 H100 tok/s (ref)"},
+      std::cout);
   std::uint64_t seed_base = 1000;
   for (const Shape& s : shapes) {
     ASSIGN_OR_RETURN(ThroughputResult r, MeasureThroughput(ex, s, opt.num_requests, seed_base));
     seed_base += static_cast<std::uint64_t>(opt.num_requests);
-    auto ref = kTrtLlmFp16H100.find({s.input_len, s.output_len});
+    auto ref = reference.find({s.input_len, s.output_len});
     tt.AddRow({std::to_string(s.input_len) + "/" + std::to_string(s.output_len),
                std::to_string(opt.num_requests),
                Fmt(static_cast<double>(r.output_tokens) / r.seconds, 1),
                Fmt(Percentile(r.ttft_ms, 0.5), 2), Fmt(Percentile(r.ttft_ms, 0.99), 2),
                Fmt(Percentile(r.tpot_ms, 0.5), 3), Fmt(r.seconds, 2),
-               ref == kTrtLlmFp16H100.end() ? "-" : Fmt(ref->second, 0)});
+               ref == reference.end() ? "-" : Fmt(ref->second, 0)});
   }
-  std::cout << "\nThe reference column is Llama-3.1-8B FP16 on an H100 (trtllm-bench, v0.13): "
-               "compare only a llama-3.1-8b engine on an H100 with it.\n\n"
+  std::cout << "\nThe reference column is Llama-3.1-8B "
+            << (fp8 ? "FP8 on an H100 (trtllm-bench, v1.0)"
+                    : "FP16 on an H100 (trtllm-bench, v0.13)")
+            << ": compare only a llama-3.1-8b engine on an H100 with it.\n\n"
             << std::flush;
   return Status::Ok();
 }
@@ -522,7 +500,7 @@ Status Run(const Options& opt) {
   std::string engine_dir = opt.engine_dir;
   if (engine_dir.empty()) {
     work = fs::temp_directory_path() /
-           ("inflight-bench-" + opt.preset + "-" + std::to_string(::getpid()));
+           ("inflight-bench-" + opt.engine.preset + "-" + std::to_string(::getpid()));
     fs::create_directories(work);
     ASSIGN_OR_RETURN(engine_dir, MakeEngine(opt, engine_shapes, work));
   }
@@ -545,16 +523,17 @@ Status Run(const Options& opt) {
             << cfg.architecture_name << ", " << DTypeName(cfg.dtype) << ", hidden "
             << cfg.hidden_size << ", " << cfg.num_layers << " layers, " << cfg.num_attention_heads
             << "/" << cfg.num_kv_heads << " heads, head dim " << cfg.head_dim << ", intermediate "
-            << cfg.intermediate_size << ", vocab " << cfg.vocab_size << "; on " << ex->deviceName()
-            << "; max_batch_size " << ex->maxBatchSize() << ", max_num_tokens "
-            << cfg.build.max_num_tokens << ", chunked context on, KV cache reuse "
-            << (opt.kv_cache_reuse ? "on" : "off") << ", KV fraction " << Fmt(opt.kv_fraction, 2)
-            << "; loaded in " << Fmt(load_seconds, 1) << " s\n\n"
+            << cfg.intermediate_size << ", vocab " << cfg.vocab_size << "; quantization "
+            << DescribeQuantization(cfg.quant) << "; on " << ex->deviceName() << "; max_batch_size "
+            << ex->maxBatchSize() << ", max_num_tokens " << cfg.build.max_num_tokens
+            << ", chunked context on, KV cache reuse " << (opt.kv_cache_reuse ? "on" : "off")
+            << ", KV fraction " << Fmt(opt.kv_fraction, 2) << "; loaded in " << Fmt(load_seconds, 1)
+            << " s\n\n"
             << std::flush;
 
   for (const std::string& section : sections) {
     if (section == "decode") RETURN_IF_ERROR(RunDecode(*ex, opt, engine_dir, cfg, device_copy));
-    if (section == "throughput") RETURN_IF_ERROR(RunThroughput(*ex, opt, shapes));
+    if (section == "throughput") RETURN_IF_ERROR(RunThroughput(*ex, opt, shapes, cfg));
     if (section == "latency") RETURN_IF_ERROR(RunLatency(*ex, opt));
     if (section == "prefill") RETURN_IF_ERROR(RunPrefill(*ex, opt, cfg));
   }
@@ -583,10 +562,7 @@ int main(int argc, char** argv) {
   flags.Add("engine_dir", "DIR",
             "engine to load (default: build one from --preset in a temp folder)",
             str(&opt.engine_dir));
-  flags.Add("preset", "NAME", "random checkpoint: tiny (default), small, llama-3.1-8b",
-            str(&opt.preset));
-  flags.Add("dtype", "NAME", "float32 | float16 | bfloat16 (default: the preset's)",
-            str(&opt.dtype));
+  inflight::bench::AddRandomEngineFlags(&flags, &opt.engine);
   flags.Add("shapes", "LIST", "input/output lengths (default 128/128,128/2048,2048/128,2048/2048)",
             str(&opt.shapes));
   flags.Add("num_requests", "N",
@@ -606,14 +582,6 @@ int main(int argc, char** argv) {
             "bandwidth for the decode floor (default: measured, device copy on a GPU)",
             [&](const std::string& v) {
               return tools::ParseDouble("--bandwidth_gbps", v, 1e-3, 1e6, &opt.bandwidth_gbps);
-            });
-  flags.Add("max_batch_size", "N", "engine built here: max_batch_size (default 256)",
-            [&](const std::string& v) {
-              return tools::ParseInt("--max_batch_size", v, 1, 1 << 16, &opt.max_batch_size);
-            });
-  flags.Add("max_num_tokens", "N", "engine built here: max_num_tokens (default 8192)",
-            [&](const std::string& v) {
-              return tools::ParseInt("--max_num_tokens", v, 1, 1 << 24, &opt.max_num_tokens);
             });
   flags.AddSwitch("keep_engine", "keep the temporary engine", &opt.keep_engine);
   flags.Add("sections", "LIST",
@@ -655,7 +623,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!parsed.value()) return 0;
-  Status status = inflight::bench::Run(opt);
+  Status status = inflight::bench::CheckEngineDirFlags(flags);
+  if (status.ok()) status = inflight::bench::Run(opt);
   if (!status.ok()) {
     std::fprintf(stderr, "inflight-bench-executor: %s\n", status.ToString().c_str());
     return 1;

@@ -8,8 +8,10 @@
 #
 # Environment: INFLIGHT_BENCH_RUNS ("128/128:256": shape:requests items, one executor run each),
 # INFLIGHT_BENCH_MAX_BATCH_SIZE (256: the engine's), INFLIGHT_BENCH_KV_FRACTION (0.9),
-# INFLIGHT_STEP_PROFILE (64: steps per logged summary), INFLIGHT_BENCH_OUT ($OUT), and any
-# INFLIGHT_* switch the executor reads (INFLIGHT_CUDA_GRAPHS=0, INFLIGHT_DISABLE_PDL=1, ...).
+# INFLIGHT_STEP_PROFILE (64: steps per logged summary), INFLIGHT_BENCH_OUT ($OUT),
+# INFLIGHT_BENCH_QUANT ("": inflight-build's quantization flags for the engine, e.g. "--qformat fp8
+# --kv_cache_dtype fp8"), and any INFLIGHT_* switch the executor reads (INFLIGHT_CUDA_GRAPHS=0,
+# INFLIGHT_DISABLE_PDL=1, ...).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pkg=${INFLIGHT_BENCH_PACKAGE_DIR:-$root/.device/bench}
@@ -29,7 +31,7 @@ engine=$(mktemp -d /dev/shm/inflight-profile.XXXXXX)
 trap 'rm -rf "$engine"' EXIT
 "$pkg/libexec/inflight-build" --random_preset llama-3.1-8b --dtype bfloat16 --max_input_len "$max_in" \
   --max_seq_len "$max_seq" --max_batch_size "${INFLIGHT_BENCH_MAX_BATCH_SIZE:-256}" \
-  --output_dir "$engine/e" >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
+  ${INFLIGHT_BENCH_QUANT:-} --output_dir "$engine/e" >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
 rc=0
 for run in $runs; do
   shape=${run%%:*} n=${run#*:} tag=${run//[\/:]/-}

@@ -151,6 +151,15 @@ Status ApplyQuantOptions(const BuildOptions& o, const std::string& source, Engin
     if (q.source.empty()) q.source = "inflight-build --kv_cache_dtype fp8";
   }
   if (!q.any()) return Status::Ok();
+  // NOTE: quantized weights are sliced per tensor-parallel rank only; stage files of a
+  // pipeline-split engine are not yet checked with them, so the combination is refused (here, so
+  // that every writer of engines refuses it alike).
+  if (c->pp_size > 1) {
+    return Unsupported("--pp_size " + std::to_string(c->pp_size) +
+                       " with a quantized engine (quant_algo \"" +
+                       std::string(QuantAlgoName(q.quant_algo)) +
+                       "\") is not supported yet; accepted with quantization: --pp_size 1");
+  }
   RETURN_IF_ERROR(q.Validate());
   return CheckQuantizedLayout(*c);
 }
@@ -363,14 +372,6 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
   // Quantized linears come from the checkpoint's own quantized tensors, or are quantized here.
   std::unique_ptr<QuantizedLinearSource> quant_source;
   if (config.quant.any()) {
-    // NOTE: quantized weights are sliced per tensor-parallel rank only; stage files of a
-    // pipeline-split engine are not yet checked with them, so the combination is refused.
-    if (config.pp_size > 1) {
-      return Unsupported("--pp_size " + std::to_string(config.pp_size) +
-                         " with a quantized engine (quant_algo \"" +
-                         std::string(QuantAlgoName(config.quant.quant_algo)) +
-                         "\") is not supported yet; accepted with quantization: --pp_size 1");
-    }
     ASSIGN_OR_RETURN(CheckpointQuantization cq, ReadCheckpointQuantization(o.checkpoint_dir));
     quant_source = cq.format == CheckpointQuantFormat::kNone
                        ? MakeBuildTimeQuantizer(*ckpt, config.quant)

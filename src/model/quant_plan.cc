@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "model/safetensors.h"
 
@@ -146,11 +147,20 @@ Status FillQuantizedWeight(const EngineConfig& c, const QuantizedLinearSource& s
       return Internal(p.hf_name + ": quantized source gave [" + std::to_string(m.rows) + ", " +
                       std::to_string(m.cols) + "], expected " + ShapeToString(p.hf_shape));
     }
-    m = SliceRows(m, p.row_begin, p.row_end);
-    ASSIGN_OR_RETURN(m, SliceCols(m, p.col_begin, p.col_end, p.hf_name));
+    // A whole matrix (every piece of a tp_size 1 engine) is not sliced: each slice copies it, and
+    // an 8B model's linears are gigabytes.
+    if (p.row_begin != 0 || p.row_end != m.rows) m = SliceRows(m, p.row_begin, p.row_end);
+    if (p.col_begin != 0 || p.col_end != m.cols) {
+      ASSIGN_OR_RETURN(m, SliceCols(m, p.col_begin, p.col_end, p.hf_name));
+    }
     pieces.push_back(std::move(m));
   }
-  ASSIGN_OR_RETURN(QuantizedMatrix whole, StackRows(pieces, w.name));
+  QuantizedMatrix whole;
+  if (pieces.size() == 1) {
+    whole = std::move(pieces.front());
+  } else {
+    ASSIGN_OR_RETURN(whole, StackRows(pieces, w.name));
+  }
   return WriteQuantPart(c.quant, *w.quant_part, whole, dst);
 }
 

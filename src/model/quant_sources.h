@@ -7,7 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "model/checkpoint_index.h"
 #include "model/hf_quant_config.h"
@@ -18,6 +21,21 @@ namespace inflight::model {
 // --qformat: each checkpoint weight quantized whole (before tensor-parallel slicing, so every
 // tp_size gives the same values). KV cache scales 1.
 std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(const CheckpointIndex& checkpoint,
+                                                              const QuantConfig& quant);
+
+// The float weights the build-time quantizer reads, by Hugging Face name and [out, in] shape:
+// `check` looks without reading (a missing tensor or another shape is an error naming it), `read`
+// resizes `out` to the weight and fills it as float32 (from the weights' own dtype, as a
+// checkpoint holds them); `out` is a reused buffer.
+struct FloatWeightSource {
+  std::function<Status(const std::string& name, const std::vector<std::int64_t>& shape)> check;
+  std::function<Status(const std::string& name, const std::vector<std::int64_t>& shape,
+                       std::vector<float>* out)>
+      read;
+};
+// The same quantizer over any float source: the random engine's generated weights
+// (model/random_engine.h) quantize to the bytes their written checkpoint would.
+std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(FloatWeightSource weights,
                                                               const QuantConfig& quant);
 
 // A checkpoint whose linears are stored quantized in `format`'s layout.

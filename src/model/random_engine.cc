@@ -4,6 +4,9 @@
 #include <map>
 #include <memory>
 
+#include "model/quant_plan.h"
+#include "model/quant_sources.h"
+
 namespace inflight::model {
 namespace {
 
@@ -31,6 +34,33 @@ class RandomWeights {
     RandomTensor t{it->second, 1};
     for (std::int64_t d : it->second->shape) t.numel *= static_cast<std::size_t>(d);
     return t;
+  }
+
+  // A checkpoint weight as the build-time quantizer reads it from the written checkpoint: in the
+  // checkpoint's dtype, then float32.
+  Status Check(const std::string& hf_name, const std::vector<std::int64_t>& shape) const {
+    ASSIGN_OR_RETURN(const RandomTensor t, Find(hf_name));
+    if (t.spec->shape != shape) {
+      return Internal("random engine: tensor \"" + t.spec->name + "\" has shape " +
+                      ShapeToString(t.spec->shape) + ", the plan expects " + ShapeToString(shape));
+    }
+    return Status::Ok();
+  }
+  Status ReadFloats(const std::string& hf_name, const std::vector<std::int64_t>& shape,
+                    std::vector<float>* out) const {
+    RETURN_IF_ERROR(Check(hf_name, shape));
+    ASSIGN_OR_RETURN(const RandomTensor t, Find(hf_name));
+    out->resize(t.numel);
+    if (options_.dtype == DType::kFloat32) {
+      FillRandomTensor(options_.seed, t.spec->name, t.spec->init, options_.init_std,
+                       DType::kFloat32, reinterpret_cast<std::byte*>(out->data()), t.numel);
+      return Status::Ok();
+    }
+    std::vector<std::byte> source(t.numel * DTypeSize(options_.dtype));
+    FillRandomTensor(options_.seed, t.spec->name, t.spec->init, options_.init_std, options_.dtype,
+                     source.data(), t.numel);
+    ConvertToFloat(options_.dtype, source.data(), out->data(), t.numel);
+    return Status::Ok();
   }
 
   // Fills one engine tensor. A piece that is a whole checkpoint tensor in the checkpoint's dtype
@@ -84,16 +114,27 @@ Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint
   ASSIGN_OR_RETURN(const EngineConfig config,
                    MakeEngineConfigFromJson(CheckpointConfigJson(o),
                                             "random " + o.arch + " weights", build, o.dtype));
-  if (config.quant.any()) {
-    return Unsupported(
-        "--qformat and --kv_cache_dtype are not supported with --random_preset: "
-        "write the checkpoint with make_checkpoint and quantize it with "
-        "--checkpoint_dir");
-  }
   const auto weights = std::make_shared<const RandomWeights>(o);
+  // Quantized linears go through inflight-build's own --qformat quantizer, reading the weights
+  // as the written checkpoint would give them, so the bytes are a build's of that checkpoint.
+  std::shared_ptr<const QuantizedLinearSource> quant_source;
+  if (config.quant.any()) {
+    // (--pp_size > 1 with quantization was refused by MakeEngineConfigFromJson, as for a build.)
+    FloatWeightSource source;
+    source.check = [weights](const std::string& name, const std::vector<std::int64_t>& shape) {
+      return weights->Check(name, shape);
+    };
+    source.read = [weights](const std::string& name, const std::vector<std::int64_t>& shape,
+                            std::vector<float>* out) {
+      return weights->ReadFloats(name, shape, out);
+    };
+    quant_source = MakeBuildTimeQuantizer(std::move(source), config.quant);
+  }
   return WriteEngineFiles(
       config,
-      [weights](const EngineWeight& w, DType dtype, std::byte* dst) {
+      [weights, quant_source, &config](const EngineWeight& w, DType dtype, std::byte* dst) {
+        if (w.quant_part || w.kv_cache_scale)
+          return FillQuantizedWeight(config, *quant_source, w, dst);
         return weights->Fill(w, dtype, dst);
       },
       build.output_dir, progress);

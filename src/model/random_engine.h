@@ -11,8 +11,10 @@
 
 namespace inflight::model {
 
-// `build` as inflight-build takes it, minus checkpoint_dir (unused): dtype, tp_size, limits and
-// output_dir. The engine's config.json comes from CheckpointConfigJson(checkpoint).
+// `build` as inflight-build takes it, minus checkpoint_dir (unused): dtype, tp_size, limits,
+// output_dir, and qformat / group_size / kv_cache_fp8 (quantized by the builder's own --qformat
+// quantizer, model/quant_sources.h, from the weights as the checkpoint would hold them). The
+// engine's config.json comes from CheckpointConfigJson(checkpoint).
 Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint,
                                        const BuildOptions& build,
                                        const BuildProgressFn& progress = nullptr);

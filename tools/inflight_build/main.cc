@@ -119,7 +119,8 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
   });
   flags->Add("random_preset", "tiny|small|llama-3.1-8b",
              "instead of --checkpoint_dir: the engine of `make_checkpoint --preset P --seed S`'s "
-             "checkpoint, written straight from random weights (no checkpoint written or read)",
+             "checkpoint, written straight from random weights (no checkpoint written or read; "
+             "--qformat and --kv_cache_dtype apply as to that checkpoint)",
              [random](const std::string& v) {
                return inflight::tools::ParseChoice(
                    "--random_preset", v, {"tiny", "small", "llama-3.1-8b"}, &random->preset);

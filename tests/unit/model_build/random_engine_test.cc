@@ -33,7 +33,21 @@ struct Case {
   DType checkpoint_dtype;
   std::optional<DType> engine_dtype;
   std::int32_t tp_size;
+  std::optional<QuantAlgo> qformat = std::nullopt;  // --qformat
+  std::int64_t group_size = 128;                    // --group_size (int4_wo)
+  bool kv_cache_fp8 = false;                        // --kv_cache_dtype fp8
 };
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  std::string name = c.arch + "_" + DTypeName(c.checkpoint_dtype) + "_to_" +
+                     (c.engine_dtype ? DTypeName(*c.engine_dtype) : "same") + "_tp" +
+                     std::to_string(c.tp_size);
+  if (c.qformat) name += std::string("_") + QuantAlgoName(*c.qformat);
+  if (c.qformat == QuantAlgo::kInt4Wo) name += "_g" + std::to_string(c.group_size);
+  if (c.kv_cache_fp8) name += "_kvfp8";
+  return name;
+}
 
 // The promise of WriteRandomEngine: the same files as make_checkpoint then inflight-build.
 class RandomEngineTest : public ::testing::TestWithParam<Case> {};
@@ -52,6 +66,9 @@ TEST_P(RandomEngineTest, SameFilesAsBuildingTheRandomCheckpoint) {
   b.tp_size = c.tp_size;
   b.max_seq_len = 96;
   b.max_input_len = 64;
+  b.qformat = c.qformat;
+  b.group_size = c.group_size;
+  b.kv_cache_fp8 = c.kv_cache_fp8;
   auto built = BuildEngine(b);
   ASSERT_TRUE(built.ok()) << built.status().ToString();
 
@@ -63,6 +80,10 @@ TEST_P(RandomEngineTest, SameFilesAsBuildingTheRandomCheckpoint) {
   EXPECT_EQ(direct->num_bytes, built->num_bytes);
   EXPECT_TRUE(direct->checkpoint_files.empty());
   ASSERT_EQ(direct->output_files.size(), built->output_files.size());
+  // The quantization asked for is in both engines (a float engine would match a float engine too).
+  EXPECT_EQ(direct->config.quant.quant_algo, c.qformat.value_or(QuantAlgo::kNone));
+  EXPECT_EQ(direct->config.quant.kv_cache_fp8, c.kv_cache_fp8);
+  EXPECT_EQ(QuantConfigToJson(direct->config.quant), QuantConfigToJson(built->config.quant));
   for (std::size_t i = 0; i < built->output_files.size(); ++i) {
     const std::string name = std::filesystem::path(built->output_files[i]).filename().string();
     EXPECT_EQ(std::filesystem::path(direct->output_files[i]).filename().string(), name);
@@ -79,13 +100,20 @@ INSTANTIATE_TEST_SUITE_P(Architectures, RandomEngineTest,
                                            Case{"qwen2", DType::kFloat32, std::nullopt, 2},
                                            Case{"gpt2", DType::kFloat32, std::nullopt, 1},
                                            Case{"gpt2", DType::kBFloat16, DType::kFloat32, 2}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.arch + "_" + DTypeName(info.param.checkpoint_dtype) +
-                                  "_to_" +
-                                  (info.param.engine_dtype ? DTypeName(*info.param.engine_dtype)
-                                                           : "same") +
-                                  "_tp" + std::to_string(info.param.tp_size);
-                         });
+                         CaseName);
+
+// The quantized engines: inflight-build --qformat / --kv_cache_dtype fp8 from the checkpoint.
+INSTANTIATE_TEST_SUITE_P(
+    Quantized, RandomEngineTest,
+    ::testing::Values(
+        Case{"llama", DType::kBFloat16, std::nullopt, 1, QuantAlgo::kFp8, 128, true},
+        Case{"llama", DType::kFloat32, DType::kBFloat16, 2, QuantAlgo::kFp8},
+        Case{"llama", DType::kBFloat16, std::nullopt, 1, QuantAlgo::kInt8Wo},
+        Case{"qwen2", DType::kFloat16, std::nullopt, 2, QuantAlgo::kInt8Wo, 128, true},
+        Case{"llama", DType::kBFloat16, std::nullopt, 1, QuantAlgo::kInt4Wo, 32},
+        Case{"mistral", DType::kFloat32, DType::kFloat16, 2, QuantAlgo::kInt4Wo, 16, true},
+        Case{"llama", DType::kBFloat16, std::nullopt, 1, std::nullopt, 128, true}),
+    CaseName);
 
 TEST(RandomEngineErrorsTest, BadOptionsAreNamedAndNothingIsWritten) {
   TempDir dir;
@@ -103,6 +131,39 @@ TEST(RandomEngineErrorsTest, BadOptionsAreNamedAndNothingIsWritten) {
   b.tp_size = 1;
   b.output_dir.clear();
   EXPECT_THAT(WriteRandomEngine(o, b).status().message(), HasSubstr("--output_dir"));
+}
+
+// What a checkpoint build refuses with quantization, the random engine refuses alike, by flag.
+TEST(RandomEngineErrorsTest, QuantizationRefusalsMatchTheCheckpointBuild) {
+  TempDir dir;
+  const RandomCheckpointOptions o = Tiny("llama", DType::kFloat32);
+  BuildOptions b;
+  b.output_dir = dir / "engine";
+  b.qformat = QuantAlgo::kInt4Wo;
+  b.pp_size = 2;
+  Status st = WriteRandomEngine(o, b).status();
+  EXPECT_THAT(st.message(), HasSubstr("--pp_size 2"));
+  EXPECT_THAT(st.message(), HasSubstr("accepted with quantization: --pp_size 1"));
+  b.pp_size = 1;
+  b.group_size = 1;
+  EXPECT_THAT(WriteRandomEngine(o, b).status().message(), HasSubstr("--group_size 1"));
+  // tp 2 halves attn_out's 64 input columns into 32, which cuts groups of 48.
+  b.group_size = 48;
+  b.tp_size = 2;
+  EXPECT_THAT(WriteRandomEngine(o, b).status().message(), HasSubstr("group_size 48"));
+  b.tp_size = 1;
+  b.group_size = 128;
+  b.qformat = QuantAlgo::kFp8;
+  b.kv_cache_fp8 = true;
+  EXPECT_THAT(WriteRandomEngine(Tiny("gpt2", DType::kFloat32), b).status().message(),
+              HasSubstr("--qformat fp8"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "engine"));
+
+  // The same pp refusal from a checkpoint build.
+  ASSERT_TRUE(WriteRandomCheckpoint(o, dir / "ckpt").ok());
+  b.checkpoint_dir = dir / "ckpt";
+  b.pp_size = 2;
+  EXPECT_THAT(BuildEngine(b).status().message(), HasSubstr("--pp_size 2"));
 }
 
 }  // namespace
