@@ -36,22 +36,29 @@ void CheckTensor(const Tensor& tensor) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto body = ParseJsonBody(std::string_view(reinterpret_cast<const char*>(data), size));
+  const std::string_view text_in(reinterpret_cast<const char*>(data), size);
+  auto body = ParseJsonBody(text_in);
   if (!body.ok()) return 0;
-  auto request = ParseInferRequest(*body, "fuzz", 1);
-  if (!request.ok()) {
-    if (request.status().message().empty()) Fail("error without a message");
+  // A body without Inference-Header-Content-Length: all JSON, no binary part.
+  InferBody parts;
+  parts.json = text_in;
+  auto parsed = ParseInferRequest(*body, parts, "fuzz", 1);
+  if (!parsed.ok()) {
+    if (parsed.status().message().empty()) Fail("error without a message");
     return 0;
   }
-  for (const Tensor& tensor : request->inputs) CheckTensor(tensor);
+  const InferRequest& request = parsed->request;
+  for (const Tensor& tensor : request.inputs) CheckTensor(tensor);
 
   InferResponse response;
   response.model_name = "fuzz";
   response.model_version = 1;
-  response.id = request->id;
-  response.parameters = request->parameters;
-  response.outputs = request->inputs;
-  auto encoded = InferResponseToJson(response);
+  response.id = request.id;
+  response.parameters = request.parameters;
+  response.outputs = request.inputs;
+  std::string binary;
+  auto encoded = InferResponseToJson(response, BinaryOutputChoice(), binary);
+  if (!binary.empty()) Fail("outputs asked for as JSON were written as binary");
   if (!encoded.ok()) Fail("accepted inputs do not encode: " + encoded.status().message());
   const std::string text = DumpJson(*encoded);
 
@@ -59,12 +66,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto reparsed = ParseJsonBody(text);
   if (!reparsed.ok()) Fail("response is not JSON: " + text);
   nlohmann::json again = {{"inputs", (*reparsed)["outputs"]}};
-  auto round_trip = ParseInferRequest(again, "fuzz", 1);
+  auto round_trip = ParseInferRequest(again, InferBody(), "fuzz", 1);
   if (!round_trip.ok()) Fail("response outputs do not decode: " + round_trip.status().message());
-  if (round_trip->inputs.size() != request->inputs.size()) Fail("round trip lost inputs");
-  for (std::size_t i = 0; i < request->inputs.size(); ++i) {
-    const Tensor& a = request->inputs[i];
-    const Tensor& b = round_trip->inputs[i];
+  if (round_trip->request.inputs.size() != request.inputs.size()) Fail("round trip lost inputs");
+  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
+    const Tensor& a = request.inputs[i];
+    const Tensor& b = round_trip->request.inputs[i];
     if (a.name != b.name || a.datatype != b.datatype || a.shape != b.shape || a.data != b.data) {
       Fail("input \"" + a.name + "\" changed in the round trip: " + text);
     }
