@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/utf8.h"
 #include "config/placeholders.h"
 
 namespace inflight::config {
@@ -147,10 +148,12 @@ Result<std::string> ModelConfigToJson(const inference::ModelConfig& config) {
   std::string printed;
   auto status = pb::util::MessageToJsonString(config, &printed, options);
   if (!status.ok()) return Internal("failed to print model config as JSON: " + status.ToString());
-  OrderedJson json = OrderedJson::parse(printed, nullptr, /*allow_exceptions=*/false);
+  // NOTE: a string field may hold bytes that are not UTF-8 (config.pbtxt is read as bytes, and
+  // protobuf prints them as they are); the JSON parser refuses those, so they become U+FFFD, as
+  // the JSON a Triton backend reads must be text. Found by fuzz_model_config_text.
+  OrderedJson json = OrderedJson::parse(Utf8Lossy(printed), nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return Internal("protobuf printed JSON that does not parse");
   NumbersFor64BitFields(json, inference::ModelConfig::descriptor());
-  // NOTE: replace, not throw: a string field may hold bytes that are not UTF-8.
   return json.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 

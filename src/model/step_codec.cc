@@ -54,7 +54,8 @@ class Reader {
     RETURN_IF_ERROR(Get(&count, what));
     if ((bytes_.size() - pos_) / sizeof(T) < count) return Truncated(what);
     values->resize(count);
-    std::memcpy(values->data(), bytes_.data() + pos_, count * sizeof(T));
+    // An empty vector's data() may be null, which memcpy must not get even for 0 bytes (UBSan).
+    if (count > 0) std::memcpy(values->data(), bytes_.data() + pos_, count * sizeof(T));
     pos_ += count * sizeof(T);
     return Status::Ok();
   }

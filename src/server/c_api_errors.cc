@@ -156,8 +156,20 @@ void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter* parameter) {
   delete parameter;
 }
 
+namespace {
+// The level as the caller passed it. NOTE: a backend may pass a value outside the enum (a newer
+// level, a bug); loading such a value as the enum is undefined behaviour (UBSan flags it), so its
+// bytes are read as the int they are on this ABI.
+int RawLogLevel(const TRITONSERVER_LogLevel& level) {
+  static_assert(sizeof(TRITONSERVER_LogLevel) == sizeof(int));
+  int raw = 0;
+  std::memcpy(&raw, &level, sizeof(raw));
+  return raw;
+}
+}  // namespace
+
 bool TRITONSERVER_LogIsEnabled(TRITONSERVER_LogLevel level) {
-  switch (level) {
+  switch (RawLogLevel(level)) {
     case TRITONSERVER_LOG_INFO:
       return spdlog::should_log(spdlog::level::info);
     case TRITONSERVER_LOG_WARN:
@@ -173,7 +185,8 @@ bool TRITONSERVER_LogIsEnabled(TRITONSERVER_LogLevel level) {
 TRITONSERVER_Error* TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const char* filename,
                                             const int line, const char* msg) {
   spdlog::level::level_enum spd = spdlog::level::info;
-  switch (level) {
+  const int raw = RawLogLevel(level);
+  switch (raw) {
     case TRITONSERVER_LOG_INFO:
       spd = spdlog::level::info;
       break;
@@ -187,7 +200,7 @@ TRITONSERVER_Error* TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const c
       spd = spdlog::level::debug;
       break;
     default:
-      return Invalid("TRITONSERVER_LogMessage: unknown log level " + std::to_string(level));
+      return Invalid("TRITONSERVER_LogMessage: unknown log level " + std::to_string(raw));
   }
   const char* base = filename == nullptr ? "" : filename;
   if (const char* slash = std::strrchr(base, '/')) base = slash + 1;

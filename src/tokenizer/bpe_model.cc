@@ -2,7 +2,7 @@
 
 #include <queue>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace inflight::tokenizer {
 

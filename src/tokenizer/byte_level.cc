@@ -3,7 +3,7 @@
 #include <array>
 #include <cstdint>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace inflight::tokenizer {
 namespace {

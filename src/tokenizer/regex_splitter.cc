@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace inflight::tokenizer {
 namespace {

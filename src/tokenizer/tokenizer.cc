@@ -6,7 +6,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer_config.h"
 #include "tokenizer/tokenizer_parts.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace inflight::tokenizer {
 namespace {

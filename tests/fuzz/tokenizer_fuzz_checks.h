@@ -12,7 +12,7 @@
 
 #include "tokenizer/stream_decoder.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 namespace inflight::tokenizer::fuzz {
 

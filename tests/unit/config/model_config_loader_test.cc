@@ -100,6 +100,24 @@ TEST(ModelConfigLoaderTest, JsonRoundTripGivesEqualMessage) {
   EXPECT_TRUE(differencer.Compare(*text, *back)) << diff;
 }
 
+// Found by fuzz_model_config_text: bytes that are not UTF-8 in a string (config.pbtxt is read as
+// bytes; here an overlong C1 BE), which protobuf's JSON printer passes through, made the JSON a
+// backend is handed fail to parse ("protobuf printed JSON that does not parse").
+TEST(ModelConfigLoaderTest, StringsThatAreNotUtf8PrintAsReplacementCharacters) {
+  auto config = ParseModelConfigText(
+      "name: \"m\xc1\xbe\"\nparameters { key: \"k\xc1\xbe\" value { string_value: \"v\" } }");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto printed = ModelConfigToJson(*config);
+  ASSERT_TRUE(printed.ok()) << printed.status().ToString();
+  const std::string replaced = "\xef\xbf\xbd\xef\xbf\xbd";  // U+FFFD for each byte
+  auto json = nlohmann::json::parse(*printed);
+  EXPECT_EQ(json["name"], "m" + replaced);
+  EXPECT_EQ(json["parameters"]["k" + replaced]["string_value"], "v");
+  auto again = ParseModelConfigJson(*printed);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->name(), "m" + replaced);
+}
+
 TEST(ModelConfigLoaderTest, JsonLooksLikeWhatTritonHandsABackend) {
   auto config = ParseModelConfigText(kConfig);
   ASSERT_TRUE(config.ok());

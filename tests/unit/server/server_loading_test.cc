@@ -62,7 +62,8 @@ TEST(ServerLoading, ExplicitModeLoadsListedModelsAndEnsembleSteps) {
   EXPECT_TRUE(server->ModelIsReady("echo", -1));
   EXPECT_FALSE(server->ModelIsReady("stream", -1));
   EXPECT_TRUE(server->IsReady());
-  const auto* stream = Find(server->ModelIndex(), "stream");
+  const auto index = server->ModelIndex();  // Find points into it
+  const auto* stream = Find(index, "stream");
   ASSERT_NE(stream, nullptr);
   EXPECT_EQ(stream->state, "UNAVAILABLE");
 }
@@ -74,8 +75,9 @@ TEST(ServerLoading, BackendInitializeFailureMakesItsModelsUnavailable) {
   options.backend_config["inflight_test_echo"]["fail-init"] = "true";
   auto server = MakeServer(options);
   ASSERT_NE(server, nullptr);
+  const auto index = server->ModelIndex();  // Find points into it
   for (const char* name : {"echo", "stream"}) {
-    const auto* e = Find(server->ModelIndex(), name);
+    const auto* e = Find(index, name);
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->state, "UNAVAILABLE");
     EXPECT_NE(e->reason.find("asked to fail initialization"), std::string::npos) << e->reason;

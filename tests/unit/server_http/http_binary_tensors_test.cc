@@ -236,7 +236,8 @@ TEST(ParseInferRequest, BinaryAndJsonInputsTakeTheirBytesInOrder) {
 TEST(ParseInferRequest, BadBinaryRequestsNameTheInput) {
   auto parse = [](const json& header, const std::string& binary) {
     const std::string json_text = header.dump();
-    auto parts = SplitInferBody(json_text + binary, {std::to_string(json_text.size())});
+    const std::string body = json_text + binary;  // the parts point into it
+    auto parts = SplitInferBody(body, {std::to_string(json_text.size())});
     EXPECT_TRUE(parts.ok());
     return ParseInferRequest(header, *parts, "m", -1);
   };

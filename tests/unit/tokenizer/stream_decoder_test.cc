@@ -10,7 +10,7 @@
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/token_boundary.h"
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 #include "unit/tokenizer/test_data.h"
 #include "unit/tokenizer/unicode_corpus.h"
 

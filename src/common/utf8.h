@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace inflight::tokenizer {
+namespace inflight {
 
 // Length of the well-formed UTF-8 sequence that starts at text[pos], or 0 when the bytes there
 // do not start one. When 0 is returned, *invalid_len (if given) is the length of the maximal
@@ -24,4 +24,4 @@ std::string Utf8Lossy(std::string_view bytes);
 // Appends the UTF-8 encoding of `code_point` (<= 0x10FFFF) to `out`.
 void AppendUtf8(char32_t code_point, std::string* out);
 
-}  // namespace inflight::tokenizer
+}  // namespace inflight

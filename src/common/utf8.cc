@@ -1,8 +1,8 @@
-#include "tokenizer/utf8.h"
+#include "common/utf8.h"
 
 #include <cstdint>
 
-namespace inflight::tokenizer {
+namespace inflight {
 namespace {
 
 bool InRange(uint8_t b, uint8_t lo, uint8_t hi) {
@@ -91,4 +91,4 @@ void AppendUtf8(char32_t cp, std::string* out) {
   }
 }
 
-}  // namespace inflight::tokenizer
+}  // namespace inflight
