@@ -553,18 +553,13 @@ int main(int argc, char** argv) {
       "inflight-bench-executor",
       "Executor benchmark without a server: batch-1 decode vs the memory floor, TTFT, TPOT "
       "and offline throughput. Prints markdown tables.");
-  auto str = [](std::string* out) {
-    return [out](const std::string& v) {
-      *out = v;
-      return Status::Ok();
-    };
-  };
-  flags.Add("engine_dir", "DIR",
-            "engine to load (default: build one from --preset in a temp folder)",
-            str(&opt.engine_dir));
+  flags.AddString("engine_dir", "DIR",
+                  "engine to load (default: build one from --preset in a temp folder)",
+                  &opt.engine_dir);
   inflight::bench::AddRandomEngineFlags(&flags, &opt.engine);
-  flags.Add("shapes", "LIST", "input/output lengths (default 128/128,128/2048,2048/128,2048/2048)",
-            str(&opt.shapes));
+  flags.AddString("shapes", "LIST",
+                  "input/output lengths (default 128/128,128/2048,2048/128,2048/2048)",
+                  &opt.shapes);
   flags.Add("num_requests", "N",
             "requests per shape, all enqueued at once (default 8; use 1000+ on a GPU)",
             [&](const std::string& v) {
@@ -584,15 +579,15 @@ int main(int argc, char** argv) {
               return tools::ParseDouble("--bandwidth_gbps", v, 1e-3, 1e6, &opt.bandwidth_gbps);
             });
   flags.AddSwitch("keep_engine", "keep the temporary engine", &opt.keep_engine);
-  flags.Add("sections", "LIST",
-            "what to run, in the order given: decode, throughput, latency, prefill (default "
-            "decode,throughput)",
-            str(&opt.sections));
-  flags.Add("latency_concurrency", "LIST",
-            "latency: requests in flight, one row each (default 1,8)",
-            str(&opt.latency_concurrency));
-  flags.Add("latency_shape", "IN/OUT", "latency: prompt and output length (default 128/64)",
-            str(&opt.latency_shape));
+  flags.AddString("sections", "LIST",
+                  "what to run, in the order given: decode, throughput, latency, prefill (default "
+                  "decode,throughput)",
+                  &opt.sections);
+  flags.AddString("latency_concurrency", "LIST",
+                  "latency: requests in flight, one row each (default 1,8)",
+                  &opt.latency_concurrency);
+  flags.AddString("latency_shape", "IN/OUT", "latency: prompt and output length (default 128/64)",
+                  &opt.latency_shape);
   flags.Add("latency_requests", "N", "latency: requests per concurrency (default 24)",
             [&](const std::string& v) {
               return tools::ParseInt("--latency_requests", v, 1, 1 << 20, &opt.latency_requests);

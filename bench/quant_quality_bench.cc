@@ -359,17 +359,11 @@ int main(int argc, char** argv) {
                        "Quantized engines against the unquantized engine of the same checkpoint: "
                        "top-1 agreement, KL(reference || candidate) and greedy agreement over "
                        "the same prompts. Prints a markdown table.");
-  auto str = [](std::string* out) {
-    return [out](const std::string& v) {
-      *out = v;
-      return Status::Ok();
-    };
-  };
-  flags.Add("reference", "DIR", "the unquantized engine (required)", str(&opt.reference));
-  flags.Add("candidates", "DIR[,DIR...]", "engines of the same checkpoint to compare (required)",
-            str(&opt.candidates));
-  flags.Add("labels", "NAME[,NAME...]", "row names, one per candidate (default: folder names)",
-            str(&opt.labels));
+  flags.AddString("reference", "DIR", "the unquantized engine (required)", &opt.reference);
+  flags.AddString("candidates", "DIR[,DIR...]",
+                  "engines of the same checkpoint to compare (required)", &opt.candidates);
+  flags.AddString("labels", "NAME[,NAME...]",
+                  "row names, one per candidate (default: folder names)", &opt.labels);
   flags.Add("num_prompts", "N", "random prompts (default 256)", [&](const std::string& v) {
     return tools::ParseInt("--num_prompts", v, 1, 1 << 24, &opt.num_prompts);
   });
@@ -378,8 +372,8 @@ int main(int argc, char** argv) {
   flags.Add("seed", "N", "random prompts' generator seed (default 1)", [&](const std::string& v) {
     return tools::ParseInt("--seed", v, 0, INT64_MAX, &opt.seed);
   });
-  flags.Add("prompts_file", "FILE", "prompts instead: one a line, token ids by spaces or commas",
-            str(&opt.prompts_file));
+  flags.AddString("prompts_file", "FILE",
+                  "prompts instead: one a line, token ids by spaces or commas", &opt.prompts_file);
   flags.Add("last_positions", "K", "compare the last K positions of each prompt (default 0: all)",
             [&](const std::string& v) {
               return tools::ParseInt("--last_positions", v, 0, 1 << 20, &opt.last_positions);

@@ -13,6 +13,14 @@ void FlagSet::Add(std::string name, std::string value_hint, std::string help, Pa
   flags_.push_back({std::move(name), std::move(value_hint), std::move(help), std::move(parse)});
 }
 
+void FlagSet::AddString(std::string name, std::string value_hint, std::string help,
+                        std::string* out) {
+  Add(std::move(name), std::move(value_hint), std::move(help), [out](const std::string& v) {
+    *out = v;
+    return Status::Ok();
+  });
+}
+
 void FlagSet::AddSwitch(std::string name, std::string help, bool* out) {
   const std::string flag = "--" + name;
   Flag f{std::move(name), "", std::move(help), [flag, out](const std::string& v) -> Status {

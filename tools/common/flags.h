@@ -21,6 +21,8 @@ class FlagSet {
 
   // A flag with a value; `parse` validates and stores it.
   void Add(std::string name, std::string value_hint, std::string help, Parser parse);
+  // A flag whose value is stored as given.
+  void AddString(std::string name, std::string value_hint, std::string help, std::string* out);
   // A flag that may stand alone (meaning true) or take =true/=false.
   void AddSwitch(std::string name, std::string help, bool* out);
 
