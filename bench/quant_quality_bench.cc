@@ -252,7 +252,7 @@ std::vector<std::vector<Prompt>> SplitBatches(const std::vector<Prompt>& prompts
   return batches;
 }
 
-Status Run(Options o) {
+Status Run(const Options& o) {
   const std::vector<std::string> dirs = tools::SplitCommas(o.candidates);
   std::vector<std::string> labels;
   if (!o.labels.empty()) {

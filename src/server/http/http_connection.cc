@@ -79,14 +79,10 @@ class ConnectionExchange : public HttpExchange {
       : connection_(std::move(connection)), state_(std::move(state)) {}
 
   void Reply(HttpReply reply) override {
-    Run([this, reply = std::move(reply)](HttpConnection& c) mutable {
-      c.ExchangeReply(this, std::move(reply));
-    });
+    Run([this, reply = std::move(reply)](HttpConnection& c) { c.ExchangeReply(this, reply); });
   }
   void StartStream(HttpReply head) override {
-    Run([this, head = std::move(head)](HttpConnection& c) mutable {
-      c.ExchangeStartStream(this, std::move(head));
-    });
+    Run([this, head = std::move(head)](HttpConnection& c) { c.ExchangeStartStream(this, head); });
   }
   void Send(std::string data) override {
     Run([this, data = std::move(data)](HttpConnection& c) mutable {
@@ -345,7 +341,7 @@ void HttpConnection::OnWatch(error_code ec, std::size_t bytes) {
     return ReadIdle();
   }
   if (ec == net::error::operation_aborted) return;
-  if (!exchange_) return;  // the answer is out and the connection closes (Fail)
+  if (!exchange_) return;   // the answer is out and the connection closes (Fail)
   if (!ec) return Watch();  // the next request, pipelined: kept for later
   if (ec == net::error::eof &&
       std::chrono::steady_clock::now() - request_read_at_ < kHalfCloseGrace) {
@@ -361,14 +357,14 @@ void HttpConnection::ClientGone() {
   Close();
 }
 
-void HttpConnection::ExchangeReply(ConnectionExchange* exchange, HttpReply reply) {
+void HttpConnection::ExchangeReply(ConnectionExchange* exchange, const HttpReply& reply) {
   if (answer_started_) return;
   answer_started_ = answer_done_ = true;
   exchange->Answered();
   Queue(SerializeReply(reply, keep_alive_ && !state_->draining));
 }
 
-void HttpConnection::ExchangeStartStream(ConnectionExchange*, HttpReply head) {
+void HttpConnection::ExchangeStartStream(ConnectionExchange*, const HttpReply& head) {
   if (answer_started_) return;
   answer_started_ = true;
   chunked_ = version_ == 11;

@@ -88,8 +88,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void PostUnderGate(std::function<void()> fn);
 
   // On the strand, from ConnectionExchange.
-  void ExchangeReply(ConnectionExchange* exchange, HttpReply reply);
-  void ExchangeStartStream(ConnectionExchange* exchange, HttpReply head);
+  void ExchangeReply(ConnectionExchange* exchange, const HttpReply& reply);
+  void ExchangeStartStream(ConnectionExchange* exchange, const HttpReply& head);
   void ExchangeSend(ConnectionExchange* exchange, std::string data);
   void ExchangeEnd(ConnectionExchange* exchange);
   bool IsCurrent(const ConnectionExchange* exchange) const;
