@@ -30,16 +30,10 @@ inline Request Greedy(VecTokens prompt, SizeType max_tokens) {
   return r;
 }
 
-// Enqueues `reqs` and waits (up to 120 s) for each one's final response; returns them in request
-// order. `all`: every response, by request id.
-inline std::vector<Response> RunAll(Executor& ex, const std::vector<Request>& reqs,
-                                    std::map<IdType, std::vector<Response>>* all = nullptr) {
-  std::vector<IdType> ids;
-  for (const Request& r : reqs) {
-    auto id = ex.enqueueRequest(r);
-    EXPECT_TRUE(id.ok()) << id.status().ToString();
-    ids.push_back(id.ok() ? *id : 0);
-  }
+// Waits (up to 120 s) for the final response of each of `ids`; returns them in that order. `all`:
+// every response, by request id.
+inline std::vector<Response> AwaitFinals(Executor& ex, const std::vector<IdType>& ids,
+                                         std::map<IdType, std::vector<Response>>* all = nullptr) {
   std::map<IdType, Response> finals;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (finals.size() < ids.size() && std::chrono::steady_clock::now() < deadline) {
@@ -51,6 +45,30 @@ inline std::vector<Response> RunAll(Executor& ex, const std::vector<Request>& re
   std::vector<Response> out;
   for (IdType id : ids) out.push_back(finals[id]);
   return out;
+}
+
+// Enqueues `reqs` one by one (the executor may start the first before the last arrives) and
+// waits for them: AwaitFinals.
+inline std::vector<Response> RunAll(Executor& ex, const std::vector<Request>& reqs,
+                                    std::map<IdType, std::vector<Response>>* all = nullptr) {
+  std::vector<IdType> ids;
+  for (const Request& r : reqs) {
+    auto id = ex.enqueueRequest(r);
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(id.ok() ? *id : 0);
+  }
+  return AwaitFinals(ex, ids, all);
+}
+
+// The same with every request enqueued in one call, so that the first step sees them all whatever
+// the machine's load (tests that need requests to compete for the KV cache).
+inline std::vector<Response> RunAllTogether(Executor& ex, const std::vector<Request>& reqs) {
+  std::vector<IdType> ids;
+  for (const Result<IdType>& id : ex.enqueueRequests(reqs)) {
+    EXPECT_TRUE(id.ok()) << id.status().ToString();
+    ids.push_back(id.ok() ? *id : 0);
+  }
+  return AwaitFinals(ex, ids);
 }
 
 }  // namespace inflight::testing
