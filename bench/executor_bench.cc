@@ -612,17 +612,8 @@ int main(int argc, char** argv) {
               return tools::ParseDouble("--kv_cache_free_gpu_mem_fraction", v, 1e-3, 1.0,
                                         &opt.kv_fraction);
             });
-  auto parsed = flags.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
-    return 2;
-  }
-  if (!parsed.value()) return 0;
-  Status status = inflight::bench::CheckEngineDirFlags(flags);
-  if (status.ok()) status = inflight::bench::Run(opt);
-  if (!status.ok()) {
-    std::fprintf(stderr, "inflight-bench-executor: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return flags.ParseAndRun(argc, argv, [&]() -> Status {
+    RETURN_IF_ERROR(inflight::bench::CheckEngineDirFlags(flags));
+    return inflight::bench::Run(opt);
+  });
 }

@@ -391,16 +391,5 @@ int main(int argc, char** argv) {
             });
   flags.Require("reference");
   flags.Require("candidates");
-  auto parsed = flags.Parse(argc, argv);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
-    return 2;
-  }
-  if (!parsed.value()) return 0;
-  Status status = inflight::bench::Run(opt);
-  if (!status.ok()) {
-    std::fprintf(stderr, "inflight-bench-quant-quality: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return flags.ParseAndRun(argc, argv, [&] { return inflight::bench::Run(opt); });
 }

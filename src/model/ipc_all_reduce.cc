@@ -7,6 +7,8 @@
 #include <cstring>
 #include <utility>
 
+#include "model/mpi_node_layout.h"
+
 namespace inflight::model {
 namespace {
 
@@ -61,15 +63,10 @@ Result<std::unique_ptr<IpcAllReduce>> IpcAllReduce::Create(MPI_Comm group, int d
   }
   // CUDA IPC maps the memory of processes on this host only, and a peer's PCI bus id below could
   // name a device of this host by coincidence: ranks on several hosts keep NCCL.
-  MPI_Comm host = MPI_COMM_NULL;
-  RETURN_IF_ERROR(Mpi(MPI_Comm_split_type(group, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host),
-                      "MPI_Comm_split_type"));
-  int on_host = 0;
-  MPI_Comm_size(host, &on_host);
-  MPI_Comm_free(&host);
-  if (on_host != size) {
-    *why_not = "the " + std::to_string(size) + " tp ranks run on more than one host (" +
-               std::to_string(on_host) + " on this one)";
+  ASSIGN_OR_RETURN(const NodeLayout layout, NodeLayoutOf(group));
+  if (layout.num_nodes != 1) {
+    *why_not = "the " + std::to_string(size) + " tp ranks run on " +
+               std::to_string(layout.num_nodes) + " hosts";
     return std::unique_ptr<IpcAllReduce>();
   }
   std::unique_ptr<IpcAllReduce> ar(new IpcAllReduce());

@@ -8,7 +8,7 @@ target_link_libraries(inflight_model_leader PUBLIC inflight_model_cpu inflight_c
 
 if(TARGET inflight_model_mpi)
   add_library(inflight_model_leader_mpi STATIC mpi_process.cc mpi_wait.cc mpi_step_channel.cc
-    mpi_load_report.cc mpi_orchestrator.cc mpi_node_layout.cc)
+    mpi_load_report.cc mpi_orchestrator.cc)
   target_link_libraries(inflight_model_leader_mpi PUBLIC inflight_model_leader inflight_model_mpi
     PRIVATE inflight_warnings)
 endif()

@@ -35,21 +35,25 @@ class RandomWeights {
     for (std::int64_t d : it->second->shape) t.numel *= static_cast<std::size_t>(d);
     return t;
   }
-
-  // A checkpoint weight as the build-time quantizer reads it from the written checkpoint: in the
-  // checkpoint's dtype, then float32.
-  Status Check(const std::string& hf_name, const std::vector<std::int64_t>& shape) const {
+  // Find, and the tensor must have the weight plan's shape.
+  Result<RandomTensor> FindShaped(const std::string& hf_name,
+                                  const std::vector<std::int64_t>& shape) const {
     ASSIGN_OR_RETURN(const RandomTensor t, Find(hf_name));
     if (t.spec->shape != shape) {
       return Internal("random engine: tensor \"" + t.spec->name + "\" has shape " +
                       ShapeToString(t.spec->shape) + ", the plan expects " + ShapeToString(shape));
     }
-    return Status::Ok();
+    return t;
+  }
+
+  // A checkpoint weight as the build-time quantizer reads it from the written checkpoint: in the
+  // checkpoint's dtype, then float32.
+  Status Check(const std::string& hf_name, const std::vector<std::int64_t>& shape) const {
+    return FindShaped(hf_name, shape).status();
   }
   Status ReadFloats(const std::string& hf_name, const std::vector<std::int64_t>& shape,
                     std::vector<float>* out) const {
-    RETURN_IF_ERROR(Check(hf_name, shape));
-    ASSIGN_OR_RETURN(const RandomTensor t, Find(hf_name));
+    ASSIGN_OR_RETURN(const RandomTensor t, FindShaped(hf_name, shape));
     out->resize(t.numel);
     if (options_.dtype == DType::kFloat32) {
       FillRandomTensor(options_.seed, t.spec->name, t.spec->init, options_.init_std,

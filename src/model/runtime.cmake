@@ -9,7 +9,7 @@ target_link_libraries(inflight_model_cpu PUBLIC inflight_kernels_cpu inflight_mo
 # links only into what runs split engines over processes.
 find_package(MPI COMPONENTS C)
 if(MPI_C_FOUND)
-  add_library(inflight_model_mpi STATIC mpi_collectives.cc)
+  add_library(inflight_model_mpi STATIC mpi_collectives.cc mpi_node_layout.cc)
   target_link_libraries(inflight_model_mpi PUBLIC inflight_model_cpu MPI::MPI_C PRIVATE inflight_warnings)
   # Open MPI's and MPICH's mpi.h pull in their deprecated C++ bindings unless told not to.
   target_compile_definitions(inflight_model_mpi PUBLIC OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)

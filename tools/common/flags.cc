@@ -21,6 +21,21 @@ void FlagSet::AddString(std::string name, std::string value_hint, std::string he
   });
 }
 
+int FlagSet::ParseAndRun(int argc, char** argv, const std::function<Status()>& run) {
+  const Result<bool> parsed = Parse(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
+    return 2;
+  }
+  if (!*parsed) return 0;
+  const Status status = run();
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program_.c_str(), status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 void FlagSet::AddSwitch(std::string name, std::string help, bool* out) {
   const std::string flag = "--" + name;
   Flag f{std::move(name), "", std::move(help), [flag, out](const std::string& v) -> Status {

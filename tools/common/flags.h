@@ -29,6 +29,10 @@ class FlagSet {
   // Returns false when --help was given (the help is printed to stdout); errors for unknown flags,
   // missing values, bad values or missing required flags.
   Result<bool> Parse(int argc, char** argv);
+  // A program's main after its flags are added: parses (a flag error is printed, exit status 2;
+  // --help prints the help, 0), then runs `run`; an error it returns is printed as
+  // "<program>: <status>", exit status 1.
+  int ParseAndRun(int argc, char** argv, const std::function<Status()>& run);
   // Marks a flag required: Parse fails when it is absent.
   void Require(const std::string& name) { required_.push_back(name); }
   bool WasSet(const std::string& name) const;
