@@ -79,6 +79,12 @@ Status MpiStepChannel::Post(std::string_view message) {
   if (o.count == 2) {
     RETURN_IF_ERROR(
         PostBroadcast(o.rest.data(), o.rest.size(), &o.requests[1], "the rest of a step"));
+    // NOTE: the rest goes by rendezvous, which moves only inside this process's MPI calls. The
+    // leader of a GPU group runs the step next and may then block without any (a copy to pageable
+    // memory or a cudaFree waits for a device that is waiting in a collective for the followers,
+    // who are waiting for this message): so the message is delivered before the step runs. This
+    // costs only large (context) steps; the followers are at their Receive by then.
+    return WaitPosted(0);
   }
   return Status::Ok();
 }

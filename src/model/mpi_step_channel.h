@@ -34,9 +34,10 @@ class MpiStepChannel final : public StepChannel {
   MpiStepChannel(const MpiStepChannel&) = delete;
   MpiStepChannel& operator=(const MpiStepChannel&) = delete;
 
-  // Send: Post, then wait for every posted message. Post: waits only while kMaxPosted messages
-  // are outstanding (MPI allows several broadcasts in flight on one communicator; the followers
-  // take them in order).
+  // Send: Post, then wait for every posted message. Post: a message that fits the frame waits
+  // only while kMaxPosted messages are outstanding (MPI allows several broadcasts in flight on one
+  // communicator; the followers take them in order); a longer one returns once the followers have
+  // it (its rest needs the leader's MPI calls to move, and the leader may make none for a while).
   Status Send(std::string_view message) override;
   Status Post(std::string_view message) override;
   Result<std::string> Receive() override;

@@ -27,7 +27,8 @@ using testing::mpi_world::AllRanks;
 using testing::mpi_world::WorldRank;
 using testing::mpi_world::WorldSize;
 
-constexpr float kGuard = 12345.0f;
+// Exact in bf16 and fp16 (3 x 2^12), so a guard element reads back as written in every dtype.
+constexpr float kGuard = 12288.0f;
 constexpr std::int64_t kGuardElems = 16;
 
 std::uint64_t Seed() {
@@ -78,6 +79,9 @@ struct DeviceMessage {
     std::vector<unsigned char> bytes(all.size() * static_cast<std::size_t>(Size()));
     ConvertFromFloat(dtype, all.data(), bytes.data(), all.size());
     cudaMemcpy(data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice);
+    // NOTE: a copy from pageable memory may return before its DMA lands, and the kernels run on a
+    // non-blocking stream that does not wait for the legacy one.
+    cudaDeviceSynchronize();
   }
   std::vector<float> Download() const {
     const auto n = static_cast<std::size_t>(count + kGuardElems);

@@ -22,12 +22,15 @@
 # it), INFLIGHT_THROUGHPUT_PRESET (llama-3.1-8b; tiny for a dry run on a CPU),
 # INFLIGHT_THROUGHPUT_SHAPES (128/128,2048/128: input/output tokens), INFLIGHT_THROUGHPUT_REQUESTS (1000
 # per shape), INFLIGHT_THROUGHPUT_DIR (where engines are written; default the roomier of /dev/shm and
-# /tmp; each is removed after its run).
+# /tmp; each is removed after its run), INFLIGHT_THROUGHPUT_TP ("1 2": the tp sizes measured),
+# INFLIGHT_ACTION_TIMEOUT_S (300: how long one server's requests may take before its ranks' stacks are
+# dumped and it is stopped).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pkg=${INFLIGHT_DEVICE_DIR:-$root/.device}
 logs=${1:?log folder}
 steps=" ${INFLIGHT_MULTI_GPU_STEPS:-nccl allreduce server} "
+action_timeout=${INFLIGHT_ACTION_TIMEOUT_S:-300}
 mkdir -p "$logs"
 status=0
 # shellcheck source=tests/gpu/openmpi_env.sh
@@ -39,7 +42,7 @@ echo
 
 if want nccl; then
   s=$(date +%s)
-  if timeout 150 mpirun -n 2 "$pkg/bin/gpu_nccl_collectives_test" >"$logs/nccl_collectives.log" 2>&1; then
+  if timeout 150 mpirun -n 2 "$pkg/bin/gpu_nccl_collectives_test" --gtest_color=no >"$logs/nccl_collectives.log" 2>&1; then
     r=pass
   else
     r="FAIL (exit $?)"; status=1
@@ -82,8 +85,24 @@ print(json.dumps(out))
 PY
 }
 
+# Host stacks of every server rank and the kernels each GPU is running (cuda-gdb attaches to a
+# running process on the device machines), for a server that stopped answering.
+dump_stacks() {
+  local pid
+  for pid in $(pgrep -f "libexec/inflight-(server|executor-worker)"); do
+    echo "=== pid $pid: $(tr '\0' ' ' </proc/$pid/cmdline | cut -c1-200)"
+    if command -v cuda-gdb >/dev/null; then
+      timeout 60 cuda-gdb -q -batch -p "$pid" -ex "info cuda kernels" -ex "thread apply all bt 16" 2>&1 |
+        grep -vE "^\[New LWP|^\[Thread debugging|^Using host libthread" | head -400
+    else
+      cat "/proc/$pid/task/"*/stack 2>/dev/null | head -100
+    fi
+  done
+}
+
 # Starts the launcher on a repository, waits for ready, runs ACTION (a function taking the port and the
-# run's name; default ask_into), stops it. serve NAME REPO WORLD [ACTION [launcher args...]]
+# run's name; default ask_into) for at most $action_timeout seconds (then dumps the ranks' stacks),
+# stops it. serve NAME REPO WORLD [ACTION [launcher args...]]
 ask_into() { ask "$1" >"$logs/answers-$2.json" 2>"$logs/ask-$2.log"; }
 serve() {
   local name=$1 repo=$2 world=$3 action=${4:-ask_into} port=8000 ok=0
@@ -101,7 +120,17 @@ serve() {
     sleep 0.5
   done
   if [[ $ok == 1 ]]; then
-    "$action" $port "$name" || ok=0
+    # The action runs in the background so that a stuck server can be looked at before it is killed.
+    "$action" $port "$name" &
+    local apid=$! waited=0
+    while kill -0 "$apid" 2>/dev/null && (( waited < action_timeout * 2 )); do sleep 0.5; waited=$(( waited + 1 )); done
+    if kill -0 "$apid" 2>/dev/null; then
+      echo "- $name: no answer within ${action_timeout} s; the ranks' stacks are in stacks-$name.txt"
+      dump_stacks >"$logs/stacks-$name.txt" 2>&1
+      pkill -TERM -P "$apid" 2>/dev/null; kill -TERM "$apid" 2>/dev/null
+      ok=0
+    fi
+    wait "$apid" || ok=0
   fi
   pkill -TERM -f "inflight-server" 2>/dev/null
   for _ in $(seq 1 60); do kill -0 "$lpid" 2>/dev/null || break; sleep 0.5; done
@@ -200,7 +229,7 @@ if want throughput; then
   echo
   echo "### Offline throughput, random $preset bf16, tp 1 vs tp 2 ($tput_requests requests per shape, all at once)"
   echo
-  for tp in 1 2; do
+  for tp in ${INFLIGHT_THROUGHPUT_TP:-1 2}; do
     engine="$tput_dir/inflight-tput-engine-tp$tp"
     repo="$tput_dir/inflight-tput-repo-tp$tp"
     rm -rf "$engine" "$repo"

@@ -132,6 +132,33 @@ TEST(MpiStepChannelTest, FollowersGetAFrameWhileTheLeaderMakesNoMpiCall) {
   EXPECT_TRUE(Everywhere(ok));
 }
 
+// The same for a step longer than the frame (a burst of new requests' prompts): its rest goes by
+// rendezvous. The leader posted it and went on to run it, blocking in the device wait of a
+// collective whose peers waited for the rest: two GPUs hung at the first burst of 1,000 requests.
+TEST(MpiStepChannelTest, FollowersGetALongStepWhileTheLeaderMakesNoMpiCall) {
+  MpiStepChannel channel(Dup(), std::chrono::milliseconds(60'000));
+  const std::string message = Pattern(300'007, 13);
+  MPI_Barrier(MPI_COMM_WORLD);
+  bool ok = true;
+  if (Rank() == 0) {
+    Status st = channel.Post(message);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    ok = st.ok() && channel.Send("").ok();
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    Result<std::string> got = channel.Receive();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*got == message);
+    EXPECT_LT(seconds, 3.0) << "the step arrived only once the leader called MPI again";
+    Result<std::string> empty = channel.Receive();
+    ok = *got == message && seconds < 3.0 && empty.ok() && empty->empty();
+  }
+  EXPECT_TRUE(Everywhere(ok));
+}
+
 TEST(MpiLoadReportTest, RankZeroLearnsTheSmallestPoolWhenAllLoaded) {
   const std::int64_t mine = 100 + 10 * (Size() - Rank());  // the last rank has the smallest
   Result<std::int64_t> got = GatherLoadResults(MPI_COMM_WORLD, mine);
