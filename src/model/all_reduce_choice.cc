@@ -5,7 +5,7 @@
 namespace inflight::model {
 
 Result<AllReduceMode> ParseAllReduceMode(const char* value, const std::string& source) {
-  if (value == nullptr || value[0] == '\0') return AllReduceMode::kNccl;
+  if (value == nullptr || value[0] == '\0') return AllReduceMode::kAuto;
   for (AllReduceMode m : {AllReduceMode::kAuto, AllReduceMode::kNccl, AllReduceMode::kIpc,
                           AllReduceMode::kIpcOneShot, AllReduceMode::kIpcTwoShot}) {
     if (std::strcmp(value, AllReduceModeName(m)) == 0) return m;

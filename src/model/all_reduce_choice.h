@@ -11,14 +11,14 @@
 namespace inflight::model {
 
 // INFLIGHT_ALLREDUCE (or NcclCollectivesOptions::all_reduce):
-//   nccl         (default) always NCCL
-//   auto         IPC below the size thresholds, NCCL above, NCCL where peer memory is not usable
+//   auto         (default) IPC below the size thresholds, NCCL above, NCCL where peer memory is
+//                not usable
+//   nccl         always NCCL
 //   ipc          IPC for every message that fits its buffer (one- or two-shot by size), else NCCL
 //   ipc_oneshot  / ipc_twoshot: IPC with that algorithm for every message that fits (tests, bench)
 enum class AllReduceMode { kAuto, kNccl, kIpc, kIpcOneShot, kIpcTwoShot };
 
-// `value` null or empty: kNccl. NOTE: NCCL stays the default until the IPC kernels have run on a
-// multi-GPU machine (written 2026-11-29, when none was lent after they landed); auto is opt-in.
+// `value` null or empty: kAuto (verified on two H200s: bench/results/2026-11-29-h200x2-device-rounds.md).
 // `source` names where the value came from, for the error.
 Result<AllReduceMode> ParseAllReduceMode(const char* value, const std::string& source);
 const char* AllReduceModeName(AllReduceMode mode);

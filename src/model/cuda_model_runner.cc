@@ -187,11 +187,10 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   const char* split_env = std::getenv("INFLIGHT_MIXED_DECODE_SPLIT");
   r->mixed_decode_split_ = split_env == nullptr || std::string(split_env) != "0";
   RETURN_IF_ERROR(r->SetUpAttentionSplit(prop));
-  // NOTE: micro-batches in flight on the GPU are opt-in (INFLIGHT_CUDA_PIPELINE_MICRO_BATCHES=1)
-  // until they have run on a multi-GPU machine: they landed on 2026-11-29 after that day's last
-  // 2-GPU round. Without them a pp > 1 group runs one step at a time, as verified there.
+  // Micro-batches in flight unless INFLIGHT_CUDA_PIPELINE_MICRO_BATCHES=0 (then a pp > 1 group
+  // runs one step at a time).
   const char* micro_env = std::getenv("INFLIGHT_CUDA_PIPELINE_MICRO_BATCHES");
-  const bool micro_batches = micro_env != nullptr && std::string(micro_env) == "1";
+  const bool micro_batches = micro_env == nullptr || std::string(micro_env) != "0";
   if (r->shard_.pp_size > 1 && r->shard_.first_stage() && micro_batches) {
     ASSIGN_OR_RETURN(r->pipeline_, CudaPipelineResults::Create(r->shard_.pp_size));
   }

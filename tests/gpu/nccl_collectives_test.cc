@@ -37,7 +37,7 @@ int WorldRank() {
   return r;
 }
 
-// all_reduce: "" takes INFLIGHT_ALLREDUCE (nccl when unset).
+// all_reduce: "" takes INFLIGHT_ALLREDUCE (auto when unset).
 std::shared_ptr<Collectives> Make(std::int32_t tp, std::int32_t pp,
                                   const std::string& all_reduce = "") {
   NcclCollectivesOptions o;
@@ -303,7 +303,7 @@ std::vector<std::vector<TokenIdType>> Generate(ModelRunner& runner, std::size_t 
 // (the others one), and the greedy tokens equal tp 1's (the whole engine on rank 0's GPU, one step
 // at a time) and the pipeline's own one step at a time.
 TEST(NcclRunnerTest, PipelineMicroBatchesInFlightGiveTp1Tokens) {
-  setenv("INFLIGHT_CUDA_PIPELINE_MICRO_BATCHES", "1", 1);  // opt-in (cuda_model_runner.cc)
+  unsetenv("INFLIGHT_CUDA_PIPELINE_MICRO_BATCHES");  // on unless it is 0 (cuda_model_runner.cc)
   const int n = WorldSize(), rank = WorldRank();
   const RandomCheckpointOptions o = SmallLlama();
   if (n > o.num_layers) GTEST_SKIP() << n << " stages for " << o.num_layers << " layers";

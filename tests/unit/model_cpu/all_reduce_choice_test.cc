@@ -8,8 +8,8 @@ namespace inflight::model {
 namespace {
 
 TEST(AllReduceChoiceTest, ParsesTheSwitch) {
-  EXPECT_EQ(*ParseAllReduceMode(nullptr, "INFLIGHT_ALLREDUCE"), AllReduceMode::kNccl);
-  EXPECT_EQ(*ParseAllReduceMode("", "INFLIGHT_ALLREDUCE"), AllReduceMode::kNccl);
+  EXPECT_EQ(*ParseAllReduceMode(nullptr, "INFLIGHT_ALLREDUCE"), AllReduceMode::kAuto);
+  EXPECT_EQ(*ParseAllReduceMode("", "INFLIGHT_ALLREDUCE"), AllReduceMode::kAuto);
   EXPECT_EQ(*ParseAllReduceMode("auto", "x"), AllReduceMode::kAuto);
   EXPECT_EQ(*ParseAllReduceMode("nccl", "x"), AllReduceMode::kNccl);
   EXPECT_EQ(*ParseAllReduceMode("ipc", "x"), AllReduceMode::kIpc);
