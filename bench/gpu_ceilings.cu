@@ -8,11 +8,15 @@
 //      counts, TFLOP/s and GB/s, each next to its floor max(FLOPs / the 8192^3 rate, bytes / the
 //      copy bandwidth) from this run. Rows of m <= kGemvMaxRows (1) tokens run twice: through the
 //      class as the runner calls it (our weight-streaming kernel, kernels/cuda/gemv.h) and forced
-//      to cuBLASLt.
+//      to cuBLASLt;
+//   3. (devices with FP8 tensor cores) the cuBLASLt FP8 GEMM rate through kernels/cuda/
+//      quant_gemm_fp8.h (E4M3 x E4M3, fp32 accumulation, unscaled bf16 products: what the runner's
+//      FP8 linears run before their scale epilogue) at 8192^3 and the same layers, each against
+//      this run's FP8 8192^3 rate (issue 24's target: >= 75% of it at m >= 1024).
 //
 // Random inputs (never zeros), warm-up first, median over many samples timed with CUDA events,
 // weight sets rotated so that L2 does not hold them. The last line is machine-readable
-// ("ceilings: copy_gbps=... gemm_tflops=..."), for bench/run_gpu_round.sh.
+// ("ceilings: copy_gbps=... gemm_tflops=... fp8_gemm_tflops=..."), for bench/run_gpu_round.sh.
 //
 //   inflight-bench-gpu-ceilings [--copy_mib 1024] [--tokens 1,64,256,2048,8192] [--budget_ms 250]
 #include <cublasLt.h>
@@ -30,6 +34,7 @@
 #include "gpu_bench_util.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/quant_gemm_fp8.h"
 #include "table.h"
 
 namespace inflight::bench::gpu {
@@ -57,6 +62,99 @@ Options ParseArgs(int argc, char** argv) {
   AddBudgetFlag(flags, &o.budget_ms);
   ParseFlagsOrExit(flags, argc, argv);
   return o;
+}
+
+// Random E4M3 codes: sign, and an even exponent of at most 6 (bits 3 and 6 clear), so every code is
+// finite (E4M3's NaNs are 0x7f and 0xff) and |value| < 1, as a scaled activation or weight is.
+__global__ void FillE4m3(std::uint8_t* p, std::size_t n, std::uint32_t seed) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 0x9e3779b1u ^ seed;
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    p[i] = static_cast<std::uint8_t>(h & 0xb7u);
+  }
+}
+
+// One raw[m, n] = x[m, k] * w[n, k]^T of E4M3 codes (CublasLtFp8Gemm::Multiply), sets rotated past
+// L2 as TimeGemm does. Bytes: x and w one each, the bf16 products two.
+GemmResult TimeFp8Gemm(kernels::cuda::CublasLtFp8Gemm& gemm, const GemmShape& s,
+                       const DeviceInfo& device, double budget_ms, cudaStream_t stream) {
+  const auto x_bytes = static_cast<std::size_t>(s.m * s.k);
+  const auto w_bytes = static_cast<std::size_t>(s.n * s.k);
+  const auto y_bytes = static_cast<std::size_t>(s.m * s.n) * 2;
+  const std::size_t set = x_bytes + w_bytes + y_bytes;
+  GemmResult r;
+  r.rotations = Rotations(set, device.l2_bytes, std::min<std::size_t>(FreeBytes() / 2, 8ull << 30));
+  std::vector<DeviceBuffer> xs, ws, ys;
+  for (int i = 0; i < r.rotations; ++i) {
+    xs.emplace_back(x_bytes);
+    ws.emplace_back(w_bytes);
+    ys.emplace_back(y_bytes);
+    FillE4m3<<<1024, 256, 0, stream>>>(xs.back().get<std::uint8_t>(), x_bytes, 100u + i);
+    FillE4m3<<<1024, 256, 0, stream>>>(ws.back().get<std::uint8_t>(), w_bytes, 200u + i);
+  }
+  BENCH_CUDA(cudaGetLastError());
+  TimingOptions opt;
+  opt.budget_ms = budget_ms;
+  opt.rotations = r.rotations;
+  r.timing = TimeCalls(
+      [&](int call) {
+        const int i = call % r.rotations;
+        const cublasStatus_t st = gemm.Multiply(ys[i].get(), xs[i].get<std::uint8_t>(),
+                                                ws[i].get<std::uint8_t>(), s.m, s.n, s.k, stream);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+          Die(__FILE__, __LINE__,
+              "CublasLtFp8Gemm::Multiply m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                  " k=" + std::to_string(s.k),
+              CublasStatusName(st));
+        }
+        return cudaGetLastError();
+      },
+      stream, opt);
+  r.bytes = static_cast<double>(set);
+  r.tflops = s.Flops() / (r.timing.median_us * 1e-6) / 1e12;
+  r.gbps = r.bytes / (r.timing.median_us * 1e3);
+  return r;
+}
+
+// Section 3: the FP8 rate at 8192^3 (returned; 0 without FP8 tensor cores) and the layers of the
+// runner's FP8 linears at the given token counts against it.
+double PrintFp8Gemms(const Options& opt, const DeviceInfo& dev, double bf16_tflops,
+                     cudaStream_t stream) {
+  if (!kernels::cuda::CublasLtFp8Gemm::DeviceSupportsFp8()) {
+    std::cout << "## FP8 GEMM: this device has no FP8 tensor cores (compute capability < 8.9)\n\n";
+    return 0;
+  }
+  kernels::cuda::CublasLtFp8Gemm fp8;
+  if (fp8.status() != CUBLAS_STATUS_SUCCESS) {
+    Die(__FILE__, __LINE__, "CublasLtFp8Gemm()", CublasStatusName(fp8.status()));
+  }
+  const GemmShape square{"square 8192^3", 8192, 8192, 8192};
+  const double peak = TimeFp8Gemm(fp8, square, dev, opt.budget_ms, stream).tflops;
+  std::cout << "## FP8 dense layers (kernels/cuda/quant_gemm_fp8.h CublasLtFp8Gemm::Multiply: "
+               "E4M3 x E4M3, fp32 accumulation, unscaled bf16 products, no epilogue)\n\n"
+            << "FP8 8192^3: **" << Fmt(peak, 1) << " TFLOP/s** (" << Fmt(peak / bf16_tflops, 2)
+            << "x the bf16 8192^3 rate above).\n\n";
+  Table t({"layer", "tokens (m)", "n", "k", "median", "p10..p90", "TFLOP/s", "% of FP8 8192^3",
+           "sets"});
+  for (std::int64_t m : opt.tokens) {
+    if (m < 16) continue;  // the runner's GEMV takes these rows (quant_linear_path.h)
+    for (const GemmShape& s :
+         {GemmShape{"qkv 4096->6144", m, 6144, 4096}, GemmShape{"o 4096->4096", m, 4096, 4096},
+          GemmShape{"gate_up 4096->2x14336", m, 28672, 4096},
+          GemmShape{"down 14336->4096", m, 4096, 14336}}) {
+      const GemmResult r = TimeFp8Gemm(fp8, s, dev, opt.budget_ms, stream);
+      t.AddRow({s.name, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k),
+                FmtUs(r.timing.median_us), FmtUs(r.timing.p10_us) + ".." + FmtUs(r.timing.p90_us),
+                Fmt(r.tflops, 1), Percent(r.tflops, peak), std::to_string(r.rotations)});
+    }
+  }
+  t.Print(std::cout);
+  std::cout << "\n";
+  return peak;
 }
 
 int Run(const Options& opt) {
@@ -143,10 +241,11 @@ int Run(const Options& opt) {
                "so that L2 ("
             << Fmt(static_cast<double>(dev.l2_bytes) / 1048576.0, 0)
             << " MiB) does not hold the weights between calls.\n\n";
+  const double fp8_tflops = PrintFp8Gemms(opt, dev, peak_tflops, stream);
   std::printf(
       "ceilings: copy_gbps=%.1f memcpy_gbps=%.1f copy_kernel_gbps=%.1f read_gbps=%.1f "
-      "gemm_tflops=%.1f device=\"%s\"\n",
-      copy.copy_gbps(), copy.memcpy_gbps, copy.kernel_gbps, copy.read_gbps, peak_tflops,
+      "gemm_tflops=%.1f fp8_gemm_tflops=%.1f device=\"%s\"\n",
+      copy.copy_gbps(), copy.memcpy_gbps, copy.kernel_gbps, copy.read_gbps, peak_tflops, fp8_tflops,
       dev.name.c_str());
   std::fflush(stdout);
   BENCH_CUDA(cudaStreamDestroy(stream));

@@ -4,7 +4,7 @@
 #   2. build: bench/gpu_standalone (CMake + CUDA toolkit only), Release, the device's own arch,
 #      only inflight-bench-gpu-ceilings and inflight-bench-gpu-kernels; if that fails, the copies
 #      bench/package_gpu_round.sh built on the dev machine are used, and the summary says so;
-#   3. inflight-bench-gpu-ceilings: copy bandwidth and cuBLASLt bf16 GEMM rate;
+#   3. inflight-bench-gpu-ceilings: copy bandwidth and cuBLASLt bf16 (and FP8) GEMM rates;
 #   4. inflight-bench-gpu-kernels: decode/context attention, norms, RoPE, sampling;
 #   5. engine (when executor, server or hf is wanted): one random Llama-3.1-8B bf16 engine written
 #      straight from random weights by the carried inflight-build --random_preset (no checkpoint),
