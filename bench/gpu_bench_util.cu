@@ -370,11 +370,11 @@ GemmResult TimeGemm(kernels::cuda::CublasLtGemm& gemm, const GemmShape& s, const
   const auto y_bytes = static_cast<std::size_t>(s.m * s.n) * out_size;
   const std::size_t set = x_bytes + w_bytes + y_bytes;
   const std::size_t moved = set + (s.add ? y_bytes : 0);
-  GemmResult r;
-  r.rotations = Rotations(set, device.l2_bytes, std::min<std::size_t>(FreeBytes() / 2, 8ull << 30));
+  const int rotations =
+      Rotations(set, device.l2_bytes, std::min<std::size_t>(FreeBytes() / 2, 8ull << 30));
   std::vector<DeviceBuffer> xs, ws, ys;
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(s.k));
-  for (int i = 0; i < r.rotations; ++i) {
+  for (int i = 0; i < rotations; ++i) {
     xs.emplace_back(x_bytes);
     ws.emplace_back(w_bytes);
     ys.emplace_back(y_bytes);
@@ -382,27 +382,39 @@ GemmResult TimeGemm(kernels::cuda::CublasLtGemm& gemm, const GemmShape& s, const
     FillUniform(ws.back().get(), DType::kBFloat16, w_bytes / 2, -w_scale, w_scale, 200 + i, stream);
     FillUniform(ys.back().get(), s.out_dtype, y_bytes / out_size, -1.0f, 1.0f, 300 + i, stream);
   }
+  return TimeGemmCalls(
+      s, s.add ? "CublasLtGemm::LinearAdd" : "CublasLtGemm::Linear", rotations,
+      static_cast<double>(moved),
+      [&](int i) {
+        return s.add ? gemm.LinearAdd(ys[i].get(), s.out_dtype, s.n, xs[i].get(), s.k, ws[i].get(),
+                                      nullptr, DType::kBFloat16, s.m, s.n, s.k, stream)
+                     : gemm.Linear(ys[i].get(), s.out_dtype, s.n, xs[i].get(), s.k, ws[i].get(),
+                                   nullptr, DType::kBFloat16, s.m, s.n, s.k, stream);
+      },
+      budget_ms, stream);
+}
+
+GemmResult TimeGemmCalls(const GemmShape& s, const std::string& what, int rotations, double bytes,
+                         const std::function<cublasStatus_t(int set)>& gemm, double budget_ms,
+                         cudaStream_t stream) {
+  GemmResult r;
+  r.rotations = rotations;
   TimingOptions opt;
   opt.budget_ms = budget_ms;
-  opt.rotations = r.rotations;
+  opt.rotations = rotations;
   r.timing = TimeCalls(
       [&](int call) {
-        const int i = call % r.rotations;
-        const cublasStatus_t st =
-            s.add ? gemm.LinearAdd(ys[i].get(), s.out_dtype, s.n, xs[i].get(), s.k, ws[i].get(),
-                                   nullptr, DType::kBFloat16, s.m, s.n, s.k, stream)
-                  : gemm.Linear(ys[i].get(), s.out_dtype, s.n, xs[i].get(), s.k, ws[i].get(),
-                                nullptr, DType::kBFloat16, s.m, s.n, s.k, stream);
+        const cublasStatus_t st = gemm(call % rotations);
         if (st != CUBLAS_STATUS_SUCCESS) {
           Die(__FILE__, __LINE__,
-              std::string(s.add ? "CublasLtGemm::LinearAdd" : "CublasLtGemm::Linear") + " m=" +
-                  std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k),
+              what + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
+                  " k=" + std::to_string(s.k),
               CublasStatusName(st));
         }
         return cudaGetLastError();
       },
       stream, opt);
-  r.bytes = static_cast<double>(moved);
+  r.bytes = bytes;
   r.tflops = s.Flops() / (r.timing.median_us * 1e-6) / 1e12;
   r.gbps = r.bytes / (r.timing.median_us * 1e3);
   return r;

@@ -144,6 +144,12 @@ struct GemmResult {
   int rotations = 1;
 };
 
+// Times `gemm` (one product of `s` on input set `set`, of `rotations`) and fills the rates, with
+// `bytes` moved per call; a failing cuBLAS status stops the program, naming `what` and the shape.
+GemmResult TimeGemmCalls(const GemmShape& s, const std::string& what, int rotations, double bytes,
+                         const std::function<cublasStatus_t(int set)>& gemm, double budget_ms,
+                         cudaStream_t stream);
+
 // Random x and w (|w| ~ 1/sqrt(k), as a trained layer's), (x, w, y) sets rotated past L2; a
 // failing Linear stops the program with its cuBLAS status.
 GemmResult TimeGemm(kernels::cuda::CublasLtGemm& gemm, const GemmShape& shape,

@@ -86,10 +86,10 @@ GemmResult TimeFp8Gemm(kernels::cuda::CublasLtFp8Gemm& gemm, const GemmShape& s,
   const auto w_bytes = static_cast<std::size_t>(s.n * s.k);
   const auto y_bytes = static_cast<std::size_t>(s.m * s.n) * 2;
   const std::size_t set = x_bytes + w_bytes + y_bytes;
-  GemmResult r;
-  r.rotations = Rotations(set, device.l2_bytes, std::min<std::size_t>(FreeBytes() / 2, 8ull << 30));
+  const int rotations =
+      Rotations(set, device.l2_bytes, std::min<std::size_t>(FreeBytes() / 2, 8ull << 30));
   std::vector<DeviceBuffer> xs, ws, ys;
-  for (int i = 0; i < r.rotations; ++i) {
+  for (int i = 0; i < rotations; ++i) {
     xs.emplace_back(x_bytes);
     ws.emplace_back(w_bytes);
     ys.emplace_back(y_bytes);
@@ -97,27 +97,13 @@ GemmResult TimeFp8Gemm(kernels::cuda::CublasLtFp8Gemm& gemm, const GemmShape& s,
     FillE4m3<<<1024, 256, 0, stream>>>(ws.back().get<std::uint8_t>(), w_bytes, 200u + i);
   }
   BENCH_CUDA(cudaGetLastError());
-  TimingOptions opt;
-  opt.budget_ms = budget_ms;
-  opt.rotations = r.rotations;
-  r.timing = TimeCalls(
-      [&](int call) {
-        const int i = call % r.rotations;
-        const cublasStatus_t st = gemm.Multiply(ys[i].get(), xs[i].get<std::uint8_t>(),
-                                                ws[i].get<std::uint8_t>(), s.m, s.n, s.k, stream);
-        if (st != CUBLAS_STATUS_SUCCESS) {
-          Die(__FILE__, __LINE__,
-              "CublasLtFp8Gemm::Multiply m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-                  " k=" + std::to_string(s.k),
-              CublasStatusName(st));
-        }
-        return cudaGetLastError();
+  return TimeGemmCalls(
+      s, "CublasLtFp8Gemm::Multiply", rotations, static_cast<double>(set),
+      [&](int i) {
+        return gemm.Multiply(ys[i].get(), xs[i].get<std::uint8_t>(), ws[i].get<std::uint8_t>(), s.m,
+                             s.n, s.k, stream);
       },
-      stream, opt);
-  r.bytes = static_cast<double>(set);
-  r.tflops = s.Flops() / (r.timing.median_us * 1e-6) / 1e12;
-  r.gbps = r.bytes / (r.timing.median_us * 1e3);
-  return r;
+      budget_ms, stream);
 }
 
 // Section 3: the FP8 rate at 8192^3 (returned; 0 without FP8 tensor cores) and the layers of the

@@ -25,7 +25,7 @@ MpiStepChannel::~MpiStepChannel() {
   }
   // NOTE: a broadcast that timed out is still MPI's: freeing its communicator is erroneous, and its
   // buffers may still be read. Both are left to the end of the job (a broken group ends it).
-  for (auto& outgoing : posted_) outgoing.release();
+  for (auto& outgoing : posted_) static_cast<void>(outgoing.release());
 }
 
 Status MpiStepChannel::PostBroadcast(void* data, std::size_t bytes, MPI_Request* request,

@@ -38,7 +38,7 @@ MPI_Comm Dup() {
 std::string Pattern(std::size_t size, int seed) {
   std::string s(size, '\0');
   for (std::size_t i = 0; i < size; ++i)
-    s[i] = static_cast<char>((i * 131 + seed * 7 + i / 251) & 0xff);
+    s[i] = static_cast<char>((i * 131 + static_cast<std::size_t>(seed) * 7 + i / 251) & 0xff);
   return s;
 }
 
@@ -104,20 +104,19 @@ TEST(MpiStepChannelTest, LeaderGivesUpWhenFollowersTakeNothing) {
 }
 
 // The leader of a GPU group posts a step and then runs it with NCCL, making no MPI call until the
-// step is done; the followers must get a frame-sized step meanwhile, or the group deadlocks (it
-// did on 2 GPUs with a 4096-byte frame, which Open MPI's shared-memory transport sends by
-// rendezvous). The leader here sleeps without MPI calls for 4 s; the followers must have the
+// step is done; the followers must get the step meanwhile, or the group deadlocks. The leader here
+// posts a message of `size` bytes and sleeps 4 s without MPI calls; every follower must have the
 // message well before it wakes.
-TEST(MpiStepChannelTest, FollowersGetAFrameWhileTheLeaderMakesNoMpiCall) {
+void ExpectFollowersGetAStepWhileTheLeaderMakesNoMpiCall(std::size_t size, int seed) {
   MpiStepChannel channel(Dup(), std::chrono::milliseconds(60'000));
-  const std::string message = Pattern(MpiStepChannel::kFrameBytes - 8, 11);
+  const std::string message = Pattern(size, seed);
   MPI_Barrier(MPI_COMM_WORLD);
   bool ok = true;
   if (Rank() == 0) {
     Status st = channel.Post(message);
     EXPECT_TRUE(st.ok()) << st.ToString();
     std::this_thread::sleep_for(std::chrono::seconds(4));
-    ok = st.ok() && channel.Send("").ok();  // completes the posted broadcast
+    ok = st.ok() && channel.Send("").ok();  // completes whatever is still posted
   } else {
     const auto start = std::chrono::steady_clock::now();
     Result<std::string> got = channel.Receive();
@@ -125,38 +124,26 @@ TEST(MpiStepChannelTest, FollowersGetAFrameWhileTheLeaderMakesNoMpiCall) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_TRUE(*got == message);
-    EXPECT_LT(seconds, 3.0) << "the frame arrived only once the leader called MPI again";
+    EXPECT_LT(seconds, 3.0) << "a step of " << size
+                            << " bytes arrived only once the leader called MPI again";
     Result<std::string> empty = channel.Receive();
     ok = *got == message && seconds < 3.0 && empty.ok() && empty->empty();
   }
   EXPECT_TRUE(Everywhere(ok));
 }
 
-// The same for a step longer than the frame (a burst of new requests' prompts): its rest goes by
-// rendezvous. The leader posted it and went on to run it, blocking in the device wait of a
-// collective whose peers waited for the rest: two GPUs hung at the first burst of 1,000 requests.
+// A frame-sized step: it deadlocked on 2 GPUs with a 4096-byte frame, which Open MPI's
+// shared-memory transport sends by rendezvous.
+TEST(MpiStepChannelTest, FollowersGetAFrameWhileTheLeaderMakesNoMpiCall) {
+  ExpectFollowersGetAStepWhileTheLeaderMakesNoMpiCall(MpiStepChannel::kFrameBytes - 8, 11);
+}
+
+// A step longer than the frame (a burst of new requests' prompts), whose rest goes by rendezvous:
+// the leader posted it and went on to run it, blocking in a device wait while the device waited in
+// a collective for the followers, who waited for the rest. Two GPUs hung at the first burst of
+// 1,000 requests.
 TEST(MpiStepChannelTest, FollowersGetALongStepWhileTheLeaderMakesNoMpiCall) {
-  MpiStepChannel channel(Dup(), std::chrono::milliseconds(60'000));
-  const std::string message = Pattern(300'007, 13);
-  MPI_Barrier(MPI_COMM_WORLD);
-  bool ok = true;
-  if (Rank() == 0) {
-    Status st = channel.Post(message);
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    std::this_thread::sleep_for(std::chrono::seconds(4));
-    ok = st.ok() && channel.Send("").ok();
-  } else {
-    const auto start = std::chrono::steady_clock::now();
-    Result<std::string> got = channel.Receive();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    EXPECT_TRUE(*got == message);
-    EXPECT_LT(seconds, 3.0) << "the step arrived only once the leader called MPI again";
-    Result<std::string> empty = channel.Receive();
-    ok = *got == message && seconds < 3.0 && empty.ok() && empty->empty();
-  }
-  EXPECT_TRUE(Everywhere(ok));
+  ExpectFollowersGetAStepWhileTheLeaderMakesNoMpiCall(300'007, 13);
 }
 
 TEST(MpiLoadReportTest, RankZeroLearnsTheSmallestPoolWhenAllLoaded) {
