@@ -289,6 +289,22 @@ class EnsembleContext : public InflightRequest,
   std::vector<std::shared_ptr<InflightRequest>> handles_;
 };
 
+// What a caller of EnsembleScheduler::Infer holds to cancel the ensemble. NOTE: weak, as the core's
+// handle of a model's request is: callers keep their handle until the final response (the HTTP
+// exchange does), and the context holds the response channel whose callback holds that caller, so
+// a strong handle made a cycle that kept every ensemble request's objects (and its HTTP
+// connection) alive for good. The context lives as long as its steps' callbacks hold it.
+class EnsembleHandle : public InflightRequest {
+ public:
+  explicit EnsembleHandle(const std::shared_ptr<EnsembleContext>& context) : context_(context) {}
+  void Cancel() override {
+    if (auto context = context_.lock()) context->Cancel();
+  }
+
+ private:
+  std::weak_ptr<EnsembleContext> context_;
+};
+
 }  // namespace
 
 EnsembleScheduler::EnsembleScheduler(Model* ensemble, std::vector<EnsembleStep> steps,
@@ -308,8 +324,9 @@ Result<std::shared_ptr<InflightRequest>> EnsembleScheduler::Infer(InferRequest r
   info.decoupled = model_->decoupled;
   auto channel = ResponseChannel::Create(std::move(info), std::move(callback), model_->tracker);
   auto context = std::make_shared<EnsembleContext>(this, channel, request);
+  auto handle = std::make_shared<EnsembleHandle>(context);
   context->Start(std::move(request));
-  return std::static_pointer_cast<InflightRequest>(context);
+  return std::static_pointer_cast<InflightRequest>(handle);
 }
 
 Status ValidateEnsemble(const inference::ModelConfig& ensemble,
