@@ -23,6 +23,8 @@ cmake --build "$build" -j "$jobs"
 echo "test_sanitized.sh: build took $(( $(date +%s) - start )) s"
 
 supp="$root/tools/sanitizers"
+clang -shared -fPIC -O2 -o "$build/libkeep_loaded.so" "$supp/keep_loaded.c"
+export LD_PRELOAD="$build/libkeep_loaded.so${LD_PRELOAD:+:$LD_PRELOAD}"
 # detect_leaks stays on; leaks of libraries we do not own (Open MPI's) are suppressed by name.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
