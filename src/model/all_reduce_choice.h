@@ -18,7 +18,8 @@ namespace inflight::model {
 //   ipc_oneshot  / ipc_twoshot: IPC with that algorithm for every message that fits (tests, bench)
 enum class AllReduceMode { kAuto, kNccl, kIpc, kIpcOneShot, kIpcTwoShot };
 
-// `value` null or empty: kAuto (verified on two H200s: bench/results/2026-11-29-h200x2-device-rounds.md).
+// `value` null or empty: kAuto (verified on two H200s:
+// bench/results/2026-11-29-h200x2-device-rounds.md).
 // `source` names where the value came from, for the error.
 Result<AllReduceMode> ParseAllReduceMode(const char* value, const std::string& source);
 const char* AllReduceModeName(AllReduceMode mode);

@@ -42,25 +42,8 @@ Result<std::unique_ptr<BackendLibrary>> BackendLibrary::Open(const std::string& 
   return lib;
 }
 
-namespace {
-// NOTE: LeakSanitizer checks at exit; the allocations of a library unloaded before then have stacks
-// of "<unknown module>" frames, which can be neither read nor suppressed by name (the first whole
-// sanitized run, bench/results/2026-11-29-fuzzing.md). A sanitized build keeps backends loaded.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kKeepLoaded = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kKeepLoaded = true;
-#else
-constexpr bool kKeepLoaded = false;
-#endif
-#else
-constexpr bool kKeepLoaded = false;
-#endif
-}  // namespace
-
 BackendLibrary::~BackendLibrary() {
-  if (handle_ != nullptr && !kKeepLoaded) dlclose(handle_);
+  if (handle_ != nullptr) dlclose(handle_);
 }
 
 Result<std::string> FindBackendLibrary(const std::string& backend, const std::string& runtime,

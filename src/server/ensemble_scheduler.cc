@@ -34,8 +34,7 @@ struct Flow {
   bool emitted = false;
 };
 
-class EnsembleContext : public InflightRequest,
-                        public std::enable_shared_from_this<EnsembleContext> {
+class EnsembleContext : public std::enable_shared_from_this<EnsembleContext> {
  public:
   EnsembleContext(const EnsembleScheduler* scheduler, std::shared_ptr<ResponseChannel> out,
                   InferRequest& request)
@@ -71,7 +70,7 @@ class EnsembleContext : public InflightRequest,
     RunLaunches(std::move(launches));
   }
 
-  void Cancel() override {
+  void Cancel() {
     cancelled_.store(true);
     out_->Cancel();
     std::vector<std::shared_ptr<InflightRequest>> handles;
