@@ -31,7 +31,8 @@
 # CPU build's bin/ and backends/ for a dry run); INFLIGHT_BENCH_BUILD_DIR
 # (/tmp/inflight-bench-gpu-build); INFLIGHT_ROUND_DEADLINE_S (540: the last step is stopped then, so
 # the round ends inside a 10-minute call); INFLIGHT_BENCH_STEPS (default "build ceilings kernels
-# executor server hf"); INFLIGHT_BENCH_NUM_REQUESTS (64); INFLIGHT_BENCH_SHAPES
+# executor server hf"); INFLIGHT_BENCH_EXECUTOR_SECTIONS (decode,latency,throughput: what step 6
+# measures; the server step needs latency); INFLIGHT_BENCH_NUM_REQUESTS (64); INFLIGHT_BENCH_SHAPES
 # (128/128,128/2048,2048/128,2048/2048); INFLIGHT_BENCH_SERVER_RESERVE_S (120) and
 # INFLIGHT_BENCH_HF_RESERVE_S (150): seconds the executor step leaves for each later step wanted;
 # INFLIGHT_BENCH_LATENCY_SHAPE (128/64), INFLIGHT_BENCH_LATENCY_REQUESTS (24) and
@@ -278,7 +279,7 @@ fi
 if want executor; then
   banner "inflight-bench-executor"
   s=$(date +%s)
-  args=(--engine_dir "$engine" --sections decode,latency,throughput --shapes "$shapes"
+  args=(--engine_dir "$engine" --sections "${INFLIGHT_BENCH_EXECUTOR_SECTIONS:-decode,latency,throughput}" --shapes "$shapes"
     --num_requests "$num_requests" --latency_shape "$latency_shape"
     --latency_requests "$latency_requests" --latency_concurrency "$latency_concurrency"
     --kv_cache_reuse=false)

@@ -327,9 +327,20 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
       CUDA_RETURN(kc::GemmSwiGlu(mlp_act_.get(), inter, normed_.get(), H, l.mlp_in, dtype_, T,
                                  inter, H, stream_));
     } else if (swiglu) {
-      RETURN_IF_ERROR(DecoderLinear(mlp_.get(), normed_.get(), l.mlp_in_q, l.mlp_in, l.mlp_in_bias,
-                                    T, 2 * inter, H, false, "quantized linear gate_up"));
-      CUDA_RETURN(kc::SwiGlu(mlp_act_.get(), mlp_.get(), dtype_, T, inter, stream_));
+      // FP8: the GEMM's epilogue does the SwiGLU where it can (no [T, 2 * inter] round trip).
+      const cudaError_t fused = float_mlp_in || quant_linear_ == nullptr
+                                    ? cudaErrorNotSupported
+                                    : quant_linear_->RunSwiGlu(mlp_act_.get(), normed_.get(), H,
+                                                               l.mlp_in_q, l.mlp_in_bias, dtype_, T,
+                                                               inter, H, quant_scratch_, stream_);
+      if (fused != cudaErrorNotSupported) {
+        CUDA_RETURN(fused);
+      } else {
+        RETURN_IF_ERROR(DecoderLinear(mlp_.get(), normed_.get(), l.mlp_in_q, l.mlp_in,
+                                      l.mlp_in_bias, T, 2 * inter, H, false,
+                                      "quantized linear gate_up"));
+        CUDA_RETURN(kc::SwiGlu(mlp_act_.get(), mlp_.get(), dtype_, T, inter, stream_));
+      }
     } else {
       RETURN_IF_ERROR(DecoderLinear(mlp_.get(), normed_.get(), l.mlp_in_q, l.mlp_in, l.mlp_in_bias,
                                     T, inter, H, false, "quantized linear fc"));

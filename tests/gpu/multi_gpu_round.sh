@@ -23,6 +23,8 @@
 # INFLIGHT_THROUGHPUT_SHAPES (128/128,2048/128: input/output tokens), INFLIGHT_THROUGHPUT_REQUESTS (1000
 # per shape), INFLIGHT_THROUGHPUT_DIR (where engines are written; default the roomier of /dev/shm and
 # /tmp; each is removed after its run), INFLIGHT_THROUGHPUT_TP ("1 2": the tp sizes measured),
+# INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE (256: the engines' and the model's), INFLIGHT_THROUGHPUT_QUANT
+# ("": inflight-build's quantization flags, e.g. "--qformat fp8 --kv_cache_dtype fp8"),
 # INFLIGHT_ACTION_TIMEOUT_S (300: how long one server's requests may take before its ranks' stacks are
 # dumped and it is stopped).
 set -u -o pipefail
@@ -227,7 +229,9 @@ if want throughput; then
     (( in + out > max_seq )) && max_seq=$(( in + out ))
   done
   echo
-  echo "### Offline throughput, random $preset bf16, tp 1 vs tp 2 ($tput_requests requests per shape, all at once)"
+  tput_batch=${INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE:-256}
+  tput_quant=${INFLIGHT_THROUGHPUT_QUANT:-}
+  echo "### Offline throughput, random $preset bf16${tput_quant:+ ($tput_quant)}, tp 1 vs tp 2 ($tput_requests requests per shape, all at once, max batch $tput_batch)"
   echo
   for tp in ${INFLIGHT_THROUGHPUT_TP:-1 2}; do
     engine="$tput_dir/inflight-tput-engine-tp$tp"
@@ -235,7 +239,7 @@ if want throughput; then
     rm -rf "$engine" "$repo"
     s=$(date +%s)
     if ! "$pkg/bin/inflight-build" --random_preset "$preset" --dtype bfloat16 --tp_size $tp \
-        --max_batch_size 256 --max_input_len "$max_in" --max_seq_len "$max_seq" --output_dir "$engine" \
+        --max_batch_size "$tput_batch" --max_input_len "$max_in" --max_seq_len "$max_seq" $tput_quant --output_dir "$engine" \
         >"$logs/build-tput-tp$tp.log" 2>&1; then
       echo "- inflight-build tp $tp FAILED: $(tail -1 "$logs/build-tput-tp$tp.log")"; status=1; continue
     fi
@@ -243,7 +247,7 @@ if want throughput; then
     tput_vocab=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$engine/config.json")
     mkdir -p "$repo" && cp -r "$root/all_models/inflight_batcher_llm/tensorrt_llm" "$repo/"
     python3 "$root/tools/fill_template.py" -i "$repo/tensorrt_llm/config.pbtxt" \
-      "triton_backend:inflight,triton_max_batch_size:256,decoupled_mode:False,max_beam_width:1,engine_dir:$engine,batching_strategy:inflight_fused_batching,max_queue_delay_microseconds:0,enable_chunked_context:True,enable_kv_cache_reuse:False,exclude_input_in_output:True,kv_cache_free_gpu_mem_fraction:0.9,logits_datatype:TYPE_FP32,encoder_input_features_data_type:TYPE_FP16" \
+      "triton_backend:inflight,triton_max_batch_size:$tput_batch,decoupled_mode:False,max_beam_width:1,engine_dir:$engine,batching_strategy:inflight_fused_batching,max_queue_delay_microseconds:0,enable_chunked_context:True,enable_kv_cache_reuse:False,exclude_input_in_output:True,kv_cache_free_gpu_mem_fraction:0.9,logits_datatype:TYPE_FP32,encoder_input_features_data_type:TYPE_FP16" \
       >/dev/null
     s=$(date +%s)
     if ! serve "tput-tp$tp" "$repo" $tp bench_into; then

@@ -19,6 +19,7 @@
 #include "gpu_test_util.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/fp8_activation.h"
+#include "kernels/cuda/activations.h"
 #include "kernels/cuda/quant_gemm_fp8.h"
 #include "kernels/cuda/quant_linear.h"
 
@@ -277,6 +278,60 @@ GPU_TEST(QuantLinearFp8MatchesCpu) {
   CheckCase(c, linear, e.fp8_available ? &e.fp8_gemm : nullptr);
 }
 
+// RunSwiGlu (the FP8 GEMM's epilogue fused with SwiGLU) against Run then the SwiGLU kernel: the
+// same bits, with and without a bias, over several scratch chunks (a 64-row scratch for 200 rows);
+// at GEMV sizes it refuses (cudaErrorNotSupported) and writes nothing.
+GPU_TEST(QuantLinearFp8SwiGluEqualsRunThenSwiGlu) {
+  Engines e;
+  if (!e.fp8_available) {
+    std::printf("  no FP8 tensor cores on this device: nothing to compare\n");
+    return;
+  }
+  kc::QuantLinear linear(e.gemm, &e.fp8_gemm);
+  const std::int64_t inter = kN / 2, k = kK;
+  const QuantCase c{"fp8 gate/up", kc::QuantWeightKind::kFp8E4M3, 2 * inter, k};
+  const HostWeight hw = MakeWeight(c);
+  const DeviceWeight dw(hw);
+  kc::QuantWeight w;
+  w.kind = c.kind;
+  w.codes = dw.codes.get();
+  w.scales = dw.scales.get();
+  w.num_groups = hw.num_groups;
+  Scratch scratch(kc::QuantLinearScratchBytes(c.kind, 64, c.n, k, c.n * k, 2));
+  DeviceArray<std::uint16_t> d_bias(
+      ToBits(c.dtype, RoundTo(c.dtype, RandomVector(static_cast<std::size_t>(c.n), -1, 1))));
+  for (std::int64_t m : {3, 9, 200}) {
+    const auto n_act = static_cast<std::size_t>(m * inter);
+    const std::vector<std::uint16_t> x =
+        ToBits(c.dtype, RandomVector(static_cast<std::size_t>(m * k), -2.0f, 2.0f));
+    const void* bias = m == 9 ? nullptr : d_bias.get();
+    DeviceArray<std::uint16_t> x_fused(x), x_plain(x);
+    DeviceArray<std::uint16_t> fused(std::vector<std::uint16_t>(n_act, NanBits(c.dtype)));
+    DeviceArray<std::uint16_t> gate_up(static_cast<std::size_t>(m * c.n)), plain(n_act);
+    const cudaError_t err = linear.RunSwiGlu(fused.get(), x_fused.get(), k, w, bias, c.dtype, m,
+                                             inter, k, scratch.view, nullptr);
+    const std::string name = "m=" + std::to_string(m) + (bias ? " +bias" : "");
+    if (linear.PathFor(w, c.dtype, m, c.n, k, x_plain.get(), k) != kc::QuantLinearPath::kFp8Gemm) {
+      GPU_CHECK(err == cudaErrorNotSupported, name + ": a GEMV-sized call is not refused");
+      const std::vector<std::uint16_t> untouched = fused.Download();
+      GPU_CHECK(std::all_of(untouched.begin(), untouched.end(),
+                            [&](std::uint16_t b) { return b == NanBits(c.dtype); }),
+                name + ": a refused call wrote its output");
+      continue;
+    }
+    CUDA_OK(err);
+    CUDA_OK(linear.Run(gate_up.get(), c.n, x_plain.get(), k, w, bias, c.dtype, m, c.n, k, false,
+                       scratch.view, nullptr));
+    CUDA_OK(kc::SwiGlu(plain.get(), gate_up.get(), c.dtype, m, inter, nullptr));
+    const std::vector<std::uint16_t> a = fused.Download(), b = plain.Download();
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < n_act; ++i) differ += a[i] != b[i];
+    std::printf("  fused SwiGLU epilogue %-12s %zu of %zu outputs differ from Run + SwiGlu\n",
+                name.c_str(), differ, n_act);
+    GPU_CHECK(differ == 0, name + ": " + std::to_string(differ) + " outputs differ");
+  }
+}
+
 GPU_TEST(QuantLinearInt8MatchesCpu) {
   Engines e;
   kc::QuantLinear linear(e.gemm, nullptr);
@@ -291,6 +346,12 @@ GPU_TEST(QuantLinearInt8MatchesCpu) {
   c.name = "int8 group 24 zeros";
   c.group_size = 24;
   c.dtype = DType::kBFloat16;
+  CheckCase(c, linear, nullptr);
+  // Rows that are not whole 8-element vectors: the scalar dequantizing kernel.
+  c.name = "int8 per-channel k=4100";
+  c.group_size = 0;
+  c.zeros = false;
+  c.k = 4100;
   CheckCase(c, linear, nullptr);
 }
 

@@ -15,10 +15,6 @@ unsigned GridFor(std::int64_t n) {
   return static_cast<unsigned>(std::min<std::int64_t>(CeilDiv(n, kThreads), 65536));
 }
 
-__device__ __forceinline__ float Silu(float g) {
-  return g / (1.0f + expf(-g));
-}
-
 // Grid: (min(ceil(num_tokens * inter / kThreads), 65536)), Block: (kThreads); grid-stride. Any
 // inter and alignment.
 template <typename T>

@@ -197,6 +197,11 @@ struct ClusterLaunch {
   cudaLaunchConfig_t config = {};
 };
 
+// SiLU as every SwiGLU pass here computes it (one formula, so fused and unfused passes agree).
+__device__ __forceinline__ float Silu(float g) {
+  return g / (1.0f + expf(-g));
+}
+
 // 16 bytes as one vector access or as 8 fp16/bf16 elements.
 template <typename T>
 union Vec8 {

@@ -78,4 +78,19 @@ cudaError_t Fp8GemmEpilogue(void* y, std::int64_t y_stride, const void* raw,
                             const void* bias, DType dtype, std::int64_t m, std::int64_t n,
                             bool accumulate, cudaStream_t stream);
 
+// The gate/up linear's epilogue fused with SwiGLU: act[t, o] = silu(g) * u for o < inter, g and u
+// being what Fp8GemmEpilogue would write at columns o and inter + o of raw [m, 2 * inter] (gate
+// columns first), each rounded to dtype, so the result has the bits of Fp8GemmEpilogue then
+// SwiGlu. act: device [m, inter] in dtype, row stride act_stride; col_scales: [2 * inter] or [1];
+// bias: [2 * inter] in dtype or null. cudaErrorNotSupported where Fp8SwiGluEpilogueTakes is false.
+cudaError_t Fp8GemmSwiGluEpilogue(void* act, std::int64_t act_stride, const void* raw,
+                                  const float* row_scales, const float* col_scales,
+                                  bool per_channel, const void* bias, DType dtype, std::int64_t m,
+                                  std::int64_t inter, cudaStream_t stream);
+// Whether the fused pass takes these arguments: inter and act_stride multiples of 8, 16-byte
+// aligned act, raw, per-channel scales and bias.
+bool Fp8SwiGluEpilogueTakes(std::int64_t act_stride, const void* act, const void* raw,
+                            const float* col_scales, bool per_channel, const void* bias,
+                            std::int64_t inter);
+
 }  // namespace inflight::kernels::cuda

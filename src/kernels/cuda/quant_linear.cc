@@ -1,5 +1,6 @@
 #include "kernels/cuda/quant_linear.h"
 
+#include "kernels/cuda/activations.h"
 #include "kernels/cuda/quant_activation_fp8.h"
 #include "kernels/cuda/quant_dequantize.h"
 #include "kernels/cuda/quant_gemv.h"
@@ -57,7 +58,7 @@ cudaError_t QuantLinear::Run(void* y, std::int64_t y_stride, void* x, std::int64
   if (m == 0) return cudaSuccess;
   const QuantLinearPath path = PathFor(w, dtype, m, n, k, x, x_stride);
   if (path == QuantLinearPath::kFp8Gemm) {
-    return RunFp8Gemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, scratch,
+    return RunFp8Gemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, false, scratch,
                       stream);
   }
   if (w.kind == QuantWeightKind::kFp8E4M3) {
@@ -72,10 +73,24 @@ cudaError_t QuantLinear::Run(void* y, std::int64_t y_stride, void* x, std::int64
                         stream);
 }
 
+cudaError_t QuantLinear::RunSwiGlu(void* act, void* x, std::int64_t x_stride, const QuantWeight& w,
+                                   const void* bias, DType dtype, std::int64_t m,
+                                   std::int64_t inter, std::int64_t k, const QuantScratch& scratch,
+                                   cudaStream_t stream) {
+  if (m < 0 || inter <= 0 || k <= 0 || x_stride < k) return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;
+  if (PathFor(w, dtype, m, 2 * inter, k, x, x_stride) != QuantLinearPath::kFp8Gemm ||
+      !Fp8SwiGluEpilogueTakes(inter, act, scratch.raw_out, w.scales, !w.per_tensor, bias, inter)) {
+    return cudaErrorNotSupported;
+  }
+  return RunFp8Gemm(act, inter, x, x_stride, w, bias, dtype, m, 2 * inter, k, false, true, scratch,
+                    stream);
+}
+
 cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
                                     const QuantWeight& w, const void* bias, DType dtype,
                                     std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
-                                    const QuantScratch& scratch, cudaStream_t stream) {
+                                    bool swiglu, const QuantScratch& scratch, cudaStream_t stream) {
   const QuantScratchBytes sizes{scratch.weight_bytes, scratch.act_codes_bytes,
                                 scratch.act_scales_bytes, scratch.raw_out_bytes};
   const std::int64_t rows = QuantFp8RowsPerGemm(sizes, m, n, k);
@@ -91,7 +106,7 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
     cudaError_t err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale,
                                              scratch.act_codes, scratch.act_scales, stream);
     if (err != cudaSuccess) return err;
-    if (fp8_outer_vector_ && y_stride == n) {
+    if (fp8_outer_vector_ && !swiglu && y_stride == n) {
       const cublasStatus_t st =
           fp8_gemm_->MultiplyScaled(yt, dtype, scratch.act_codes, scratch.act_scales, w.codes,
                                     w.scales, !w.per_tensor, bias, mt, n, k, accumulate, stream);
@@ -100,21 +115,33 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
     }
     const cublasStatus_t st =
         fp8_gemm_->Multiply(scratch.raw_out, scratch.act_codes, w.codes, mt, n, k, stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED && swiglu) {
+      // No FP8 kernel for these rows: the dequantizing path writes their gate/up outputs into the
+      // products' scratch, then the SwiGLU pass.
+      err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale, nullptr, nullptr,
+                                   stream);
+      if (err == cudaSuccess) {
+        err = RunDequantGemm(scratch.raw_out, n, xt, x_stride, w, bias, dtype, mt, n, k, false,
+                             scratch, stream);
+      }
+      if (err == cudaSuccess) err = SwiGlu(yt, scratch.raw_out, dtype, mt, n / 2, stream);
+      if (err != cudaSuccess) return err;
+      continue;
+    }
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
       // The library has no FP8 kernel for this shape: the rows from t0 on take the dequantizing
-      // path, on inputs already rounded to E4M3 (these rows here, the later ones now).
-      const std::int64_t t1 = t0 + mt;
-      if (t1 < m) {
-        err = QuantizeActivationsFp8(row_of(x, x_stride, t1), x_stride, dtype, m - t1, k,
-                                     w.input_scale, nullptr, nullptr, stream);
-        if (err != cudaSuccess) return err;
-      }
+      // path, on inputs rounded to E4M3 in place (making codes left them as they were).
+      err = QuantizeActivationsFp8(xt, x_stride, dtype, m - t0, k, w.input_scale, nullptr, nullptr,
+                                   stream);
+      if (err != cudaSuccess) return err;
       return RunDequantGemm(yt, y_stride, xt, x_stride, w, bias, dtype, m - t0, n, k, accumulate,
                             scratch, stream);
     }
     if (st != CUBLAS_STATUS_SUCCESS) return FromCublas(st);
-    err = Fp8GemmEpilogue(yt, y_stride, scratch.raw_out, scratch.act_scales, w.scales,
-                          !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
+    err = swiglu ? Fp8GemmSwiGluEpilogue(yt, y_stride, scratch.raw_out, scratch.act_scales,
+                                         w.scales, !w.per_tensor, bias, dtype, mt, n / 2, stream)
+                 : Fp8GemmEpilogue(yt, y_stride, scratch.raw_out, scratch.act_scales, w.scales,
+                                   !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

@@ -44,14 +44,25 @@ class QuantLinear {
                           std::int64_t k, const void* x, std::int64_t x_stride) const;
 
   // y[t, o] = sum_i x[t, i] * w(o, i) (+ bias[o]) (+ y[t, o] when accumulate) for t < m, o < n.
-  // x: device [m, k] in dtype (fp16 / bf16), row stride x_stride; fp8: its rows are replaced by
-  // their E4M3 rounding (QuantizeActivationsFp8 with w.input_scale). bias: device [n] in dtype or
-  // null; y: device [m, n] in dtype, row stride y_stride. Errors: cudaErrorNotSupported when the
-  // scratch is too small for the path; a cuBLASLt failure comes back as cudaErrorUnknown.
+  // x: device [m, k] in dtype (fp16 / bf16), row stride x_stride; fp8: its rows may be replaced
+  // by their E4M3 rounding (QuantizeActivationsFp8 with w.input_scale; the GEMV and dequantizing
+  // paths do, the FP8 GEMM does not), so the caller must not read x afterwards. bias: device [n] in
+  // dtype or null; y: device [m, n] in dtype, row stride y_stride. Errors: cudaErrorNotSupported
+  // when the scratch is too small for the path; a cuBLASLt failure comes back as cudaErrorUnknown.
   cudaError_t Run(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
                   const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
                   std::int64_t n, std::int64_t k, bool accumulate, const QuantScratch& scratch,
                   cudaStream_t stream);
+
+  // The gate/up linear and SwiGLU at once: act[t, o] = silu(g) * u for o < inter, where [g | u] =
+  // x · wᵀ (+ bias) with w [2 * inter, k] (gate rows first). The FP8 GEMM's epilogue writes act
+  // straight from the products (the [m, 2 * inter] outputs never go to memory), with the bits of
+  // Run then SwiGlu. act: device [m, inter] contiguous. cudaErrorNotSupported, having done
+  // nothing, unless Run would take kFp8Gemm here and Fp8SwiGluEpilogueTakes the pointers: the
+  // caller then runs Run and SwiGlu. x as Run's.
+  cudaError_t RunSwiGlu(void* act, void* x, std::int64_t x_stride, const QuantWeight& w,
+                        const void* bias, DType dtype, std::int64_t m, std::int64_t inter,
+                        std::int64_t k, const QuantScratch& scratch, cudaStream_t stream);
 
   // Tests and benchmarks: every call takes `path` where its preconditions hold (nullopt: the
   // rule).
@@ -62,10 +73,11 @@ class QuantLinear {
 
  private:
   // kFp8Gemm over the rows in chunks the scratch holds (the dequantizing path takes over where the
-  // library has no FP8 kernel for the shape).
+  // library has no FP8 kernel for the shape). swiglu: RunSwiGlu's epilogue (y is act, n = 2 *
+  // inter, y_stride = inter).
   cudaError_t RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
                          const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
-                         std::int64_t n, std::int64_t k, bool accumulate,
+                         std::int64_t n, std::int64_t k, bool accumulate, bool swiglu,
                          const QuantScratch& scratch, cudaStream_t stream);
   // kDequantGemm on inputs already rounded to E4M3 for fp8.
   cudaError_t RunDequantGemm(void* y, std::int64_t y_stride, const void* x, std::int64_t x_stride,
