@@ -310,6 +310,42 @@ def measure_server(runner, server, work, args, vocab_size):
     return out
 
 
+def measure_phases(port, args, vocab_size):
+    """Where a concurrency-1 request's time goes through the server: args.requests sequential requests
+    with return_perf_metrics on one keep-alive connection. The executor's times (steady_clock, the
+    CLOCK_MONOTONIC that time.monotonic_ns reads) split each into: in (client send -> the executor has
+    it), wait (-> first scheduled), generate (-> last token), out (-> the client has the last byte).
+    {phase: p50 ms}."""
+    in_len, out_len = args.shape
+    phases = {"in": [], "wait": [], "generate": [], "out": [], "total": []}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    try:
+        for i in range(args.requests + 1):
+            ids = [(7 + 13 * (i * in_len + j)) % vocab_size for j in range(in_len)]
+            body = json.dumps({"input_ids": [ids], "input_lengths": [in_len], "request_output_len": [out_len],
+                               "end_id": [-1], "return_perf_metrics": [True]})
+            sent = time.monotonic_ns()
+            conn.request("POST", "/v2/models/tensorrt_llm/generate", body, {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            data = response.read()
+            done = time.monotonic_ns()
+            if response.status != 200:
+                raise RuntimeError(f"perf-metrics request: HTTP {response.status}: {data[:300]!r}")
+            if i == 0:
+                continue  # the connection's first request, untimed
+            reply = json.loads(data)
+            metric = {k: int(v[0] if isinstance(v, list) else v) for k, v in reply.items()
+                      if k.endswith("_time_ns")}
+            arrival, first, last = (metric["arrival_time_ns"], metric["first_scheduled_time_ns"],
+                                    metric["last_token_time_ns"])
+            for name, ns in (("in", arrival - sent), ("wait", first - arrival), ("generate", last - first),
+                             ("out", done - last), ("total", done - sent)):
+                phases[name].append(ns / 1e6)
+    finally:
+        conn.close()
+    return {name: percentile(values, 0.5) for name, values in phases.items()}
+
+
 def measure_executor(runner, work, args, engine_dir):
     earlier = {}
     if args.executor_output and os.path.exists(args.executor_output):
@@ -350,6 +386,12 @@ def main(argv=None):
         ready_s = time.monotonic() - started
         measured = measure_server(runner, server, work, args, int(config["vocab_size"]))
         lines, machine = overhead_table(args.shape, args.requests, executor, measured, args.target_ms)
+        phases = measure_phases(server.port, args, int(config["vocab_size"]))
+        lines += ["", "Concurrency 1 through the server, by phase (p50 of each, ms; return_perf_metrics):", "",
+                  "| client send -> executor | -> first scheduled | -> last token | -> client has the reply | "
+                  "total |", "|---:|---:|---:|---:|---:|",
+                  "| " + " | ".join(f"{phases[p]:.3f}" for p in ("in", "wait", "generate", "out", "total")) + " |"]
+        machine.append("server_phases: " + " ".join(f"{p}_ms={phases[p]:.4f}" for p in phases))
         report += lines + [
             "",
             f"Engine: {config.get('architecture')} {config.get('dtype')}, {config.get('num_layers')} layers, "
