@@ -1,5 +1,6 @@
 #include "server/instance_scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/logging.h"
@@ -12,19 +13,26 @@ InstanceScheduler::InstanceScheduler(Model* model)
       dynamic_batching_(model->config.has_dynamic_batching()),
       max_batch_size_(model->config.max_batch_size()),
       max_queue_delay_us_(model->config.dynamic_batching().max_queue_delay_microseconds()),
-      max_queue_size_(model->config.dynamic_batching().default_queue_policy().max_queue_size()) {}
+      max_queue_size_(model->config.dynamic_batching().default_queue_policy().max_queue_size()),
+      execute_inline_(model->backend != nullptr && model->backend->name == "inflight" &&
+                      (!dynamic_batching_ || max_queue_delay_us_ == 0)) {}
 
 InstanceScheduler::~InstanceScheduler() {
   Stop();
 }
 
 void InstanceScheduler::Start() {
+  {
+    std::lock_guard lock(mu_);
+    for (auto& instance : model_->instances) idle_.push_back(instance.get());
+  }
   for (auto& instance : model_->instances) {
     threads_.emplace_back([this, inst = instance.get()] { Run(inst); });
   }
 }
 
 Status InstanceScheduler::Enqueue(std::unique_ptr<InferenceRequest> request) {
+  ModelInstance* inline_instance = nullptr;
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
@@ -35,10 +43,36 @@ Status InstanceScheduler::Enqueue(std::unique_ptr<InferenceRequest> request) {
       return Unavailable("Exceeds maximum queue size");
     }
     request->queue_start_ns = NowNs();
-    queue_.push_back(std::move(request));
+    if (execute_inline_ && queue_.empty() && !idle_.empty()) {
+      inline_instance = idle_.back();
+      idle_.pop_back();
+      ++inline_running_;
+    } else {
+      queue_.push_back(std::move(request));
+    }
   }
-  cv_.notify_one();
+  if (inline_instance == nullptr) {
+    // NOTE: all: a thread woken for a busy instance would go back to sleep with the wake.
+    cv_.notify_all();
+    return Status::Ok();
+  }
+  std::vector<std::unique_ptr<InferenceRequest>> batch;
+  batch.push_back(std::move(request));
+  Execute(inline_instance, std::move(batch));
+  {
+    std::lock_guard lock(mu_);
+    --inline_running_;
+  }
+  Release(inline_instance);
   return Status::Ok();
+}
+
+void InstanceScheduler::Release(ModelInstance* instance) {
+  {
+    std::lock_guard lock(mu_);
+    idle_.push_back(instance);
+  }
+  cv_.notify_all();
 }
 
 size_t InstanceScheduler::QueueSize() const {
@@ -54,6 +88,11 @@ void InstanceScheduler::Stop() {
     left.swap(queue_);
   }
   cv_.notify_all();
+  {
+    // An Execute on a caller's thread finishes before the instances go.
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return inline_running_ == 0; });
+  }
   for (auto& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -65,10 +104,12 @@ void InstanceScheduler::Stop() {
   }
 }
 
-std::vector<std::unique_ptr<InferenceRequest>> InstanceScheduler::NextBatch() {
+std::vector<std::unique_ptr<InferenceRequest>> InstanceScheduler::NextBatch(
+    ModelInstance* instance) {
   std::vector<std::unique_ptr<InferenceRequest>> batch;
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  const auto idle = [&] { return std::find(idle_.begin(), idle_.end(), instance) != idle_.end(); };
+  cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && idle()); });
   if (stopping_) return batch;
   const bool gather = dynamic_batching_ && max_batch_size_ > 0;
   if (gather && max_queue_delay_us_ > 0) {
@@ -86,6 +127,7 @@ std::vector<std::unique_ptr<InferenceRequest>> InstanceScheduler::NextBatch() {
     });
     if (stopping_ || queue_.empty()) return batch;
   }
+  idle_.erase(std::find(idle_.begin(), idle_.end(), instance));
   int64_t total = 0;
   while (!queue_.empty()) {
     const int64_t next = queue_.front()->batch_size;
@@ -99,13 +141,14 @@ std::vector<std::unique_ptr<InferenceRequest>> InstanceScheduler::NextBatch() {
 
 void InstanceScheduler::Run(ModelInstance* instance) {
   while (true) {
-    auto batch = NextBatch();
+    auto batch = NextBatch(instance);
     if (batch.empty()) {
       std::lock_guard lock(mu_);
       if (stopping_) return;
       continue;
     }
     Execute(instance, std::move(batch));
+    Release(instance);
   }
 }
 
