@@ -125,10 +125,8 @@ struct Scratch {
   kc::QuantScratch view;
 };
 
-// fp8_gemm: the FP8 GEMM `linear` was made with, or null.
-void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm* fp8_gemm) {
-  const HostWeight hw = MakeWeight(c);
-  const DeviceWeight dw(hw);
+// The kernels' view of a case's weight on the device.
+kc::QuantWeight ViewOf(const QuantCase& c, const HostWeight& hw, const DeviceWeight& dw) {
   kc::QuantWeight w;
   w.kind = c.kind;
   w.codes = dw.codes.get();
@@ -138,6 +136,14 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
   w.group_size = c.group_size;
   w.zeros = hw.zeros.empty() ? nullptr : dw.zeros.get();
   w.g_idx = hw.g_idx.empty() ? nullptr : dw.g_idx.get();
+  return w;
+}
+
+// fp8_gemm: the FP8 GEMM `linear` was made with, or null.
+void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm* fp8_gemm) {
+  const HostWeight hw = MakeWeight(c);
+  const DeviceWeight dw(hw);
+  kc::QuantWeight w = ViewOf(c, hw, dw);
   std::vector<float> dense(static_cast<std::size_t>(c.n * c.k));
   kcpu::DequantizeWeight(HostView(c, hw), c.n, c.k, dense.data(), nullptr);
 
@@ -292,11 +298,7 @@ GPU_TEST(QuantLinearFp8SwiGluEqualsRunThenSwiGlu) {
   const QuantCase c{"fp8 gate/up", kc::QuantWeightKind::kFp8E4M3, 2 * inter, k};
   const HostWeight hw = MakeWeight(c);
   const DeviceWeight dw(hw);
-  kc::QuantWeight w;
-  w.kind = c.kind;
-  w.codes = dw.codes.get();
-  w.scales = dw.scales.get();
-  w.num_groups = hw.num_groups;
+  const kc::QuantWeight w = ViewOf(c, hw, dw);
   Scratch scratch(kc::QuantLinearScratchBytes(c.kind, 64, c.n, k, c.n * k, 2));
   DeviceArray<std::uint16_t> d_bias(
       ToBits(c.dtype, RoundTo(c.dtype, RandomVector(static_cast<std::size_t>(c.n), -1, 1))));

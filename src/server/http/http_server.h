@@ -1,5 +1,6 @@
-// An event-driven HTTP/1.1 server on Boost.Beast and Asio: a fixed pool of io threads serves every
-// connection; nothing waits on a thread per connection.
+// An event-driven HTTP/1.1 server on Boost.Beast and Asio: a fixed pool of io threads, each running
+// its own io_context, serves every connection (each connection stays on one thread); nothing waits
+// on a thread per connection.
 //
 // Why Beast: cpp-httplib, before it, held one worker thread per open connection, so 130 idle or
 // streaming clients starved health probes (bench/results/*-cpu-http-layer.md has the before/after
