@@ -123,6 +123,16 @@ __global__ void Fp8SwiGluEpilogueVec8Kernel(T* act, std::int64_t act_stride,
   }
 }
 
+// Whether the 8-wide epilogue kernels take these arguments: `cols` products a row (a multiple of 8,
+// at most 2^30), an output row stride a multiple of 8, and 16-byte aligned output, products,
+// per-channel scales and bias.
+bool Vec8EpilogueTakes(std::int64_t cols, std::int64_t out_stride, const void* out, const void* raw,
+                       const float* col_scales, bool per_channel, const void* bias) {
+  return cols % 8 == 0 && out_stride % 8 == 0 && cols <= (std::int64_t{1} << 30) &&
+         Aligned16(out) && Aligned16(raw) && (!per_channel || Aligned16(col_scales)) &&
+         (bias == nullptr || Aligned16(bias));
+}
+
 cudaDataType_t OutType(int dtype) {
   return static_cast<DType>(dtype) == DType::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
 }
@@ -294,9 +304,7 @@ cudaError_t Fp8GemmEpilogue(void* y, std::int64_t y_stride, const void* raw,
                             bool accumulate, cudaStream_t stream) {
   if (m < 0 || n <= 0 || y_stride < n) return cudaErrorInvalidValue;
   if (m == 0) return cudaSuccess;
-  const bool vec8 = n % 8 == 0 && y_stride % 8 == 0 && n <= (std::int64_t{1} << 30) &&
-                    Aligned16(y) && Aligned16(raw) && (!per_channel || Aligned16(col_scales)) &&
-                    (bias == nullptr || Aligned16(bias));
+  const bool vec8 = Vec8EpilogueTakes(n, y_stride, y, raw, col_scales, per_channel, bias);
   const auto blocks =
       static_cast<unsigned>(std::min<std::int64_t>(CeilDiv(m * n, kThreads), 65536));
   INFLIGHT_DISPATCH_HALF(dtype, T, {
@@ -319,9 +327,9 @@ cudaError_t Fp8GemmEpilogue(void* y, std::int64_t y_stride, const void* raw,
 bool Fp8SwiGluEpilogueTakes(std::int64_t act_stride, const void* act, const void* raw,
                             const float* col_scales, bool per_channel, const void* bias,
                             std::int64_t inter) {
-  return inter > 0 && inter % 8 == 0 && act_stride % 8 == 0 && act_stride >= inter &&
-         inter <= (std::int64_t{1} << 29) && Aligned16(act) && Aligned16(raw) &&
-         (!per_channel || Aligned16(col_scales)) && (bias == nullptr || Aligned16(bias));
+  // NOTE: inter % 8 too: the up half's scales and bias start at column inter.
+  return inter > 0 && inter % 8 == 0 && act_stride >= inter &&
+         Vec8EpilogueTakes(2 * inter, act_stride, act, raw, col_scales, per_channel, bias);
 }
 
 cudaError_t Fp8GemmSwiGluEpilogue(void* act, std::int64_t act_stride, const void* raw,
