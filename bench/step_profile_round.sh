@@ -11,7 +11,9 @@
 # INFLIGHT_STEP_PROFILE (64: steps per logged summary), INFLIGHT_BENCH_OUT ($OUT),
 # INFLIGHT_BENCH_QUANT ("": inflight-build's quantization flags for the engine, e.g. "--qformat fp8
 # --kv_cache_dtype fp8"), and any INFLIGHT_* switch the executor reads (INFLIGHT_CUDA_GRAPHS=0,
-# INFLIGHT_DISABLE_PDL=1, ...).
+# INFLIGHT_DISABLE_PDL=1, ...); INFLIGHT_BENCH_VARIANTS (space-separated NAME=VALUE settings: each
+# run once per setting, for A/B comparisons in one engine build, e.g. "INFLIGHT_DECODE_FP8_BLOCKS=2
+# INFLIGHT_DECODE_FP8_BLOCKS=3").
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pkg=${INFLIGHT_BENCH_PACKAGE_DIR:-$root/.device/bench}
@@ -34,13 +36,17 @@ trap 'rm -rf "$engine"' EXIT
   ${INFLIGHT_BENCH_QUANT:-} --output_dir "$engine/e" >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
 rc=0
 for run in $runs; do
-  shape=${run%%:*} n=${run#*:} tag=${run//[\/:]/-}
-  echo "== $shape, $n requests"
-  "$pkg/libexec/inflight-bench-executor" --engine_dir "$engine/e" --sections throughput \
-    --shapes "$shape" --num_requests "$n" --kv_cache_reuse=false \
-    --kv_cache_free_gpu_mem_fraction "${INFLIGHT_BENCH_KV_FRACTION:-0.9}" \
-    >"$dest/profile-$tag.md" 2>"$dest/profile-$tag.log" || rc=1
-  sed -n '/^| shape/,$p' "$dest/profile-$tag.md"
-  grep -E "step profile|KV pool|executor:" "$dest/profile-$tag.log" | cut -c1-330 | awk 'NR % 4 == 1'
+  for variant in ${INFLIGHT_BENCH_VARIANTS:-none}; do
+    shape=${run%%:*} n=${run#*:} tag=${run//[\/:]/-}
+    settings=()
+    [[ "$variant" != none ]] && { settings=("$variant"); tag+="-${variant//[^A-Za-z0-9]/_}"; }
+    echo "== $shape, $n requests ${settings[*]}"
+    env "${settings[@]}" "$pkg/libexec/inflight-bench-executor" --engine_dir "$engine/e" \
+      --sections throughput --shapes "$shape" --num_requests "$n" --kv_cache_reuse=false \
+      --kv_cache_free_gpu_mem_fraction "${INFLIGHT_BENCH_KV_FRACTION:-0.9}" \
+      >"$dest/profile-$tag.md" 2>"$dest/profile-$tag.log" || rc=1
+    sed -n '/^| shape/,$p' "$dest/profile-$tag.md"
+    grep -E "step profile|KV pool|executor:" "$dest/profile-$tag.log" | cut -c1-330 | awk 'NR % 4 == 1'
+  done
 done
 exit $rc
