@@ -84,6 +84,22 @@ bool UseBulkKernel(const PagedBatch& batch, std::int64_t num_kv_heads) {
          kBulkBlocksPerSm * sms;
 }
 
+// The FP8 cache's kernel holds 231 registers a thread, so 2 blocks an SM; capped at 168 (3 blocks,
+// a few spills) it ran 14% faster at 1024 x 192 keys and 11% at 1024 x 512, 5% at 256 x 1024, but
+// 24% slower at 64 x 2048 and 5-14% at batches 1-8, where the grid is a wave or two and the third
+// block only splits the last wave (H200, inflight-bench-gpu-fp8-kv; 4 blocks, 128 registers with
+// spills, was slower everywhere). So 3 where the grid is many waves: at least 8 blocks an SM.
+// INFLIGHT_DECODE_FP8_BLOCKS=2|3|4 forces one, an A/B switch.
+int Fp8BlocksPerSm(std::int64_t grid_blocks) {
+  static const int from_env = [] {
+    const char* v = std::getenv("INFLIGHT_DECODE_FP8_BLOCKS");
+    const int n = v != nullptr ? std::atoi(v) : 0;
+    return n >= 2 && n <= 4 ? n : 0;
+  }();
+  if (from_env != 0) return from_env;
+  return grid_blocks >= 8 * CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132) ? 3 : 2;
+}
+
 // DecodePartitionTokens for a batch whose kernel is already chosen (UseBulkKernel).
 std::int32_t PartitionTokensFor(const PagedBatch& batch, std::int64_t num_kv_heads, bool bulk) {
   if (bulk) {
@@ -176,7 +192,11 @@ cudaError_t LaunchPagedAttentionDecode(
                      fp8 != nullptr ? std::int64_t{1} : static_cast<std::int64_t>(DTypeSize(dtype)),
                      partition_tokens, max_splits),
       CurrentDeviceIsSm90OrLater(), bulk, window.window, window.sink,
-      fp8 != nullptr ? fp8->v : 1.0f};
+      fp8 != nullptr ? fp8->v : 1.0f,
+      fp8 != nullptr
+          ? Fp8BlocksPerSm(std::int64_t{batch.num_seqs} * shape.num_kv_heads *
+                           CeilDiv(group, detail::kDecTileHeads) * std::max(max_splits, 1))
+          : 2};
   if (fp8 != nullptr) {
     switch (shape.head_dim) {
       case 64:

@@ -49,6 +49,9 @@ struct DecodeArgs {
   // An FP8 KV cache (the kernels' KV = Fp8Code): the output's factor v_scale (k_scale is in
   // scale_log2). 1 for fp16 / bf16 pools, where no kernel reads it.
   float v_scale;
+  // An FP8 cache's kernel: the blocks each SM must hold at once (2, 3 or 4), which caps its
+  // registers; bf16 / fp16 pools run 2.
+  int fp8_blocks_per_sm;
 };
 
 constexpr int kDecWarps = 4;
@@ -440,8 +443,8 @@ namespace inflight::kernels::cuda::detail {
 
 // Grid: (num_kv_heads * head_tiles, num_seqs, max_splits), block: kDecThreads. kWindow: the split's
 // keys come from DecodeWindowSplit, which needs the sequence's length first.
-template <typename T, int D, bool kWindow, typename KV = T>
-__global__ void __launch_bounds__(kDecThreads, 2) DecodeAttentionKernel(DecodeArgs args) {
+template <typename T, int D, bool kWindow, typename KV = T, int kMinBlocks = 2>
+__global__ void __launch_bounds__(kDecThreads, kMinBlocks) DecodeAttentionKernel(DecodeArgs args) {
   using L = DecodeLayout<D>;
   using Steps = DecodeSteps<T, KV, D>;
   __shared__ float s_o[kDecWarps][kDecTileHeads][D];
@@ -550,7 +553,16 @@ cudaError_t LaunchDecodeAttentionFor(const DecodeArgs& args, cudaStream_t stream
   cudaError_t err = cudaSuccess;
   if constexpr (!std::is_same_v<KV, T>) {
     // An FP8 cache has the register-stream kernel only (its caller sets args.bulk false).
-    err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow, KV>, args);
+    switch (args.fp8_blocks_per_sm) {
+      case 3:
+        err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow, KV, 3>, args);
+        break;
+      case 4:
+        err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow, KV, 4>, args);
+        break;
+      default:
+        err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow, KV, 2>, args);
+    }
   } else {
     // NOTE: decided once per process, for the device of the first call (as context attention's).
     static const bool bulk_runs = Sm90aCodeRuns(DecodeBulkKernel<T, D, kWindow>);
