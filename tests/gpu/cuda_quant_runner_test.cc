@@ -9,7 +9,7 @@
 // engines: activations rounded to the dtype at every op on the device); for fp8 the E4M3 rounding
 // of an input rounded to bf16 first may land one E4M3 step away from the CPU's now and then, which
 // stays well inside it. A device-sampled greedy token must be one whose CPU logit is within that
-// bound of the CPU's largest. Main build only; skipped without a device.
+// bound of the CPU's largest (fp8: twice it). Main build only; skipped without a device.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -147,17 +147,21 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
     GPU_CHECK(got.ok(), name + ": " + got.status().ToString());
     GPU_CHECK(got->sampled_tokens.size() == step.sequences.size(),
               name + ": no device-sampled tokens");
-    const float scale = Scale(want->logits);
+    // The device's argmax compares two logits, each within the steps' bound of the CPU's; FP8
+    // engines: twice that, since either may sit at it (H200, seeds 2 and 8356338925687512479:
+    // qwen3 bf16 picked tokens 0.18 below the CPU's best where the bound was 0.14 and the two
+    // logits stayed within the steps' check).
+    const float bound = (algo == model::QuantAlgo::kFp8 ? 0.1f : 0.05f) * Scale(want->logits);
     for (std::size_t s = 0; s < step.sequences.size(); ++s) {
       const float* row = want->logits.data() + s * kVocab;
       const float best = *std::max_element(row, row + kVocab);
       const int token = got->sampled_tokens[s];
       GPU_CHECK(token >= 0 && token < kVocab, name + ": sampled token out of range");
-      if (!(row[token] >= best - 0.05f * scale)) {
+      if (!(row[token] >= best - bound)) {
         Fail(name + " graph decode round " + std::to_string(round) + " seq " + std::to_string(s) +
              ": greedy token " + std::to_string(token) + " has CPU logit " +
              std::to_string(row[token]) + ", the CPU's largest is " + std::to_string(best) +
-             " (bound " + std::to_string(0.05f * scale) + ")");
+             " (bound " + std::to_string(bound) + ")");
       }
     }
     std::printf("  %s graph decode round %d: tokens within bound\n", name.c_str(), round);
