@@ -105,6 +105,7 @@ Status CudaTransformer::AllocateActivations(std::int64_t max_tokens) {
   const bool swiglu = c.activation == Activation::kSwiGlu;
   const std::int64_t R = std::min<std::int64_t>(kLogitChunk, std::max(c.build.max_batch_size, 1));
   logit_chunk_ = R;
+  max_tokens_ = T;
   struct {
     DeviceBuffer* buf;
     std::int64_t bytes;
@@ -258,9 +259,12 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
   }
   for (std::size_t i = 0; i < weights_.layers.size(); ++i) {
     const DeviceLayer& l = weights_.layers[i];
-    RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
-    RETURN_IF_ERROR(DecoderLinear(qkv_.get(), normed_.get(), l.qkv_q, l.qkv, l.qkv_bias, T, qkv_dim,
-                                  H, false, "quantized linear qkv"));
+    ASSIGN_OR_RETURN(const bool fp8_qkv, Fp8NormQkv(l, T, qkv_dim));
+    if (!fp8_qkv) {
+      RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
+      RETURN_IF_ERROR(DecoderLinear(qkv_.get(), normed_.get(), l.qkv_q, l.qkv, l.qkv_bias, T,
+                                    qkv_dim, H, false, "quantized linear qkv"));
+    }
     char* q = qkv_.get<char>();
     char* k = q + q_dim * e;
     char* v = k + nkv * hd * e;
@@ -312,6 +316,8 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
     }
     RETURN_IF_ERROR(RowParallelAdd(attn_.get(), l.attn_out_q, l.attn_out, l.attn_out_bias, T, q_dim,
                                    "quantized linear attn_out"));
+    ASSIGN_OR_RETURN(const bool fp8_mlp, Fp8NormMlp(l, T, inter));
+    if (fp8_mlp) continue;
     RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
     // The fused gate/up + SwiGLU kernels read float weights; a quantized gate_up goes through its
     // linear, then the SwiGLU kernel.

@@ -15,6 +15,7 @@
 
 #include "common/dtype.h"
 #include "inflight/status.h"
+#include "kernels/cuda/fp8_activation_producers.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/paged_batch.h"
 #include "kernels/cuda/quant_linear.h"
@@ -133,6 +134,15 @@ class CudaTransformer {
   Status RowParallelAdd(void* x, const kernels::cuda::QuantWeight& q, const void* w,
                         const void* bias, std::int64_t m, std::int64_t k, const char* what);
   Status AllocateQuantScratch(std::int64_t max_tokens);
+  // W8A8 FP8 layers (cuda_transformer_fp8.cc): the attention block's norm and qkv, and the MLP
+  // block's norm, gate/up and down (with its all-reduce), through FP8 codes made by the kernels
+  // producing the activations. false, having queued nothing: the layer takes the unfused path.
+  Result<bool> Fp8NormQkv(const DeviceLayer& l, std::int64_t T, std::int64_t qkv_dim);
+  Result<bool> Fp8NormMlp(const DeviceLayer& l, std::int64_t T, std::int64_t inter);
+  // A [max_tokens_, width] activation buffer holding FP8 codes and row scales instead, and
+  // whether they fit in it.
+  kernels::cuda::Fp8Rows Fp8RowsIn(void* buffer, std::int64_t width) const;
+  bool Fp8RowsFit(std::int64_t width) const;
   // logits_ [rows, vocab] fp32 = logit_x_ · lm_headᵀ: this rank's vocabulary columns, then the
   // other ranks' (Collectives::AllGatherColumns).
   Status LmHead(std::int64_t rows);
@@ -159,6 +169,7 @@ class CudaTransformer {
   // (~1.3 ms more on an H100); 512 rows of fp32 logits cost 263 MB of a 128k vocabulary.
   static constexpr std::int64_t kLogitChunk = 512;
   std::int64_t logit_chunk_ = 0;
+  std::int64_t max_tokens_ = 0;  // rows of the activation buffers
   DeviceBuffer residual_, normed_, qkv_, attn_, mlp_, mlp_act_, logit_x_, logits_;
   std::int64_t activation_bytes_ = 0;
   // A quantized engine's linears: the FP8 GEMM (fp8 on a device with one), the dispatcher, and one

@@ -20,6 +20,7 @@
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/fp8_activation.h"
 #include "kernels/cuda/activations.h"
+#include "kernels/cuda/quant_activation_fp8.h"
 #include "kernels/cuda/quant_gemm_fp8.h"
 #include "kernels/cuda/quant_linear.h"
 
@@ -392,6 +393,90 @@ GPU_TEST(QuantLinearInt4OddColumnsFallsBack) {
   QuantCase c{"int4 k=4112 group 16", kc::QuantWeightKind::kInt4, 96, 4096 + 16, 16};
   c.zeros = true;
   CheckCase(c, linear, nullptr);
+}
+
+}  // namespace
+}  // namespace inflight::gpu_test
+
+namespace inflight::gpu_test {
+namespace {
+
+// RunFp8Rows and RunSwiGluFp8Rows, fed the codes and scales the quantize pass makes of x, against
+// Run and RunSwiGlu (+ the quantize pass of act) on x itself: the same bits, over several scratch
+// chunks (a 64-row scratch for 200 rows, a short last chunk), with accumulation into y.
+GPU_TEST(QuantLinearFp8RowsEqualRun) {
+  Engines e;
+  if (!e.fp8_available) {
+    std::printf("  no FP8 tensor cores on this device: nothing to compare\n");
+    return;
+  }
+  kc::QuantLinear linear(e.gemm, &e.fp8_gemm);
+  const std::int64_t inter = kN / 2, k = kK;
+  for (const bool static_scale : {false, true}) {
+    QuantCase c{"fp8 gate/up", kc::QuantWeightKind::kFp8E4M3, 2 * inter, k};
+    c.per_tensor = static_scale;
+    const HostWeight hw = MakeWeight(c);
+    const DeviceWeight dw(hw);
+    kc::QuantWeight w = ViewOf(c, hw, dw);
+    // A static scale near the inputs' amax / 448 (they lie in [-2, 2]); the act codes take theirs.
+    const float act_scale = static_scale ? 0.02f : 0.0f;
+    w.input_scale = static_scale ? 2.1f / 448.0f : 0.0f;
+    Scratch scratch(kc::QuantLinearScratchBytes(c.kind, 64, c.n, k, c.n * k, 2));
+    for (std::int64_t m : {9, 200}) {
+      const std::string name =
+          std::string(static_scale ? "static" : "dynamic") + " m=" + std::to_string(m);
+      if (!linear.TakesFp8Rows(w, c.dtype, m, c.n, k, scratch.view.raw_out, k, scratch.view)) {
+        GPU_CHECK(m < 9, name + ": the FP8 GEMM path refused rows it should take");
+        continue;
+      }
+      const std::vector<std::uint16_t> x =
+          ToBits(c.dtype, RandomVector(static_cast<std::size_t>(m * k), -2.0f, 2.0f));
+      DeviceArray<std::uint16_t> x_plain(x), x_quant(x);
+      DeviceArray<std::uint8_t> codes(static_cast<std::size_t>(m * k));
+      DeviceArray<float> scales(static_cast<std::size_t>(m));
+      CUDA_OK(kc::QuantizeActivationsFp8(x_quant.get(), k, c.dtype, m, k, w.input_scale,
+                                         codes.get(), scales.get(), nullptr));
+      const kc::Fp8Rows rows{codes.get(), scales.get()};
+      // A linear of n = 2 * inter outputs added onto y.
+      const std::vector<std::uint16_t> y0 =
+          ToBits(c.dtype, RandomVector(static_cast<std::size_t>(m * c.n), -1.0f, 1.0f));
+      DeviceArray<std::uint16_t> y_rows(y0), y_run(y0);
+      CUDA_OK(linear.RunFp8Rows(y_rows.get(), c.n, rows, w, nullptr, c.dtype, m, c.n, k, true,
+                                scratch.view, nullptr));
+      CUDA_OK(linear.Run(y_run.get(), c.n, x_plain.get(), k, w, nullptr, c.dtype, m, c.n, k, true,
+                         scratch.view, nullptr));
+      const std::vector<std::uint16_t> a = y_rows.Download(), b = y_run.Download();
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+      std::printf("  RunFp8Rows %-12s %zu of %zu outputs differ from Run\n", name.c_str(), differ,
+                  a.size());
+      GPU_CHECK(differ == 0, name + ": " + std::to_string(differ) + " outputs differ from Run");
+
+      // Gate/up + SwiGLU with the activations going out as codes.
+      const auto n_act = static_cast<std::size_t>(m * inter);
+      DeviceArray<std::uint8_t> act_codes(n_act), ref_codes(n_act);
+      DeviceArray<float> act_scales(static_cast<std::size_t>(m)),
+          ref_scales(static_cast<std::size_t>(m));
+      DeviceArray<std::uint16_t> act(n_act), x_swiglu(x);
+      CUDA_OK(linear.RunSwiGluFp8Rows({act_codes.get(), act_scales.get()}, act_scale, rows, w,
+                                      nullptr, c.dtype, m, inter, k, scratch.view, nullptr));
+      CUDA_OK(linear.RunSwiGlu(act.get(), x_swiglu.get(), k, w, nullptr, c.dtype, m, inter, k,
+                               scratch.view, nullptr));
+      CUDA_OK(kc::QuantizeActivationsFp8(act.get(), inter, c.dtype, m, inter, act_scale,
+                                         ref_codes.get(), ref_scales.get(), nullptr));
+      const std::vector<std::uint8_t> ca = act_codes.Download(), cb = ref_codes.Download();
+      std::size_t code_differ = 0, nonzero = 0;
+      for (std::size_t i = 0; i < n_act; ++i) {
+        code_differ += ca[i] != cb[i];
+        nonzero += (ca[i] & 0x7f) != 0;
+      }
+      const std::vector<float> sa = act_scales.Download(), sb = ref_scales.Download();
+      std::printf("  RunSwiGluFp8Rows %-12s %zu of %zu codes differ; scales %s\n", name.c_str(),
+                  code_differ, n_act, sa == sb ? "equal" : "DIFFER");
+      GPU_CHECK(code_differ == 0 && sa == sb, name + ": the SwiGLU codes differ");
+      GPU_CHECK(nonzero > n_act / 2, name + ": most act codes are zero: nothing was compared");
+    }
+  }
 }
 
 }  // namespace

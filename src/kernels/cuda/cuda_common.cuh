@@ -80,6 +80,19 @@ __device__ __forceinline__ float BlockSum(float v) {
   return WarpSum(v);
 }
 
+// The block's largest value, of values >= 0 (a block's unused warp slots read 0); every thread
+// gets it. Precondition: blockDim.x is a multiple of 32.
+__device__ __forceinline__ float BlockMax(float v) {
+  __shared__ float scratch[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = WarpMax(v);
+  __syncthreads();  // NOTE: scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.0f;
+  return WarpMax(v);
+}
+
 // Programmatic dependent launch (PDL, sm_90+). A kernel launched by LaunchProgrammatic may start
 // while the kernel before it in the stream drains, so it must call GridDependencyWait before it
 // reads anything an earlier kernel wrote or writes anything an earlier kernel reads; that wait

@@ -10,16 +10,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float BlockMax(float v) {
-  __shared__ float scratch[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = WarpMax(v);
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.0f;
-  return WarpMax(v);
-}
-
 // One block per token row. Grid: (m), Block: (kThreads).
 template <typename T>
 __global__ void QuantizeRowsKernel(T* x, std::int64_t x_stride, std::int64_t k, float static_scale,

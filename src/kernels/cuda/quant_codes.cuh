@@ -21,6 +21,21 @@ __device__ __forceinline__ std::uint8_t FloatToE4M3(float v) {
   return static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
+// The FP8 GEMM epilogues' 8 column scales from column o on (per channel; 16-byte aligned), or
+// the tensor's one 8 times.
+__device__ __forceinline__ void LoadColumnScales8(const float* col_scales, bool per_channel, int o,
+                                                  float (&cs)[8]) {
+  if (per_channel) {
+    const float4 lo = *reinterpret_cast<const float4*>(col_scales + o);
+    const float4 hi = *reinterpret_cast<const float4*>(col_scales + o + 4);
+    cs[0] = lo.x, cs[1] = lo.y, cs[2] = lo.z, cs[3] = lo.w;
+    cs[4] = hi.x, cs[5] = hi.y, cs[6] = hi.z, cs[7] = hi.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) cs[j] = col_scales[0];
+  }
+}
+
 // The zero point of (row, group): stored, or the implicit 8 (int4) / 0 (int8, fp8).
 template <QuantWeightKind kKind>
 __device__ __forceinline__ float ZeroPoint(const std::uint8_t* zeros, std::int64_t at) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/quant_codes.cuh"
 
 namespace inflight::kernels::cuda {
 namespace {
@@ -26,20 +27,6 @@ __global__ void Fp8EpilogueKernel(T* y, std::int64_t y_stride, const __nv_bfloat
     T* out = y + t * y_stride + o;
     if (accumulate) v += ToFloat(*out);
     *out = FromFloat<T>(v);
-  }
-}
-
-// The 8 column scales from column o on (per channel), or the tensor's one 8 times.
-__device__ __forceinline__ void LoadColumnScales8(const float* col_scales, bool per_channel, int o,
-                                                  float (&cs)[8]) {
-  if (per_channel) {
-    const float4 lo = *reinterpret_cast<const float4*>(col_scales + o);
-    const float4 hi = *reinterpret_cast<const float4*>(col_scales + o + 4);
-    cs[0] = lo.x, cs[1] = lo.y, cs[2] = lo.z, cs[3] = lo.w;
-    cs[4] = hi.x, cs[5] = hi.y, cs[6] = hi.z, cs[7] = hi.w;
-  } else {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) cs[j] = col_scales[0];
   }
 }
 
@@ -260,6 +247,12 @@ cublasStatus_t CublasLtFp8Gemm::Multiply(void* raw, const std::uint8_t* x_codes,
   const float alpha = 1.0f, beta = 0.0f;
   return cublasLtMatmul(handle_, plan->desc, &alpha, w_codes, plan->a, x_codes, plan->b, &beta, raw,
                         plan->c, raw, plan->c, &plan->algo, workspace_, workspace_bytes_, stream);
+}
+
+bool CublasLtFp8Gemm::Offers(std::int64_t m, std::int64_t n, std::int64_t k) {
+  if (init_status_ != CUBLAS_STATUS_SUCCESS || m <= 0 || k % 16 != 0 || n % 8 != 0) return false;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  return FindPlan(PlanKey{m, n, k, -1, false, false}, &st) != nullptr;
 }
 
 bool CublasLtFp8Gemm::OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,

@@ -40,6 +40,9 @@ class CublasLtFp8Gemm {
   cublasStatus_t Multiply(void* raw, const std::uint8_t* x_codes, const std::uint8_t* w_codes,
                           std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t stream);
 
+  // Whether Multiply has a kernel for this shape (asks the library once per shape).
+  bool Offers(std::int64_t m, std::int64_t n, std::int64_t k);
+
   // The whole linear in one call: y[t, o] = row_scales[t] * col_scales[o or 0] * sum_i x·w
   // (+ bias[o]) (+ y[t, o] when accumulate), rounded once to dtype (fp16 / bf16); y contiguous
   // [m, n]. Outer-vector scales (row_scales [m]; col_scales [n], or [1] when !per_channel).

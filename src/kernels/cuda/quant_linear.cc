@@ -1,5 +1,7 @@
 #include "kernels/cuda/quant_linear.h"
 
+#include <algorithm>
+
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/quant_activation_fp8.h"
 #include "kernels/cuda/quant_dequantize.h"
@@ -145,6 +147,70 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
+}
+
+bool QuantLinear::Fp8ChunksOffered(const QuantWeight& w, std::int64_t m, std::int64_t n,
+                                   std::int64_t k, const QuantScratch& scratch) const {
+  if (fp8_gemm_ == nullptr || m <= 0 || !QuantFp8GemmTakes(w.kind, k, n)) return false;
+  const std::int64_t rows = std::min(m, scratch.raw_out_bytes / (n * 2));
+  return rows > 0 && fp8_gemm_->Offers(rows, n, k) &&
+         (m % rows == 0 || fp8_gemm_->Offers(m % rows, n, k));
+}
+
+bool QuantLinear::TakesFp8Rows(const QuantWeight& w, DType dtype, std::int64_t m, std::int64_t n,
+                               std::int64_t k, const void* x, std::int64_t x_stride,
+                               const QuantScratch& scratch) const {
+  return m > 0 && PathFor(w, dtype, m, n, k, x, x_stride) == QuantLinearPath::kFp8Gemm &&
+         Fp8ChunksOffered(w, m, n, k, scratch);
+}
+
+template <typename Epilogue>
+cudaError_t QuantLinear::RunFp8RowChunks(const Fp8Rows& x, const QuantWeight& w, std::int64_t m,
+                                         std::int64_t n, std::int64_t k,
+                                         const QuantScratch& scratch, cudaStream_t stream,
+                                         Epilogue&& epilogue) {
+  const std::int64_t rows = std::min(m, scratch.raw_out_bytes / (n * 2));
+  for (std::int64_t t0 = 0; t0 < m; t0 += rows) {
+    const std::int64_t mt = std::min(rows, m - t0);
+    const cublasStatus_t st =
+        fp8_gemm_->Multiply(scratch.raw_out, x.codes + t0 * k, w.codes, mt, n, k, stream);
+    if (st != CUBLAS_STATUS_SUCCESS) return FromCublas(st);
+    const cudaError_t err = epilogue(t0, mt);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t QuantLinear::RunFp8Rows(void* y, std::int64_t y_stride, Fp8Rows x, const QuantWeight& w,
+                                    const void* bias, DType dtype, std::int64_t m, std::int64_t n,
+                                    std::int64_t k, bool accumulate, const QuantScratch& scratch,
+                                    cudaStream_t stream) {
+  if (m < 0 || y_stride < n) return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;
+  if (!Fp8ChunksOffered(w, m, n, k, scratch)) return cudaErrorNotSupported;
+  return RunFp8RowChunks(x, w, m, n, k, scratch, stream, [&](std::int64_t t0, std::int64_t mt) {
+    void* yt = static_cast<char*>(y) + t0 * y_stride * 2;  // fp16 / bf16
+    return Fp8GemmEpilogue(yt, y_stride, scratch.raw_out, x.row_scales + t0, w.scales,
+                           !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
+  });
+}
+
+cudaError_t QuantLinear::RunSwiGluFp8Rows(Fp8Rows act, float act_static_scale, Fp8Rows x,
+                                          const QuantWeight& w, const void* bias, DType dtype,
+                                          std::int64_t m, std::int64_t inter, std::int64_t k,
+                                          const QuantScratch& scratch, cudaStream_t stream) {
+  if (m < 0 || inter <= 0) return cudaErrorInvalidValue;
+  if (m == 0) return cudaSuccess;
+  if (!Fp8ChunksOffered(w, m, 2 * inter, k, scratch) ||
+      !Fp8SwiGluCodesTakes(inter, scratch.raw_out, w.scales, !w.per_tensor, bias, act.codes)) {
+    return cudaErrorNotSupported;
+  }
+  return RunFp8RowChunks(
+      x, w, m, 2 * inter, k, scratch, stream, [&](std::int64_t t0, std::int64_t mt) {
+        return Fp8GemmSwiGluEpilogueCodes(
+            {act.codes + t0 * inter, act.row_scales + t0}, scratch.raw_out, x.row_scales + t0,
+            w.scales, !w.per_tensor, bias, dtype, mt, inter, act_static_scale, stream);
+      });
 }
 
 cudaError_t QuantLinear::RunDequantGemm(void* y, std::int64_t y_stride, const void* x,

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "common/dtype.h"
+#include "kernels/cuda/fp8_activation_producers.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/quant_gemm_fp8.h"
 #include "kernels/cuda/quant_linear_path.h"
@@ -64,6 +65,31 @@ class QuantLinear {
                         const void* bias, DType dtype, std::int64_t m, std::int64_t inter,
                         std::int64_t k, const QuantScratch& scratch, cudaStream_t stream);
 
+  // Whether RunFp8Rows (n outputs) and RunSwiGluFp8Rows (n = 2 * inter) take these arguments: Run
+  // would take kFp8Gemm (x, x_stride: where Run's input would be) and the library has an FP8
+  // kernel for each chunk of rows the scratch holds. Asks the library once per shape.
+  bool TakesFp8Rows(const QuantWeight& w, DType dtype, std::int64_t m, std::int64_t n,
+                    std::int64_t k, const void* x, std::int64_t x_stride,
+                    const QuantScratch& scratch) const;
+
+  // Run with its input already quantized by the kernel that produced it
+  // (fp8_activation_producers.h: x.codes [m, k] and x.row_scales [m] under w.input_scale's rule):
+  // the bits Run gives for the rows those codes came from. The caller asks TakesFp8Rows first;
+  // cudaErrorNotSupported, having done nothing, where the FP8 GEMM cannot run these rows.
+  cudaError_t RunFp8Rows(void* y, std::int64_t y_stride, Fp8Rows x, const QuantWeight& w,
+                         const void* bias, DType dtype, std::int64_t m, std::int64_t n,
+                         std::int64_t k, bool accumulate, const QuantScratch& scratch,
+                         cudaStream_t stream);
+
+  // RunSwiGlu from codes, its act rows going out as codes as well (act.codes [m, inter], under
+  // act_static_scale's rule: the next linear's input_scale): the bits of RunSwiGlu then
+  // QuantizeActivationsFp8. The caller asks TakesFp8Rows (n = 2 * inter) first;
+  // cudaErrorNotSupported, having done nothing, where the FP8 GEMM cannot run these rows or
+  // Fp8SwiGluCodesTakes is false.
+  cudaError_t RunSwiGluFp8Rows(Fp8Rows act, float act_static_scale, Fp8Rows x, const QuantWeight& w,
+                               const void* bias, DType dtype, std::int64_t m, std::int64_t inter,
+                               std::int64_t k, const QuantScratch& scratch, cudaStream_t stream);
+
   // Tests and benchmarks: every call takes `path` where its preconditions hold (nullopt: the
   // rule).
   void force_path(std::optional<QuantLinearPath> path) { forced_ = path; }
@@ -79,6 +105,14 @@ class QuantLinear {
                          const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
                          std::int64_t n, std::int64_t k, bool accumulate, bool swiglu,
                          const QuantScratch& scratch, cudaStream_t stream);
+  // An FP8 weight whose GEMM the library runs for each chunk of m rows the scratch holds.
+  bool Fp8ChunksOffered(const QuantWeight& w, std::int64_t m, std::int64_t n, std::int64_t k,
+                        const QuantScratch& scratch) const;
+  // RunFp8Rows and RunSwiGluFp8Rows: the GEMM of each chunk of rows, then `epilogue(t0, mt)`.
+  template <typename Epilogue>
+  cudaError_t RunFp8RowChunks(const Fp8Rows& x, const QuantWeight& w, std::int64_t m,
+                              std::int64_t n, std::int64_t k, const QuantScratch& scratch,
+                              cudaStream_t stream, Epilogue&& epilogue);
   // kDequantGemm on inputs already rounded to E4M3 for fp8.
   cudaError_t RunDequantGemm(void* y, std::int64_t y_stride, const void* x, std::int64_t x_stride,
                              const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,

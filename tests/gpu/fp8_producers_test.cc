@@ -1,0 +1,151 @@
+// The kernels that write a W8A8 linear's input as FP8 codes
+// (kernels/cuda/fp8_activation_producers.h) against the two passes they replace: RMSNorm then the
+// quantize pass, and the gate/up epilogue with SwiGLU then the quantize pass. Both must give the
+// same codes and row scales bit for bit (those passes are checked against the CPU in norm_test and
+// quant_linear_test); the dequantized norm output is also held against the CPU RMSNorm within
+// E4M3's rounding.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cuda/fp8_activation_producers.h"
+#include "kernels/cuda/quant_activation_fp8.h"
+#include "kernels/cuda/quant_gemm_fp8.h"
+#include "kernels/cuda/rmsnorm.h"
+
+namespace inflight::gpu_test {
+namespace {
+
+namespace kc = kernels::cuda;
+
+// E4M3 to float on the host (normal and subnormal codes; the producers never write NaN).
+float E4M3Value(std::uint8_t code) {
+  const int sign = code >> 7, exp = (code >> 3) & 0xf, man = code & 0x7;
+  const float v = exp == 0 ? static_cast<float>(man) / 8.0f * 0.015625f
+                           : (1.0f + static_cast<float>(man) / 8.0f) * std::ldexp(1.0f, exp - 7);
+  return sign ? -v : v;
+}
+
+struct CodesAndScales {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+};
+
+CodesAndScales Fetch(const DeviceArray<std::uint8_t>& codes, const DeviceArray<float>& scales) {
+  return {codes.Download(), scales.Download()};
+}
+
+// Counts differing codes, prints the comparison, and checks that the codes are not mostly zero
+// (which would make the comparison empty).
+void ExpectSame(const std::string& name, const CodesAndScales& fused, const CodesAndScales& ref) {
+  std::size_t differ = 0, nonzero = 0;
+  for (std::size_t i = 0; i < fused.codes.size(); ++i) {
+    differ += fused.codes[i] != ref.codes[i];
+    nonzero += (fused.codes[i] & 0x7f) != 0;
+  }
+  const bool scales_equal = fused.scales == ref.scales;
+  std::printf("  %-44s %zu of %zu codes differ, scales %s\n", name.c_str(), differ,
+              fused.codes.size(), scales_equal ? "equal" : "DIFFER");
+  GPU_CHECK(differ == 0 && scales_equal, name + ": fused and two-pass codes differ");
+  GPU_CHECK(nonzero > fused.codes.size() / 2, name + ": most codes are zero");
+}
+
+void CheckRmsNorm(DType dtype, int tokens, int hidden, float static_scale) {
+  const std::string name = "rmsnorm " + Describe(dtype) + " tokens=" + std::to_string(tokens) +
+                           " hidden=" + std::to_string(hidden) +
+                           (static_scale > 0 ? " static" : " dynamic");
+  const auto n = static_cast<std::size_t>(tokens) * static_cast<std::size_t>(hidden);
+  const auto x = RoundTo(dtype, RandomVector(n, -2.0f, 2.0f));
+  const auto weight = RoundTo(dtype, RandomVector(static_cast<std::size_t>(hidden), 0.5f, 1.5f));
+  const float eps = 1e-5f;
+  DeviceArray<std::uint16_t> d_x(ToBits(dtype, x)), d_w(ToBits(dtype, weight)), normed(n);
+  DeviceArray<std::uint8_t> codes(n), ref_codes(n);
+  DeviceArray<float> scales(static_cast<std::size_t>(tokens)),
+      ref_scales(static_cast<std::size_t>(tokens));
+  GPU_CHECK(kc::RmsNormFp8Takes(hidden, d_x.get(), d_w.get(), codes.get()), name + ": refused");
+  CUDA_OK(kc::RmsNormQuantFp8({codes.get(), scales.get()}, d_x.get(), d_w.get(), dtype, tokens,
+                              hidden, eps, static_scale, nullptr));
+  CUDA_OK(kc::RmsNorm(normed.get(), d_x.get(), nullptr, d_w.get(), dtype, tokens, hidden, eps,
+                      nullptr));
+  CUDA_OK(kc::QuantizeActivationsFp8(normed.get(), hidden, dtype, tokens, hidden, static_scale,
+                                     ref_codes.get(), ref_scales.get(), nullptr));
+  const CodesAndScales fused = Fetch(codes, scales);
+  ExpectSame(name, fused, Fetch(ref_codes, ref_scales));
+
+  std::vector<float> ref(n);
+  kernels::cpu::RmsNorm(ref.data(), x.data(), nullptr, kernels::cpu::WeightPtr(weight.data()),
+                        tokens, hidden, eps);
+  std::vector<float> dequantized(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    dequantized[i] = E4M3Value(fused.codes[i]) * fused.scales[i / static_cast<std::size_t>(hidden)];
+  }
+  // E4M3 keeps 3 mantissa bits (half an ulp: 2^-4 relative); below its smallest normal the step
+  // is absolute: 2^-10 of the scale, at most 448 * 2^-10 of the row's amax (<= ~4.5 here).
+  ExpectClose(name + " dequantized vs CPU", dequantized, ref, 0.01f, 0.0625f + 2 * Epsilon(dtype));
+}
+
+GPU_TEST(RmsNormQuantFp8EqualsTwoPasses) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (int tokens : {1, 7, 300})
+      for (int hidden : {1032, 4096, 8192}) CheckRmsNorm(dtype, tokens, hidden, 0.0f);
+  CheckRmsNorm(DType::kBFloat16, 33, 4096, 4.0f / 448.0f);
+}
+
+// static_scale: one scale for every row, the largest of the dynamic rule's (as a calibrated
+// input_scale would be); else each row's own.
+void CheckSwiGlu(DType dtype, int m, int inter, bool per_channel, bool with_bias,
+                 bool static_scale) {
+  const std::string name = "swiglu " + Describe(dtype) + " m=" + std::to_string(m) +
+                           " inter=" + std::to_string(inter) +
+                           (per_channel ? " per-channel" : " per-tensor") +
+                           (with_bias ? " +bias" : "") + (static_scale ? " static" : "");
+  const auto n_raw = static_cast<std::size_t>(m) * 2 * static_cast<std::size_t>(inter);
+  const auto n_act = n_raw / 2;
+  // Unscaled FP8 products are sums of k code products: hundreds to thousands.
+  DeviceArray<std::uint16_t> raw(ToBits(DType::kBFloat16, RandomVector(n_raw, -3000, 3000)));
+  DeviceArray<float> row_scales(RandomVector(static_cast<std::size_t>(m), 0.001f, 0.01f));
+  DeviceArray<float> col_scales(
+      RandomVector(per_channel ? 2 * static_cast<std::size_t>(inter) : 1, 0.0005f, 0.002f));
+  DeviceArray<std::uint16_t> bias(
+      ToBits(dtype, RandomVector(2 * static_cast<std::size_t>(inter), -0.5f, 0.5f)));
+  const void* b = with_bias ? bias.get() : nullptr;
+  DeviceArray<std::uint8_t> codes(n_act), ref_codes(n_act);
+  DeviceArray<float> scales(static_cast<std::size_t>(m)), ref_scales(static_cast<std::size_t>(m));
+  DeviceArray<std::uint16_t> act(n_act);
+  GPU_CHECK(
+      kc::Fp8SwiGluCodesTakes(inter, raw.get(), col_scales.get(), per_channel, b, codes.get()),
+      name + ": refused");
+  CUDA_OK(kc::Fp8GemmSwiGluEpilogue(act.get(), inter, raw.get(), row_scales.get(), col_scales.get(),
+                                    per_channel, b, dtype, m, inter, nullptr));
+  float scale = 0.0f;
+  if (static_scale) {
+    CUDA_OK(kc::QuantizeActivationsFp8(act.get(), inter, dtype, m, inter, 0.0f, ref_codes.get(),
+                                       ref_scales.get(), nullptr));
+    for (float row : ref_scales.Download()) scale = std::max(scale, row);
+  }
+  CUDA_OK(kc::Fp8GemmSwiGluEpilogueCodes({codes.get(), scales.get()}, raw.get(), row_scales.get(),
+                                         col_scales.get(), per_channel, b, dtype, m, inter, scale,
+                                         nullptr));
+  CUDA_OK(kc::QuantizeActivationsFp8(act.get(), inter, dtype, m, inter, scale, ref_codes.get(),
+                                     ref_scales.get(), nullptr));
+  ExpectSame(name, Fetch(codes, scales), Fetch(ref_codes, ref_scales));
+}
+
+GPU_TEST(SwiGluEpilogueCodesEqualsTwoPasses) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    CheckSwiGlu(dtype, 5, 14336, true, false, false);
+    CheckSwiGlu(dtype, 64, 136, false, true, false);
+  }
+  CheckSwiGlu(DType::kBFloat16, 3, 32768, true, true, false);  // 64 KiB of shared memory a row
+  CheckSwiGlu(DType::kBFloat16, 17, 7168, true, false, true);
+  // Past the largest row: refused, not run.
+  GPU_CHECK(!kc::Fp8SwiGluCodesTakes(32776, nullptr, nullptr, false, nullptr, nullptr),
+            "a row past 32768 is not refused");
+}
+
+}  // namespace
+}  // namespace inflight::gpu_test
