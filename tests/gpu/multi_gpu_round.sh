@@ -12,7 +12,8 @@
 #   3. (step throughput, not in the default steps) offline throughput of a random Llama-3.1-8B bf16
 #      engine (inflight-build --random_preset, no checkpoint) at tp 1 on one GPU and tp 2 on two,
 #      each served by the launcher and driven by tools/benchmark_core_model.py with all requests at
-#      once, token ids over HTTP; the scaling efficiency is tp 2's rate / (2 x tp 1's).
+#      once (or INFLIGHT_THROUGHPUT_CONCURRENCY at a time), token ids over HTTP; the scaling
+#      efficiency is tp 2's rate / (2 x tp 1's).
 # Prints a markdown section on stdout; logs go to the folder given.
 #
 #   tests/gpu/multi_gpu_round.sh <log_dir>      # INFLIGHT_DEVICE_DIR (.device), as device_round.sh
@@ -21,7 +22,8 @@
 # INFLIGHT_CUDA_LIB_DIRS (CUDA's and NCCL's library folders for our programs, as device_round.sh sets
 # it), INFLIGHT_THROUGHPUT_PRESET (llama-3.1-8b; tiny for a dry run on a CPU),
 # INFLIGHT_THROUGHPUT_SHAPES (128/128,2048/128: input/output tokens), INFLIGHT_THROUGHPUT_REQUESTS (1000
-# per shape), INFLIGHT_THROUGHPUT_DIR (where engines are written; default the roomier of /dev/shm and
+# per shape), INFLIGHT_THROUGHPUT_CONCURRENCY (default all of them at once; 1 measures batch-1 decode:
+# 1000 / output tok/s is the step time, less the prompt's share), INFLIGHT_THROUGHPUT_DIR (where engines are written; default the roomier of /dev/shm and
 # /tmp; each is removed after its run), INFLIGHT_THROUGHPUT_TP ("1 2": the tp sizes measured),
 # INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE (256: the engines' and the model's), INFLIGHT_THROUGHPUT_QUANT
 # ("": inflight-build's quantization flags, e.g. "--qformat fp8 --kv_cache_dtype fp8"),
@@ -203,7 +205,7 @@ bench_into() {
   for shape in ${tput_shapes//,/ }; do
     in=${shape%/*}; out=${shape#*/}
     python3 "$root/tools/benchmark_core_model.py" -u "localhost:$port" --max-input-len "$in" \
-      --num-requests "$tput_requests" --concurrency "$tput_requests" --warmup-requests 8 \
+      --num-requests "$tput_requests" --concurrency "$tput_concurrency" --warmup-requests 8 \
       --vocab-size "$tput_vocab" --exclude-input-in-output token-norm-dist --input-mean "$in" \
       --input-stdev 0 --output-mean "$out" --output-stdev 0 >"$logs/bench-$name-${in}-${out}.log" 2>&1 ||
       return 1
@@ -216,6 +218,7 @@ if want throughput; then
   preset=${INFLIGHT_THROUGHPUT_PRESET:-llama-3.1-8b}
   tput_shapes=${INFLIGHT_THROUGHPUT_SHAPES:-128/128,2048/128}
   tput_requests=${INFLIGHT_THROUGHPUT_REQUESTS:-1000}
+  tput_concurrency=${INFLIGHT_THROUGHPUT_CONCURRENCY:-$tput_requests}
   tput_dir=${INFLIGHT_THROUGHPUT_DIR:-}
   if [[ -z "$tput_dir" ]]; then
     tput_dir=/tmp
@@ -231,7 +234,7 @@ if want throughput; then
   echo
   tput_batch=${INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE:-256}
   tput_quant=${INFLIGHT_THROUGHPUT_QUANT:-}
-  echo "### Offline throughput, random $preset bf16${tput_quant:+ ($tput_quant)}, tp 1 vs tp 2 ($tput_requests requests per shape, all at once, max batch $tput_batch)"
+  echo "### Throughput, random $preset bf16${tput_quant:+ ($tput_quant)}, tp 1 vs tp 2 ($tput_requests requests per shape, $tput_concurrency at a time, max batch $tput_batch)"
   echo
   for tp in ${INFLIGHT_THROUGHPUT_TP:-1 2}; do
     engine="$tput_dir/inflight-tput-engine-tp$tp"
