@@ -14,11 +14,12 @@
 namespace inflight::bench {
 
 void AddRandomEngineFlags(tools::FlagSet* flags, RandomEngineOptions* o) {
-  flags->Add(
-      "preset", "NAME", "random checkpoint: tiny (default), small, llama-3.1-8b",
-      [o](const std::string& v) {
-        return tools::ParseChoice("--preset", v, {"tiny", "small", "llama-3.1-8b"}, &o->preset);
-      });
+  flags->Add("preset", "NAME",
+             "random checkpoint: tiny (default), small, llama-3.1-8b, llama-3.1-70b",
+             [o](const std::string& v) {
+               return tools::ParseChoice(
+                   "--preset", v, {"tiny", "small", "llama-3.1-8b", "llama-3.1-70b"}, &o->preset);
+             });
   flags->Add(
       "dtype", "NAME", "float32 | float16 | bfloat16 (default: the preset's)",
       [o](const std::string& v) {

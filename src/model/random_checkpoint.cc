@@ -96,13 +96,17 @@ Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* o
     o->vocab_size = 8192;
     return Status::Ok();
   }
-  if (preset == "llama-3.1-8b") {
+  // Llama-3.1-8B and -70B's shapes (their config.json files on the Hugging Face hub): one rope
+  // scaling, vocabulary and special ids; 70B 80 layers of hidden 8192, 64/8 heads, intermediate
+  // 28672.
+  const bool llama70b = preset == "llama-3.1-70b";
+  if (preset == "llama-3.1-8b" || llama70b) {
     o->arch = "llama";
-    o->hidden_size = 4096;
-    o->num_layers = 32;
-    o->num_heads = 32;
+    o->hidden_size = llama70b ? 8192 : 4096;
+    o->num_layers = llama70b ? 80 : 32;
+    o->num_heads = llama70b ? 64 : 32;
     o->num_kv_heads = 8;
-    o->intermediate_size = 14336;
+    o->intermediate_size = llama70b ? 28672 : 14336;
     o->vocab_size = 128256;
     o->max_position_embeddings = 131072;
     o->rope.type = RopeType::kLlama3;
@@ -118,7 +122,7 @@ Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* o
     return Status::Ok();
   }
   return InvalidArgument("--preset \"" + std::string(preset) +
-                         "\" is not one of: tiny, small, llama-3.1-8b");
+                         "\" is not one of: tiny, small, llama-3.1-8b, llama-3.1-70b");
 }
 
 Status ValidateCheckpointOptions(const RandomCheckpointOptions& o) {

@@ -49,9 +49,9 @@ struct RandomCheckpointOptions {
   std::optional<std::int32_t> eos_token_id;
 };
 
-// "tiny" (hidden 64, 2 layers, 4/2 heads, intermediate 128), "small" or "llama-3.1-8b" (its
-// shapes, llama3 rope scaling, bfloat16). Sets the preset's fields only; later flags may override
-// them.
+// "tiny" (hidden 64, 2 layers, 4/2 heads, intermediate 128), "small", "llama-3.1-8b" or
+// "llama-3.1-70b" (their shapes, llama3 rope scaling, bfloat16). Sets the preset's fields only;
+// later flags may override them.
 Status ApplyCheckpointPreset(std::string_view preset, RandomCheckpointOptions* options);
 Status ValidateCheckpointOptions(const RandomCheckpointOptions& options);
 // The options as WriteRandomCheckpoint applies them: vocabulary size and bos/eos from the tokenizer

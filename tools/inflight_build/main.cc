@@ -117,13 +117,14 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
         "activations per token at run time, and static scales come from pre-quantized "
         "checkpoints (compressed-tensors, ModelOpt)");
   });
-  flags->Add("random_preset", "tiny|small|llama-3.1-8b",
+  flags->Add("random_preset", "tiny|small|llama-3.1-8b|llama-3.1-70b",
              "instead of --checkpoint_dir: the engine of `make_checkpoint --preset P --seed S`'s "
              "checkpoint, written straight from random weights (no checkpoint written or read; "
              "--qformat and --kv_cache_dtype apply as to that checkpoint)",
              [random](const std::string& v) {
                return inflight::tools::ParseChoice(
-                   "--random_preset", v, {"tiny", "small", "llama-3.1-8b"}, &random->preset);
+                   "--random_preset", v, {"tiny", "small", "llama-3.1-8b", "llama-3.1-70b"},
+                   &random->preset);
              });
   flags->Add("seed", "N", "with --random_preset: make_checkpoint's --seed (default 0)",
              [random](const std::string& v) {

@@ -34,7 +34,7 @@ void DefineFlags(FlagSet* f, Cli* c) {
            c->output_dir = v;
            return v.empty() ? inflight::InvalidArgument("--output_dir is empty") : Status::Ok();
          });
-  f->Add("preset", "tiny|small|llama-3.1-8b",
+  f->Add("preset", "tiny|small|llama-3.1-8b|llama-3.1-70b",
          "start from a preset's sizes (flags given explicitly still apply)",
          [](const std::string& v) {
            RandomCheckpointOptions probe;  // applied before parsing; see FindPreset

@@ -126,6 +126,28 @@ TEST(RandomCheckpointTest, Llama8bPresetHasTheRealShapes) {
   EXPECT_THAT(ApplyCheckpointPreset("huge", &o).message(), HasSubstr("\"huge\" is not one of"));
 }
 
+TEST(RandomCheckpointTest, Llama70bPresetHasTheRealShapes) {
+  RandomCheckpointOptions o;
+  ASSERT_TRUE(ApplyCheckpointPreset("llama-3.1-70b", &o).ok());
+  auto c = EngineConfigFromHuggingFace(CheckpointConfigJson(o), "preset");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->num_layers, 80);
+  EXPECT_EQ(c->hidden_size, 8192);
+  EXPECT_EQ(c->num_attention_heads, 64);
+  EXPECT_EQ(c->num_kv_heads, 8);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_EQ(c->intermediate_size, 28672);
+  EXPECT_EQ(c->vocab_size, 128256);
+  EXPECT_EQ(c->rope.type, RopeType::kLlama3);
+  std::uint64_t params = 0;
+  for (const HfTensorSpec& t : CheckpointTensors(o)) {
+    std::uint64_t n = 1;
+    for (auto d : t.shape) n *= static_cast<std::uint64_t>(d);
+    params += n;
+  }
+  EXPECT_EQ(params, 70553706496u);  // Llama 3.1 70B's parameter count
+}
+
 TEST(RandomCheckpointTest, SameOptionsWriteTheSameBytes) {
   TempDir dir;
   RandomCheckpointOptions o;
