@@ -15,6 +15,20 @@ cudaError_t FromCublas(cublasStatus_t st) {
   return st == CUBLAS_STATUS_NOT_SUPPORTED ? cudaErrorNotSupported : cudaErrorUnknown;
 }
 
+// Row t of a [rows, stride] fp16 / bf16 matrix (2 bytes an element).
+void* RowOf(void* base, std::int64_t stride, std::int64_t t) {
+  return static_cast<char*>(base) + t * stride * 2;
+}
+
+// Rows per FP8 GEMM: what the scratch holds (QuantFp8RowsPerGemm), so Run and the codes-in path
+// multiply in the same chunks.
+std::int64_t Fp8ChunkRows(const QuantScratch& scratch, std::int64_t m, std::int64_t n,
+                          std::int64_t k) {
+  const QuantScratchBytes sizes{scratch.weight_bytes, scratch.act_codes_bytes,
+                                scratch.act_scales_bytes, scratch.raw_out_bytes};
+  return QuantFp8RowsPerGemm(sizes, m, n, k);
+}
+
 int DeviceMaxSharedBytes() {
   int device = 0, value = 48 << 10;
   if (cudaGetDevice(&device) != cudaSuccess ||
@@ -93,18 +107,12 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
                                     const QuantWeight& w, const void* bias, DType dtype,
                                     std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
                                     bool swiglu, const QuantScratch& scratch, cudaStream_t stream) {
-  const QuantScratchBytes sizes{scratch.weight_bytes, scratch.act_codes_bytes,
-                                scratch.act_scales_bytes, scratch.raw_out_bytes};
-  const std::int64_t rows = QuantFp8RowsPerGemm(sizes, m, n, k);
+  const std::int64_t rows = Fp8ChunkRows(scratch, m, n, k);
   if (rows <= 0) return cudaErrorNotSupported;
-  // NOTE: fp16 / bf16, 2 bytes an element.
-  const auto row_of = [](void* base, std::int64_t stride, std::int64_t t) {
-    return static_cast<void*>(static_cast<char*>(base) + t * stride * 2);
-  };
   for (std::int64_t t0 = 0; t0 < m; t0 += rows) {
     const std::int64_t mt = m - t0 < rows ? m - t0 : rows;
-    void* xt = row_of(x, x_stride, t0);
-    void* yt = row_of(y, y_stride, t0);
+    void* xt = RowOf(x, x_stride, t0);
+    void* yt = RowOf(y, y_stride, t0);
     cudaError_t err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale,
                                              scratch.act_codes, scratch.act_scales, stream);
     if (err != cudaSuccess) return err;
@@ -152,7 +160,7 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
 bool QuantLinear::Fp8ChunksOffered(const QuantWeight& w, std::int64_t m, std::int64_t n,
                                    std::int64_t k, const QuantScratch& scratch) const {
   if (fp8_gemm_ == nullptr || m <= 0 || !QuantFp8GemmTakes(w.kind, k, n)) return false;
-  const std::int64_t rows = std::min(m, scratch.raw_out_bytes / (n * 2));
+  const std::int64_t rows = Fp8ChunkRows(scratch, m, n, k);
   return rows > 0 && fp8_gemm_->Offers(rows, n, k) &&
          (m % rows == 0 || fp8_gemm_->Offers(m % rows, n, k));
 }
@@ -169,7 +177,7 @@ cudaError_t QuantLinear::RunFp8RowChunks(const Fp8Rows& x, const QuantWeight& w,
                                          std::int64_t n, std::int64_t k,
                                          const QuantScratch& scratch, cudaStream_t stream,
                                          Epilogue&& epilogue) {
-  const std::int64_t rows = std::min(m, scratch.raw_out_bytes / (n * 2));
+  const std::int64_t rows = Fp8ChunkRows(scratch, m, n, k);
   for (std::int64_t t0 = 0; t0 < m; t0 += rows) {
     const std::int64_t mt = std::min(rows, m - t0);
     const cublasStatus_t st =
@@ -189,9 +197,8 @@ cudaError_t QuantLinear::RunFp8Rows(void* y, std::int64_t y_stride, Fp8Rows x, c
   if (m == 0) return cudaSuccess;
   if (!Fp8ChunksOffered(w, m, n, k, scratch)) return cudaErrorNotSupported;
   return RunFp8RowChunks(x, w, m, n, k, scratch, stream, [&](std::int64_t t0, std::int64_t mt) {
-    void* yt = static_cast<char*>(y) + t0 * y_stride * 2;  // fp16 / bf16
-    return Fp8GemmEpilogue(yt, y_stride, scratch.raw_out, x.row_scales + t0, w.scales,
-                           !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
+    return Fp8GemmEpilogue(RowOf(y, y_stride, t0), y_stride, scratch.raw_out, x.row_scales + t0,
+                           w.scales, !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
   });
 }
 
