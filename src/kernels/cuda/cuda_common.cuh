@@ -68,29 +68,27 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
-// Sum over the block; every thread gets the result. Precondition: blockDim.x is a multiple of 32.
-__device__ __forceinline__ float BlockSum(float v) {
+// `warp_reduce` (WarpSum, WarpMax) over the block; every thread gets the result. A block's unused
+// warp slots read 0 (so a max is of values >= 0). Precondition: blockDim.x is a multiple of 32.
+template <typename WarpReduce>
+__device__ __forceinline__ float BlockReduce(float v, WarpReduce warp_reduce) {
   __shared__ float scratch[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = WarpSum(v);
+  v = warp_reduce(v);
   __syncthreads();  // NOTE: scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.0f;
-  return WarpSum(v);
+  return warp_reduce(v);
 }
 
-// The block's largest value, of values >= 0 (a block's unused warp slots read 0); every thread
-// gets it. Precondition: blockDim.x is a multiple of 32.
-__device__ __forceinline__ float BlockMax(float v) {
-  __shared__ float scratch[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = WarpMax(v);
-  __syncthreads();  // NOTE: scratch may still be read by a previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.0f;
-  return WarpMax(v);
+// NOTE: lambdas, not the functions' addresses, so that each reduction inlines (and keeps its own
+// scratch, as before).
+__device__ __forceinline__ float BlockSum(float v) {
+  return BlockReduce(v, [](float x) { return WarpSum(x); });
+}
+__device__ __forceinline__ float BlockMax(float v) {  // of values >= 0
+  return BlockReduce(v, [](float x) { return WarpMax(x); });
 }
 
 // Programmatic dependent launch (PDL, sm_90+). A kernel launched by LaunchProgrammatic may start

@@ -10,23 +10,11 @@ constexpr int kNormMaxThreads = 1024;   // RMSNorm: a 16-byte chunk a thread, hi
 constexpr int kThreads = 256;           // SwiGLU
 constexpr int kSwiGluMaxInter = 32768;  // its row in shared memory: 64 KiB at most
 
-// The row's scale from its amax (QuantizeActivationsFp8's rule), written by thread 0.
+// The row's scale from its amax (quant_codes.cuh's rule), written by thread 0.
 __device__ __forceinline__ float RowScale(float amax, float static_scale, float* row_scales) {
-  const float s = static_scale > 0.0f ? static_scale : (amax > 0.0f ? amax / 448.0f : 1.0f);
+  const float s = ActivationFp8Scale(static_scale, amax);
   if (threadIdx.x == 0) row_scales[blockIdx.x] = s;
   return s;
-}
-
-// 8 values (already rounded to T) to their codes: a true division, as the quantize pass.
-template <typename T>
-__device__ __forceinline__ uint2 Codes8(const Vec8<T>& v, float s) {
-  union {
-    uint2 bits;
-    std::uint8_t e[8];
-  } q;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) q.e[j] = FloatToE4M3(__fdiv_rn(ToFloat(v.e[j]), s));
-  return q.bits;
 }
 
 // One row per block, thread c owning 16-byte chunk c, as rmsnorm.cu's register kernel (the same
@@ -61,7 +49,7 @@ __global__ void __launch_bounds__(kNormMaxThreads)
     }
   }
   const float s = RowScale(BlockMax(amax), static_scale, out.row_scales);
-  if (active) reinterpret_cast<uint2*>(out.codes)[at] = Codes8(v, s);
+  if (active) reinterpret_cast<uint2*>(out.codes)[at] = ActivationCodes8(v, s);
 }
 
 // One row per block: the gate/up products of the row through Fp8SwiGluEpilogueVec8Kernel's
@@ -110,7 +98,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = threadIdx.x; c < chunks; c += kThreads) {
     Vec8<T> act;
     act.bits = s_act[c];
-    codes[c] = Codes8(act, s);
+    codes[c] = ActivationCodes8(act, s);
   }
 }
 

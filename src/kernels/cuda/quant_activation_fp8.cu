@@ -23,7 +23,7 @@ __global__ void QuantizeRowsKernel(T* x, std::int64_t x_stride, std::int64_t k, 
     for (std::int64_t i = threadIdx.x; i < k; i += kThreads)
       amax = fmaxf(amax, fabsf(ToFloat(row[i])));
     amax = BlockMax(amax);
-    s = amax > 0.0f ? amax / 448.0f : 1.0f;
+    s = ActivationFp8Scale(0.0f, amax);
   }
   if (row_scales != nullptr && threadIdx.x == 0) row_scales[blockIdx.x] = s;
   std::uint8_t* code_row = codes != nullptr ? codes + blockIdx.x * k : nullptr;
@@ -58,7 +58,7 @@ __global__ void QuantizeRowsVec8Kernel(T* x, std::int64_t x_stride, int k, float
       for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(ToFloat(in.e[j])));
     }
     amax = BlockMax(amax);
-    s = amax > 0.0f ? amax / 448.0f : 1.0f;
+    s = ActivationFp8Scale(0.0f, amax);
   }
   if (row_scales != nullptr && threadIdx.x == 0) row_scales[blockIdx.x] = s;
   std::uint8_t* code_row =
@@ -70,8 +70,7 @@ __global__ void QuantizeRowsVec8Kernel(T* x, std::int64_t x_stride, int k, float
       uint2 bits;
       std::uint8_t e[8];
     } q;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) q.e[j] = FloatToE4M3(__fdiv_rn(ToFloat(in.e[j]), s));
+    q.bits = ActivationCodes8(in, s);
     if (code_row != nullptr) {
       *reinterpret_cast<uint2*>(code_row + 8 * v) = q.bits;
     } else {

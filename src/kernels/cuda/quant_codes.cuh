@@ -1,11 +1,13 @@
 // Device decoding of quantized weight codes (quant_weight.h), shared by the dequantize kernel and
-// the quantized GEMV. Internal to src/kernels/cuda.
+// the quantized GEMV, and the FP8 activation codes' rules, shared by every kernel that makes them.
+// Internal to src/kernels/cuda.
 #pragma once
 
 #include <cuda_fp8.h>
 
 #include <cstdint>
 
+#include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/quant_weight.h"
 
 namespace inflight::kernels::cuda {
@@ -19,6 +21,26 @@ __device__ __forceinline__ float E4M3ToFloat(std::uint8_t code) {
 // Round to nearest even, saturating at ±448 (common/fp8_e4m3.h's FloatToFp8E4M3).
 __device__ __forceinline__ std::uint8_t FloatToE4M3(float v) {
   return static_cast<std::uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
+// An activation row's FP8 scale: the linear's static one when it has one (> 0), else the row's
+// amax / 448 (1 for a row of zeros).
+__device__ __forceinline__ float ActivationFp8Scale(float static_scale, float amax) {
+  if (static_scale > 0.0f) return static_scale;
+  return amax > 0.0f ? amax / 448.0f : 1.0f;
+}
+
+// 8 activations (already in their dtype) to their E4M3 codes under scale s: a true division, as the
+// CPU reference (x * (1 / s) rounds differently).
+template <typename T>
+__device__ __forceinline__ uint2 ActivationCodes8(const Vec8<T>& v, float s) {
+  union {
+    uint2 bits;
+    std::uint8_t e[8];
+  } q;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) q.e[j] = FloatToE4M3(__fdiv_rn(ToFloat(v.e[j]), s));
+  return q.bits;
 }
 
 // The FP8 GEMM epilogues' 8 column scales from column o on (per channel; 16-byte aligned), or
