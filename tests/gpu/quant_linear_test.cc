@@ -263,6 +263,11 @@ struct Engines {
     GPU_CHECK(gemm.status() == CUBLAS_STATUS_SUCCESS, "cuBLASLt init");
     GPU_CHECK(fp8_gemm.status() == CUBLAS_STATUS_SUCCESS, "cuBLASLt init (FP8)");
   }
+  // Whether the device has FP8 tensor cores; says so when it has none (nothing to compare).
+  bool Fp8OrSay() const {
+    if (!fp8_available) std::printf("  no FP8 tensor cores on this device: nothing to compare\n");
+    return fp8_available;
+  }
   kc::CublasLtGemm gemm;
   kc::CublasLtFp8Gemm fp8_gemm;
   bool fp8_available;
@@ -290,10 +295,7 @@ GPU_TEST(QuantLinearFp8MatchesCpu) {
 // at GEMV sizes it refuses (cudaErrorNotSupported) and writes nothing.
 GPU_TEST(QuantLinearFp8SwiGluEqualsRunThenSwiGlu) {
   Engines e;
-  if (!e.fp8_available) {
-    std::printf("  no FP8 tensor cores on this device: nothing to compare\n");
-    return;
-  }
+  if (!e.Fp8OrSay()) return;
   kc::QuantLinear linear(e.gemm, &e.fp8_gemm);
   const std::int64_t inter = kN / 2, k = kK;
   const QuantCase c{"fp8 gate/up", kc::QuantWeightKind::kFp8E4M3, 2 * inter, k};
@@ -395,21 +397,12 @@ GPU_TEST(QuantLinearInt4OddColumnsFallsBack) {
   CheckCase(c, linear, nullptr);
 }
 
-}  // namespace
-}  // namespace inflight::gpu_test
-
-namespace inflight::gpu_test {
-namespace {
-
 // RunFp8Rows and RunSwiGluFp8Rows, fed the codes and scales the quantize pass makes of x, against
 // Run and RunSwiGlu (+ the quantize pass of act) on x itself: the same bits, over several scratch
 // chunks (a 64-row scratch for 200 rows, a short last chunk), with accumulation into y.
 GPU_TEST(QuantLinearFp8RowsEqualRun) {
   Engines e;
-  if (!e.fp8_available) {
-    std::printf("  no FP8 tensor cores on this device: nothing to compare\n");
-    return;
-  }
+  if (!e.Fp8OrSay()) return;
   kc::QuantLinear linear(e.gemm, &e.fp8_gemm);
   const std::int64_t inter = kN / 2, k = kK;
   for (const bool static_scale : {false, true}) {

@@ -104,6 +104,17 @@ TEST(RandomCheckpointTest, ConfigJsonMapsBackForEveryArchitecture) {
   }
 }
 
+// Elements over the checkpoint's tensors.
+std::uint64_t ParameterCount(const RandomCheckpointOptions& o) {
+  std::uint64_t params = 0;
+  for (const HfTensorSpec& t : CheckpointTensors(o)) {
+    std::uint64_t n = 1;
+    for (auto d : t.shape) n *= static_cast<std::uint64_t>(d);
+    params += n;
+  }
+  return params;
+}
+
 TEST(RandomCheckpointTest, Llama8bPresetHasTheRealShapes) {
   RandomCheckpointOptions o;
   ASSERT_TRUE(ApplyCheckpointPreset("llama-3.1-8b", &o).ok());
@@ -116,13 +127,7 @@ TEST(RandomCheckpointTest, Llama8bPresetHasTheRealShapes) {
   EXPECT_EQ(c->rope.theta, 500000.0);
   EXPECT_EQ(c->rope.factor, 8.0);
   EXPECT_EQ(c->rope.original_max_position_embeddings, 8192);
-  std::uint64_t params = 0;
-  for (const HfTensorSpec& t : CheckpointTensors(o)) {
-    std::uint64_t n = 1;
-    for (auto d : t.shape) n *= static_cast<std::uint64_t>(d);
-    params += n;
-  }
-  EXPECT_EQ(params, 8030261248u);  // Llama 3.1 8B's parameter count
+  EXPECT_EQ(ParameterCount(o), 8030261248u);  // Llama 3.1 8B's parameter count
   EXPECT_THAT(ApplyCheckpointPreset("huge", &o).message(), HasSubstr("\"huge\" is not one of"));
 }
 
@@ -139,13 +144,7 @@ TEST(RandomCheckpointTest, Llama70bPresetHasTheRealShapes) {
   EXPECT_EQ(c->intermediate_size, 28672);
   EXPECT_EQ(c->vocab_size, 128256);
   EXPECT_EQ(c->rope.type, RopeType::kLlama3);
-  std::uint64_t params = 0;
-  for (const HfTensorSpec& t : CheckpointTensors(o)) {
-    std::uint64_t n = 1;
-    for (auto d : t.shape) n *= static_cast<std::uint64_t>(d);
-    params += n;
-  }
-  EXPECT_EQ(params, 70553706496u);  // Llama 3.1 70B's parameter count
+  EXPECT_EQ(ParameterCount(o), 70553706496u);  // Llama 3.1 70B's parameter count
 }
 
 TEST(RandomCheckpointTest, SameOptionsWriteTheSameBytes) {
