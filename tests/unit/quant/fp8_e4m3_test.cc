@@ -1,11 +1,12 @@
 // FP8 E4M3 conversion (common/fp8_e4m3.h) over all 256 codes: decoding against the format's
 // definition computed another way, encoding of every code's value, of every midpoint between
-// neighbours (ties to even), and saturation.
+// neighbours (ties to even), of sampled floats of every range against a search, and saturation.
 #include "common/fp8_e4m3.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace inflight {
@@ -77,6 +78,35 @@ TEST(Fp8E4M3, SaturatesAt448AndKeepsNan) {
   EXPECT_EQ(FloatToFp8E4M3(std::ldexp(1.0f, -11)), 0x00);
   EXPECT_EQ(FloatToFp8E4M3(std::ldexp(1.0f, -10)), 0x00);
   EXPECT_EQ(FloatToFp8E4M3(std::ldexp(1.5f, -10)), 0x01);
+}
+
+// Arbitrary floats (every 65,537th bit pattern, both signs, NaNs and infinities included): the
+// code of the nearest value by the definition, found by search (ties to the even mantissa;
+// past 448 saturating), as the encoder's bit arithmetic must give.
+TEST(Fp8E4M3, EncodesSampledFloatsToTheNearestCode) {
+  int checked = 0;
+  for (std::uint64_t bits = 0; bits < (1ull << 32); bits += 65537) {
+    const auto u = static_cast<std::uint32_t>(bits);
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    const int sign = (u >> 31) ? 0x80 : 0;
+    int want;
+    if (std::isnan(f)) {
+      want = sign | 0x7f;
+    } else if (std::fabs(f) >= 448.0f) {
+      want = sign | 0x7e;
+    } else {
+      want = -1;
+      double best = INFINITY;
+      for (int c = 0; c <= 0x7e; ++c) {
+        const double d = std::fabs(std::fabs(static_cast<double>(f)) - Reference(c));
+        if (d < best || (d == best && (c & 1) == 0)) best = d, want = sign | c;
+      }
+    }
+    ASSERT_EQ(FloatToFp8E4M3(f), want) << "float bits 0x" << std::hex << u;
+    ++checked;
+  }
+  EXPECT_GT(checked, 65000);
 }
 
 }  // namespace
