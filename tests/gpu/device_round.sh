@@ -4,6 +4,8 @@
 #      by the round's deadline);
 #   2. every GPU test binary (kernels vs CPU references, CUDA runner vs CPU runner);
 #   3. parity with Hugging Face transformers on this GPU (tests/parity/gpu_parity.py);
+#   3b. quantized engines of every checkpoint format against transformers on the dequantized values
+#      (tests/parity/gpu_quant_parity.py; INFLIGHT_QPARITY_CASES picks cases);
 #   4. the server on a GPU engine: prepare_demo.sh with a bfloat16 engine, inflight-server, the
 #      ensemble generate and generate_stream requests of tools/quickstart.sh, then the e2e tests
 #      test_llm_ensemble.py, test_llm_repository.py and test_every_path.py against GPU repositories;
@@ -21,7 +23,7 @@
 # Environment: INFLIGHT_DEVICE_DIR (.device), INFLIGHT_ROUND_DEADLINE_S (420: background sanitizer
 # runs still going then are stopped), INFLIGHT_SANITIZE_TIMEOUT (90 s per binary and tool),
 # INFLIGHT_SANITIZE_FILTER_<binary> (test-name filter for that binary under racecheck only),
-# INFLIGHT_GPU_TEST_SEED (repeat a seed), INFLIGHT_ROUND_STEPS (default "gpu sanitize parity e2e"),
+# INFLIGHT_GPU_TEST_SEED (repeat a seed), INFLIGHT_ROUND_STEPS (default "gpu sanitize parity qparity e2e multigpu"),
 # INFLIGHT_ROUND_E2E_TESTS=0 (only the quickstart requests, not the e2e test files),
 # INFLIGHT_ROUND_GPU_TESTS (names of the GPU test binaries to run; default all),
 # INFLIGHT_ROUND_ATTENTION_VARIANTS=0 (not the paged-attention test's forced-kernel reruns),
@@ -34,7 +36,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pkg=${INFLIGHT_DEVICE_DIR:-$root/.device}
 dest=${OUT:-$root/out/device-round}
 out=$(mktemp -d /tmp/inflight-round.XXXXXX)
-steps=" ${INFLIGHT_ROUND_STEPS:-gpu sanitize parity e2e multigpu} "
+steps=" ${INFLIGHT_ROUND_STEPS:-gpu sanitize parity qparity e2e multigpu} "
 deadline=$(( $(date +%s) + ${INFLIGHT_ROUND_DEADLINE_S:-420} ))
 san_timeout=${INFLIGHT_SANITIZE_TIMEOUT:-90}
 mkdir -p "$dest"
@@ -183,6 +185,22 @@ if want parity; then
   say "## Parity with Hugging Face: $r"
   say ""
   sed -n '/^| case/,/^$/p' "$dest/parity.md" 2>/dev/null >>"$summary"
+fi
+
+# ---- 3b. quantized checkpoint formats against Hugging Face
+if want qparity; then
+  step "quantized formats against Hugging Face on the GPU"
+  qcases=()
+  # shellcheck disable=SC2206
+  [[ -n "${INFLIGHT_QPARITY_CASES:-}" ]] && qcases=(--cases $INFLIGHT_QPARITY_CASES)
+  if timeout "${INFLIGHT_PARITY_TIMEOUT:-300}" python3 "$root/tests/parity/gpu_quant_parity.py" --bin_dir "$pkg/bin" \
+      --work /tmp/inflight-qparity "${qcases[@]}" --out_md "$dest/qparity.md" --json "$dest/qparity.json" \
+      --log "$out/qparity-tools.log" >"$out/qparity.log" 2>&1; then r=pass; else r=FAIL; status=1; fi
+  tail -40 "$out/qparity.log"
+  say ""
+  say "## Quantized formats against Hugging Face: $r"
+  say ""
+  sed -n '/^| case/,/^$/p' "$dest/qparity.md" 2>/dev/null >>"$summary"
 fi
 
 # ---- 4. the server on a GPU engine
