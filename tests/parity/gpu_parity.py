@@ -419,26 +419,38 @@ def table(rows):
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def tool_arguments(description, log_name):
+    """The options both parity scripts take (their binaries, scratch folder, outputs, devices)."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin_dir", required=True, help="folder with make_checkpoint, inflight-build, inflight-parity")
     ap.add_argument("--lib_dir", default="", help="prepended to LD_LIBRARY_PATH for those binaries only")
     ap.add_argument("--work", required=True, help="scratch folder for checkpoints and engines")
     ap.add_argument("--out_md", default="", help="write the table here with device and date")
     ap.add_argument("--json", default="", help="write the per-case numbers here")
-    ap.add_argument("--log", default="", help="tool output goes here (default <work>/parity.log)")
+    ap.add_argument("--log", default="", help=f"tool output goes here (default <work>/{log_name})")
     ap.add_argument("--device", default="cuda", help="our executor's device (default cuda)")
     ap.add_argument("--hf_device", default="cuda" if torch.cuda.is_available() else "cpu")
-    every = list(HF_CASES) + list(MC_CASES)
-    ap.add_argument("--cases", nargs="*", default=every, help="subset of: " + ", ".join(every))
-    ap.add_argument("--dtypes", nargs="*", default=list(DTYPES), help="subset of: bfloat16 float16")
-    args = ap.parse_args()
+    return ap
 
+
+def tool_environment(args):
+    """No gradients, the scratch folder made, and the binaries' environment (with --lib_dir)."""
     torch.set_grad_enabled(False)
     os.makedirs(args.work, exist_ok=True)
     env = dict(os.environ)
     if args.lib_dir:
         env["LD_LIBRARY_PATH"] = args.lib_dir + ":" + env.get("LD_LIBRARY_PATH", "")
+    return env
+
+
+def main():
+    ap = tool_arguments(__doc__, "parity.log")
+    every = list(HF_CASES) + list(MC_CASES)
+    ap.add_argument("--cases", nargs="*", default=every, help="subset of: " + ", ".join(every))
+    ap.add_argument("--dtypes", nargs="*", default=list(DTYPES), help="subset of: bfloat16 float16")
+    args = ap.parse_args()
+
+    env = tool_environment(args)
     rows = []
     with open(args.log or os.path.join(args.work, "parity.log"), "w") as log:
         for row in expand_cases(args.cases):
@@ -467,9 +479,14 @@ def main():
               f"whose float32 top-2 gap is <= {TIE_FACTOR} x max(errors) x max|logit| (reported in "
               f"parentheses). Checkpoints from transformers' save_pretrained (its layout, and rewritten as "
               f"4.x) and from make_checkpoint.\nMade by tests/parity/gpu_parity.py.\n\n")
-    text = table(rows)
     notes = [f"- {r['case']} {r['dtype']}: {n}" for r in rows for n in r.get("notes", [])]
-    body = header + text + "\n" + ("\nNotes:\n" + "\n".join(notes) + "\n" if notes else "")
+    report(args, header + table(rows), notes, rows, date)
+
+
+def report(args, text, notes, rows, date):
+    """Prints the table and its notes, writes them to --out_md and the rows to --json, and exits 0
+    when every row passed."""
+    body = text + "\n" + ("\nNotes:\n" + "\n".join(notes) + "\n" if notes else "")
     print()
     print(body)
     if args.out_md:

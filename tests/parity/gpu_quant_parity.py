@@ -24,7 +24,6 @@ gpu_parity.py's: logits within 1.5 x HF-in-the-engine's-dtype's own distance fro
 
   python3 tests/parity/gpu_quant_parity.py --bin_dir .device/bin --work /tmp/qparity --out_md qparity.md
 """
-import argparse
 import copy
 import datetime
 import json
@@ -385,23 +384,11 @@ def table(rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin_dir", required=True, help="folder with inflight-build and inflight-parity")
-    ap.add_argument("--lib_dir", default="", help="prepended to LD_LIBRARY_PATH for those binaries only")
-    ap.add_argument("--work", required=True, help="scratch folder for checkpoints and engines")
-    ap.add_argument("--out_md", default="", help="write the table here with device and date")
-    ap.add_argument("--json", default="", help="write the per-case numbers here")
-    ap.add_argument("--log", default="", help="tool output goes here (default <work>/qparity.log)")
-    ap.add_argument("--device", default="cuda", help="our executor's device (default cuda)")
-    ap.add_argument("--hf_device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap = gp.tool_arguments(__doc__, "qparity.log")
     ap.add_argument("--cases", nargs="*", default=list(CASES), help="subset of: " + ", ".join(CASES))
     args = ap.parse_args()
 
-    torch.set_grad_enabled(False)
-    os.makedirs(args.work, exist_ok=True)
-    env = dict(os.environ)
-    if args.lib_dir:
-        env["LD_LIBRARY_PATH"] = args.lib_dir + ":" + env.get("LD_LIBRARY_PATH", "")
+    env = gp.tool_environment(args)
     rows = []
     with open(args.log or os.path.join(args.work, "qparity.log"), "w") as log:
         for name in args.cases:
@@ -430,16 +417,7 @@ def main():
               f"dtype does.\n"
               f"Made by tests/parity/gpu_quant_parity.py.\n\n")
     notes = [f"- {r['case']}: {n}" for r in rows for n in r.get("notes", [])]
-    body = header + table(rows) + "\n" + ("\nNotes:\n" + "\n".join(notes) + "\n" if notes else "")
-    print()
-    print(body)
-    if args.out_md:
-        with open(args.out_md, "w") as f:
-            f.write(body)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": gp.device_name(), "date": date, "rows": rows}, f, indent=1)
-    sys.exit(0 if rows and all(r["ok"] for r in rows) else 1)
+    gp.report(args, header + table(rows), notes, rows, date)
 
 
 if __name__ == "__main__":
