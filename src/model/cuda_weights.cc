@@ -131,12 +131,19 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
   for (std::size_t i = 0; i < items.size(); ++i) {
     const Item& it = items[i];
     char* dst = weights.buffer.get<char>() + offsets[i];
+    *it.dst = dst;
+    if (it.src.dtype == dtype) {
+      // The file holds the device's dtype: its bytes go as they are. Through fp32 and back (the
+      // same bytes) costs ~1.3 ns an element on one core: ~11 s of an 8B engine's load.
+      CUDA_RETURN(cudaMemcpy(dst, it.src.data, static_cast<std::size_t>(it.n * elem),
+                             cudaMemcpyHostToDevice));
+      continue;
+    }
     staging_f.resize(static_cast<std::size_t>(it.n));
     it.src.LoadRange(0, it.n, staging_f.data());
     staging.resize(static_cast<std::size_t>(it.n));
     ConvertFromFloat(dtype, staging_f.data(), staging.data(), staging.size());
     CUDA_RETURN(cudaMemcpy(dst, staging.data(), staging.size() * 2, cudaMemcpyHostToDevice));
-    *it.dst = dst;
   }
   for (std::size_t i = 0; i < raw_items.size(); ++i) {
     const RawItem& it = raw_items[i];
