@@ -28,7 +28,8 @@
 # INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE (256: the engines' and the model's), INFLIGHT_THROUGHPUT_QUANT
 # ("": inflight-build's quantization flags, e.g. "--qformat fp8 --kv_cache_dtype fp8"),
 # INFLIGHT_ACTION_TIMEOUT_S (300: how long one server's requests may take before its ranks' stacks are
-# dumped and it is stopped).
+# dumped and it is stopped), INFLIGHT_STEP_PROFILE (N: the executor logs where a step's time goes every N
+# steps, src/executor/step_profile.h; the throughput step prints rank 0's last summary).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pkg=${INFLIGHT_DEVICE_DIR:-$root/.device}
@@ -258,6 +259,10 @@ if want throughput; then
       status=1
     fi
     echo "- tp $tp served and measured in $(( $(date +%s) - s )) s"
+    # With INFLIGHT_STEP_PROFILE=N (inherited by the ranks), rank 0's last summary: host phases, the
+    # wait for the device and the device's busy share of a step.
+    [[ -n "${INFLIGHT_STEP_PROFILE:-}" ]] &&
+      echo "  - $(grep -o 'step profile.*' "$logs/server-tput-tp$tp.log" | tail -1)"
     rm -rf "$engine" "$repo"
   done
   echo
