@@ -21,10 +21,11 @@
 # Environment: INFLIGHT_MULTI_GPU_STEPS (default "nccl allreduce server"; "throughput" adds step 3),
 # INFLIGHT_CUDA_LIB_DIRS (CUDA's and NCCL's library folders for our programs, as device_round.sh sets
 # it), INFLIGHT_THROUGHPUT_PRESET (llama-3.1-8b; tiny for a dry run on a CPU),
-# INFLIGHT_THROUGHPUT_SHAPES (128/128,2048/128: input/output tokens), INFLIGHT_THROUGHPUT_REQUESTS (1000
-# per shape), INFLIGHT_THROUGHPUT_CONCURRENCY (default all of them at once; 1 measures batch-1 decode:
-# 1000 / output tok/s is the step time, less the prompt's share), INFLIGHT_THROUGHPUT_DIR (where engines are written; default the roomier of /dev/shm and
-# /tmp; each is removed after its run), INFLIGHT_THROUGHPUT_TP ("1 2": the tp sizes measured),
+# INFLIGHT_THROUGHPUT_SHAPES (128/128,2048/128: input/output tokens, each with :N for its own request
+# count, e.g. 128/128:30000), INFLIGHT_THROUGHPUT_REQUESTS (1000 per shape without :N),
+# INFLIGHT_THROUGHPUT_CONCURRENCY (default all of them at once; 1 measures batch-1 decode: 1000 / output
+# tok/s is the step time, less the prompt's share), INFLIGHT_THROUGHPUT_DIR (where engines are written;
+# default the roomier of /dev/shm and /tmp; each is removed after its run), INFLIGHT_THROUGHPUT_TP ("1 2": the tp sizes measured),
 # INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE (256: the engines' and the model's), INFLIGHT_THROUGHPUT_QUANT
 # ("": inflight-build's quantization flags, e.g. "--qformat fp8 --kv_cache_dtype fp8"),
 # INFLIGHT_ACTION_TIMEOUT_S (300: how long one server's requests may take before its ranks' stacks are
@@ -200,13 +201,20 @@ fi
 
 # tools/benchmark_core_model.py offline on the served tensorrt_llm, one run per shape in $shapes;
 # prints "shape tok/s" lines into $logs/throughput-NAME.txt.
+# A shape entry: "in/out", or "in/out:requests" (TensorRT-LLM's tables use a count per shape); sets
+# in, out and requests.
+shape_parts() {
+  local s=${1%%:*}
+  in=${s%/*}; out=${s#*/}; requests=$tput_requests
+  [[ "$1" == *:* ]] && requests=${1#*:}
+}
 bench_into() {
-  local port=$1 name=$2 shape in out
+  local port=$1 name=$2 shape in out requests
   : >"$logs/throughput-$name.txt"
   for shape in ${tput_shapes//,/ }; do
-    in=${shape%/*}; out=${shape#*/}
+    shape_parts "$shape"
     python3 "$root/tools/benchmark_core_model.py" -u "localhost:$port" --max-input-len "$in" \
-      --num-requests "$tput_requests" --concurrency "$tput_concurrency" --warmup-requests 8 \
+      --num-requests "$requests" --concurrency "${tput_concurrency:-$requests}" --warmup-requests 8 \
       --vocab-size "$tput_vocab" --exclude-input-in-output token-norm-dist --input-mean "$in" \
       --input-stdev 0 --output-mean "$out" --output-stdev 0 >"$logs/bench-$name-${in}-${out}.log" 2>&1 ||
       return 1
@@ -219,7 +227,7 @@ if want throughput; then
   preset=${INFLIGHT_THROUGHPUT_PRESET:-llama-3.1-8b}
   tput_shapes=${INFLIGHT_THROUGHPUT_SHAPES:-128/128,2048/128}
   tput_requests=${INFLIGHT_THROUGHPUT_REQUESTS:-1000}
-  tput_concurrency=${INFLIGHT_THROUGHPUT_CONCURRENCY:-$tput_requests}
+  tput_concurrency=${INFLIGHT_THROUGHPUT_CONCURRENCY:-}
   tput_dir=${INFLIGHT_THROUGHPUT_DIR:-}
   if [[ -z "$tput_dir" ]]; then
     tput_dir=/tmp
@@ -228,14 +236,14 @@ if want throughput; then
   fi
   max_in=0; max_seq=0
   for shape in ${tput_shapes//,/ }; do
-    in=${shape%/*}; out=${shape#*/}
+    shape_parts "$shape"
     (( in > max_in )) && max_in=$in
     (( in + out > max_seq )) && max_seq=$(( in + out ))
   done
   echo
   tput_batch=${INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE:-256}
   tput_quant=${INFLIGHT_THROUGHPUT_QUANT:-}
-  echo "### Throughput, random $preset bf16${tput_quant:+ ($tput_quant)}, tp 1 vs tp 2 ($tput_requests requests per shape, $tput_concurrency at a time, max batch $tput_batch)"
+  echo "### Throughput, random $preset bf16${tput_quant:+ ($tput_quant)}, tp 1 vs tp 2 (requests per shape as listed, else $tput_requests; ${tput_concurrency:-all} at a time, max batch $tput_batch)"
   echo
   for tp in ${INFLIGHT_THROUGHPUT_TP:-1 2}; do
     engine="$tput_dir/inflight-tput-engine-tp$tp"
