@@ -12,7 +12,12 @@
 //
 // Random codes (no E4M3 NaN), scales and inputs; weight sets rotated so that L2 does not hold them.
 //
-//   inflight-bench-gpu-quant [--rows 1,64] [--budget_ms 200]
+// --model llama-3.1-70b-tp2 takes one rank's linears of Llama-3.1-70B at tensor parallelism 2
+// (hidden 8192, 64 / 8 heads, intermediate 28672, each column- or row-split in two), the shapes of
+// the 70B FP8 tp 2 decode step; a TFLOP/s column shows where the GEMM stands at many rows.
+//
+//   inflight-bench-gpu-quant [--rows 1,64] [--model llama-3.1-8b] [--formats fp8,int4]
+//       [--budget_ms 200]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +25,7 @@
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,6 +43,8 @@ namespace kc = kernels::cuda;
 
 struct Options {
   std::vector<std::int64_t> rows = {1, 64};
+  std::string model = "llama-3.1-8b";
+  std::set<std::string> formats = {"fp8", "int8", "int4", "int4-gidx"};
   double budget_ms = 200;
 };
 
@@ -48,6 +56,17 @@ Options ParseArgs(int argc, char** argv) {
   flags.Add("rows", "LIST", "token rows (default 1,64)", [&](const std::string& v) {
     return tools::ParseIntList("--rows", v, 1, 8192, &o.rows);
   });
+  flags.Add(
+      "model", "NAME",
+      "the linears' shapes: llama-3.1-8b (default) or llama-3.1-70b-tp2 (one rank's)",
+      [&](const std::string& v) {
+        return tools::ParseChoice("--model", v, {"llama-3.1-8b", "llama-3.1-70b-tp2"}, &o.model);
+      });
+  flags.Add("formats", "LIST", "of fp8, int8, int4, int4-gidx (default all)",
+            [&](const std::string& v) {
+              return tools::ParseChoiceSet("--formats", v, {"fp8", "int8", "int4", "int4-gidx"},
+                                           &o.formats);
+            });
   AddBudgetFlag(flags, &o.budget_ms);
   ParseFlagsOrExit(flags, argc, argv);
   return o;
@@ -118,8 +137,8 @@ int Run(const Options& opt) {
   cudaStream_t stream = nullptr;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const DeviceInfo device = QueryDevice();
-  std::cout << "# Quantized linears (Llama-3-8B shapes, bf16 activations)\n\nDevice: "
-            << Describe(device) << "\n\n";
+  std::cout << "# Quantized linears (" << opt.model
+            << " shapes, bf16 activations)\n\nDevice: " << Describe(device) << "\n\n";
   const CopyCeiling copy = MeasureCopyCeiling(std::size_t{1} << 30, stream);
   std::cout << "Read-only stream " << Fmt(copy.read_gbps, 1)
             << " GB/s this run: floor = weight bytes / that rate.\n\n";
@@ -129,23 +148,35 @@ int Run(const Options& opt) {
     Die(__FILE__, __LINE__, "cuBLASLt init", CublasStatusName(gemm.status()));
   }
   kc::QuantLinear linear(gemm, kc::CublasLtFp8Gemm::DeviceSupportsFp8() ? &fp8_gemm : nullptr);
-  const std::vector<Format> formats = {
-      {"fp8", kc::QuantWeightKind::kFp8E4M3, 0, false, false},
-      {"int8", kc::QuantWeightKind::kInt8, 0, false, false},
-      {"int4", kc::QuantWeightKind::kInt4, 128, true, false},
-      {"int4-gidx", kc::QuantWeightKind::kInt4, 128, true, true},
-  };
+  std::vector<Format> formats;
+  for (const Format& f : {Format{"fp8", kc::QuantWeightKind::kFp8E4M3, 0, false, false},
+                          Format{"int8", kc::QuantWeightKind::kInt8, 0, false, false},
+                          Format{"int4", kc::QuantWeightKind::kInt4, 128, true, false},
+                          Format{"int4-gidx", kc::QuantWeightKind::kInt4, 128, true, true}}) {
+    if (opt.formats.count(f.name) != 0) formats.push_back(f);
+  }
   struct Shape {
     const char* name;
     std::int64_t n, k;
   };
-  const Shape shapes[] = {{"attn_out 4096x4096", kHidden, kHidden},
-                          {"gate_up 28672x4096", 2 * kInter, kHidden},
-                          {"down 4096x14336", kHidden, kInter}};
+  // Llama-3.1-70B at tp 2, one rank: q/k/v (64 + 2 x 8 heads of 128) and gate/up split by output,
+  // attention output and down by input.
+  const std::vector<Shape> shapes =
+      opt.model == "llama-3.1-70b-tp2"
+          ? std::vector<Shape>{{"qkv 5120x8192", 5120, 8192},
+                               {"attn_out 8192x4096", 8192, 4096},
+                               {"gate_up 28672x8192", 28672, 8192},
+                               {"down 8192x14336", 8192, 14336}}
+          : std::vector<Shape>{{"attn_out 4096x4096", kHidden, kHidden},
+                               {"gate_up 28672x4096", 2 * kInter, kHidden},
+                               {"down 4096x14336", kHidden, kInter}};
   const std::int64_t max_m = *std::max_element(opt.rows.begin(), opt.rows.end());
   std::mt19937_64 rng(1234);
-  Table t({"linear", "rows", "format", "path", "median", "p10..p90", "weights", "floor",
+  Table t({"linear", "rows", "format", "path", "median", "p10..p90", "TFLOP/s", "weights", "floor",
            "floor / median", "bf16 / this", "sets"});
+  auto tflops = [](std::int64_t m, const Shape& s, double us) {
+    return Fmt(2.0 * static_cast<double>(m * s.n * s.k) / (us * 1e6), 1);
+  };
   for (const Shape& s : shapes) {
     const kc::QuantScratchBytes sizes = kc::QuantLinearScratchBytes(
         kc::QuantWeightKind::kFp8E4M3, max_m, s.n, s.k, s.n * s.k, kBf16);
@@ -169,8 +200,9 @@ int Run(const Options& opt) {
           TimeGemm(gemm, {"bf16", m, s.n, s.k, kDType}, device, opt.budget_ms, stream);
       bf16[r] = g.timing;
       t.AddRow({s.name, std::to_string(m), "bf16", "cublaslt", FmtUs(g.timing.median_us),
-                Range(g.timing), Fmt(bf16_bytes / 1e6, 1) + " MB", FmtUs(bf16_floor),
-                Percent(bf16_floor, g.timing.median_us), "", std::to_string(g.rotations)});
+                Range(g.timing), tflops(m, s, g.timing.median_us), Fmt(bf16_bytes / 1e6, 1) + " MB",
+                FmtUs(bf16_floor), Percent(bf16_floor, g.timing.median_us), "",
+                std::to_string(g.rotations)});
     }
     for (const Format& f : formats) {
       std::vector<DeviceWeight> ws;
@@ -205,15 +237,18 @@ int Run(const Options& opt) {
           t.AddRow({s.name, std::to_string(m),
                     variant == 1 ? f.name + " (cuBLASLt scales)" : f.name,
                     kc::QuantLinearPathName(path), FmtUs(tm.median_us), Range(tm),
-                    Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us), Percent(floor_us, tm.median_us),
-                    Fmt(bf16[r].median_us / tm.median_us, 2) + "x", std::to_string(sets)});
+                    tflops(m, s, tm.median_us), Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us),
+                    Percent(floor_us, tm.median_us), Fmt(bf16[r].median_us / tm.median_us, 2) + "x",
+                    std::to_string(sets)});
         }
         linear.set_fp8_outer_vector_scales(false);
       }
     }
   }
   t.Print(std::cout);
-  std::cout << "\nfloor / median: the share of the memory floor reached (100% = the weights "
+  std::cout << "\nTFLOP/s: 2 x rows x outputs x inputs over the median (the whole linear: "
+               "quantizing the activations and the scale epilogue included). "
+               "floor / median: the share of the memory floor reached (100% = the weights "
                "stream at the read-only rate). bf16 / this: the bf16 GEMM's time over this one's. "
                "Medians over CUDA-graph replays; \"sets\": weight sets rotated past L2 ("
             << Fmt(static_cast<double>(device.l2_bytes) / 1048576.0, 0) << " MiB).\n";
