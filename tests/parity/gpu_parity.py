@@ -419,6 +419,23 @@ def table(rows):
     return "\n".join(lines)
 
 
+def run_row(label, run, error_row, extra=lambda r: ""):
+    """One case of a parity script: run() gives its row, or an exception becomes error_row with the
+    message (so that one broken case does not hide the others); prints the verdict line, with
+    extra(row) after the errors, and the row's notes."""
+    try:
+        r = run()
+    except Exception as e:  # one broken case must not hide the others
+        r = dict(error_row, ok=False, error=str(e)[:400])
+    summary = r["error"] if "error" in r else (
+        f"matched {r['matched']}/{r['total']} ours vs fp32 {r['ours']:.2e}, HF vs fp32 {r['hf']:.2e}, "
+        f"bound {r['bound']:.2e}" + extra(r))
+    print(f"{label}: {r.get('verdict', 'FAIL')} {summary}", flush=True)
+    for n in r.get("notes", []):
+        print("   " + n, flush=True)
+    return r
+
+
 def tool_arguments(description, log_name):
     """The options both parity scripts take (their binaries, scratch folder, outputs, devices)."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -455,18 +472,8 @@ def main():
     with open(args.log or os.path.join(args.work, "parity.log"), "w") as log:
         for row in expand_cases(args.cases):
             for dtype in args.dtypes:
-                try:
-                    r = run_case(args, env, row, dtype, log)
-                except Exception as e:  # one broken case must not hide the others
-                    r = {"case": row[0], "architecture": ARCH_NAMES[row[2]["arch"]], "dtype": dtype,
-                         "ok": False, "error": str(e)[:400]}
-                rows.append(r)
-                print(f"{row[0]} {dtype}: {r.get('verdict', 'FAIL')} "
-                      + (f"matched {r['matched']}/{r['total']} ours vs fp32 {r['ours']:.2e}, "
-                         f"HF vs fp32 {r['hf']:.2e}, bound {r['bound']:.2e}"
-                         if "error" not in r else r["error"]), flush=True)
-                for n in r.get("notes", []):
-                    print("   " + n, flush=True)
+                rows.append(run_row(f"{row[0]} {dtype}", lambda: run_case(args, env, row, dtype, log),
+                                    {"case": row[0], "architecture": ARCH_NAMES[row[2]["arch"]], "dtype": dtype}))
 
     date = datetime.date.today().isoformat()
     header = (f"# GPU parity with Hugging Face transformers\n\n"

@@ -188,13 +188,18 @@ def fp8_fake_quant(x, static_scale):
     return (fp8_round(xf / scale).float() * scale).to(x.dtype)
 
 
+def decoder_linears(model):
+    """(name, module) of every decoder linear (LINEARS) of a transformers model."""
+    return [(name, module) for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and name.split(".")[-1] in LINEARS]
+
+
 def add_fp8_activation_hooks(model, static_scales):
     """Rounds every decoder linear's input to FP8 as the engine does (static_scales: linear name →
     input scale, or None for per-token dynamic scales)."""
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and name.split(".")[-1] in LINEARS:
-            s = None if static_scales is None else static_scales[name]
-            module.register_forward_pre_hook(lambda m, args, s=s: (fp8_fake_quant(args[0], s),))
+    for name, module in decoder_linears(model):
+        s = None if static_scales is None else static_scales[name]
+        module.register_forward_pre_hook(lambda m, args, s=s: (fp8_fake_quant(args[0], s),))
 
 
 @torch.no_grad()
@@ -202,11 +207,10 @@ def calibrate_input_scales(model, device):
     """Static input scales as a calibration pass makes them: amax / 448 of each decoder linear's input
     over the prompts (the engine saturates what later exceeds it)."""
     amax, hooks = {}, []
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and name.split(".")[-1] in LINEARS:
-            def record(m, args, name=name):
-                amax[name] = max(amax.get(name, 0.0), args[0].float().abs().max().item())
-            hooks.append(module.register_forward_pre_hook(record))
+    for name, module in decoder_linears(model):
+        def record(m, args, name=name):
+            amax[name] = max(amax.get(name, 0.0), args[0].float().abs().max().item())
+        hooks.append(module.register_forward_pre_hook(record))
     for prompt in gp.PROMPTS:
         model(torch.tensor([prompt], device=device))
     for h in hooks:
@@ -256,17 +260,14 @@ def write_quantized(case, base_dir, out_dir, model32, seed, input_scales):
         if case["format"] in ("ct", "modelopt"):
             t, deq = fp8_linear(w, case, input_scales.get(module) if input_scales else None,
                                 case["format"] == "modelopt")
-            t = {module + "." + k: v for k, v in t.items()}
         elif case["format"] == "awq":
             t, deq = awq_linear(w, case)
-            t = {module + "." + k: v for k, v in t.items()}
         else:
             # act-order permutes inputs by their Hessian, which linears reading one input share (q, k, v;
             # gate, up): one permutation per input.
             shared = module.rsplit(".", 1)[0] + "." + INPUT_OF[module.split(".")[-1]]
             t, deq = gptq_linear(w, case, seed + zlib.crc32(shared.encode()))
-            t = {module + "." + k: v for k, v in t.items()}
-        tensors.update(t)
+        tensors.update({module + "." + k: v for k, v in t.items()})
         dequantized[module] = deq
     save_file(tensors, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(base_dir, "config.json")) as f:
@@ -303,10 +304,8 @@ def run_case(args, env, name, case, log):
         build_flags += ["--qformat", case["qformat"]]
         if "group" in case:
             build_flags += ["--group_size", str(case["group"])]
-        dequantized = {}
-        for mod_name, module in model32.named_modules():
-            if isinstance(module, torch.nn.Linear) and mod_name.split(".")[-1] in LINEARS:
-                dequantized[mod_name] = build_time_dequantized(module.weight.float().cpu(), case)
+        dequantized = {name: build_time_dequantized(module.weight.float().cpu(), case)
+                       for name, module in decoder_linears(model32)}
     else:
         dequantized = write_quantized(case, base, ckpt, model32, seed, input_scales)
     for mod_name, module in model32.named_modules():
@@ -393,17 +392,9 @@ def main():
     with open(args.log or os.path.join(args.work, "qparity.log"), "w") as log:
         for name in args.cases:
             case = CASES[name]
-            try:
-                r = run_case(args, env, name, case, log)
-            except Exception as e:  # one broken case must not hide the others
-                r = {"case": name, "dtype": case["dtype"], "ok": False, "error": str(e)[:400]}
-            rows.append(r)
-            print(f"{name}: {r.get('verdict', 'FAIL')} "
-                  + (f"matched {r['matched']}/{r['total']} ours vs fp32 {r['ours']:.2e}, HF vs fp32 "
-                     f"{r['hf']:.2e}, bound {r['bound']:.2e}, argmax agreement ours {r['ours_top1']:.3f} HF "
-                     f"{r['hf_top1']:.3f}" if "error" not in r else r["error"]), flush=True)
-            for n in r.get("notes", []):
-                print("   " + n, flush=True)
+            rows.append(gp.run_row(name, lambda: run_case(args, env, name, case, log),
+                                   {"case": name, "dtype": case["dtype"]},
+                                   lambda r: f", argmax agreement ours {r['ours_top1']:.3f} HF {r['hf_top1']:.3f}"))
 
     date = datetime.date.today().isoformat()
     header = (f"# Quantized engines against Hugging Face transformers\n\n"
