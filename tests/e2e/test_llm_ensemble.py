@@ -297,7 +297,11 @@ class EnsembleTest(LlmServer):
                     if ic.first_sample(self.server.metrics(), ic.ACTIVE_FAMILIES, request_type="active") > 0:
                         break
                     time.sleep(0.02)
-                time.sleep(0.2)
+                # NOTE: past the server's half-close grace (200 ms after the request was read, an EOF
+                # is taken as a client that shut down its sending side and still waits for the answer,
+                # http_connection.cc's kHalfCloseGrace): closing at 0.2 s after "active" sometimes fell
+                # inside it and the request ran to the end.
+                time.sleep(0.5)
                 sock.close()
                 deadline = time.time() + 20
                 while time.time() < deadline:
