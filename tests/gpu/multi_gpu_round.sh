@@ -30,7 +30,9 @@
 # ("": inflight-build's quantization flags, e.g. "--qformat fp8 --kv_cache_dtype fp8"),
 # INFLIGHT_ACTION_TIMEOUT_S (300: how long one server's requests may take before its ranks' stacks are
 # dumped and it is stopped), INFLIGHT_STEP_PROFILE (N: the executor logs where a step's time goes every N
-# steps, src/executor/step_profile.h; the throughput step prints rank 0's last summary).
+# steps, src/executor/step_profile.h; the throughput step prints rank 0's last summary),
+# INFLIGHT_RANK0_NCU (SKIP:COUNT: a kernel profile of rank 0 after each throughput run; see profile_rank0),
+# INFLIGHT_RANK0_NCU_SHAPE (128/128:512), NCU (ncu on PATH, else Nsight Compute's default install).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pkg=${INFLIGHT_DEVICE_DIR:-$root/.device}
@@ -116,7 +118,20 @@ serve() {
     --backend_directory "$pkg/backends" --http_port $port --grpc_port 8001 --metrics_port 8002 -f)
   [[ "$world" == 1 && $# -le 4 ]] && args+=(--no-mpi)
   args+=("${@:5}")
-  python3 "$root/tools/launch_server.py" "${args[@]}" --wait >"$logs/server-$name.log" 2>&1 &
+  if [[ -n "${rank0_wrap:-}" ]]; then
+    # Rank 0 under a wrapper (a profiler): the launcher's command line with the wrapper put in
+    # front of rank 0's program (after mpirun's first "-n 1", or in front of all without mpirun).
+    python3 - "$(python3 "$root/tools/launch_server.py" "${args[@]}" --print-command)" "$rank0_wrap" \
+      >"$logs/command-$name.txt" <<'PY' || return 1
+import shlex, sys
+cmd, wrap = shlex.split(sys.argv[1]), shlex.split(sys.argv[2])
+at = cmd.index("-n") + 2 if cmd[0] == "mpirun" else 0
+print(shlex.join(cmd[:at] + wrap + cmd[at:]))
+PY
+    bash "$logs/command-$name.txt" >"$logs/server-$name.log" 2>&1 &
+  else
+    python3 "$root/tools/launch_server.py" "${args[@]}" --wait >"$logs/server-$name.log" 2>&1 &
+  fi
   local lpid=$!
   for _ in $(seq 1 600); do
     if python3 -c "import urllib.request as u; u.urlopen('http://localhost:$port/v2/health/ready', timeout=2)" 2>/dev/null; then
@@ -138,7 +153,9 @@ serve() {
     fi
     wait "$apid" || ok=0
   fi
-  pkill -TERM -f "inflight-server" 2>/dev/null
+  # By process name when wrapped, so that the wrapper (whose command line names the server) is not
+  # stopped before its program: a profiler writes its report after the program exits.
+  if [[ -n "${rank0_wrap:-}" ]]; then pkill -TERM -x inflight-server; else pkill -TERM -f "inflight-server"; fi 2>/dev/null
   for _ in $(seq 1 60); do kill -0 "$lpid" 2>/dev/null || break; sleep 0.5; done
   kill -KILL "$lpid" 2>/dev/null; pkill -KILL -f "libexec/inflight-server" 2>/dev/null
   pkill -KILL -f "libexec/inflight-executor" 2>/dev/null
@@ -223,6 +240,36 @@ bench_into() {
   done
 }
 
+# With INFLIGHT_RANK0_NCU=SKIP:COUNT: the engine served once more with rank 0 under Nsight Compute
+# (timing only: gpu__time_duration; clocks and caches left alone; CUDA graphs off so that each kernel
+# is its own launch), which skips SKIP kernel launches and times COUNT; the load is
+# INFLIGHT_RANK0_NCU_SHAPE (128/128:512); bench/ncu_step_table.py prints rank 0's steps by kernel.
+# The other ranks run unprofiled, so an all-reduce's time on rank 0 includes no wait for a slower
+# peer. profile_rank0 TP ENGINE REPO
+profile_rank0() {
+  local tp=$1 engine=$2 repo=$3 nskip ncount ncu layers ok=0
+  IFS=: read -r nskip ncount <<<"$INFLIGHT_RANK0_NCU"
+  ncu=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)}
+  [[ -x "$ncu" ]] || { echo "- no ncu found (set NCU)"; return 1; }
+  layers=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['num_layers'])" "$engine/config.json")
+  local s csv="$logs/ncu-tp$tp.csv"
+  s=$(date +%s)
+  (
+    export INFLIGHT_CUDA_GRAPHS=0
+    tput_shapes=${INFLIGHT_RANK0_NCU_SHAPE:-128/128:512}
+    rank0_wrap="$ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+--page raw --launch-skip $nskip --launch-count $ncount --log-file $csv"
+    serve "ncu-tp$tp" "$repo" "$tp" bench_into
+  ) && ok=1
+  echo "- tp $tp, rank 0 under ncu (${INFLIGHT_RANK0_NCU_SHAPE:-128/128:512}, launches $nskip + $ncount):" \
+    "$( ((ok)) && echo served || echo FAILED) in $(( $(date +%s) - s )) s"
+  echo
+  python3 "$root/bench/ncu_step_table.py" "$csv" --layers "$layers" --top 20 | tee "$logs/ncu-steps-tp$tp.md" ||
+    return 1
+  echo
+  ((ok))
+}
+
 if want throughput; then
   preset=${INFLIGHT_THROUGHPUT_PRESET:-llama-3.1-8b}
   tput_shapes=${INFLIGHT_THROUGHPUT_SHAPES:-128/128,2048/128}
@@ -271,6 +318,9 @@ if want throughput; then
     # wait for the device and the device's busy share of a step.
     [[ -n "${INFLIGHT_STEP_PROFILE:-}" ]] &&
       echo "  - $(grep -o 'step profile.*' "$logs/server-tput-tp$tp.log" | tail -1)"
+    if [[ -n "${INFLIGHT_RANK0_NCU:-}" ]]; then
+      profile_rank0 "$tp" "$engine" "$repo" || status=1
+    fi
     rm -rf "$engine" "$repo"
   done
   echo
