@@ -231,7 +231,7 @@ bench_into() {
   for shape in ${tput_shapes//,/ }; do
     shape_parts "$shape"
     python3 "$root/tools/benchmark_core_model.py" -u "localhost:$port" --max-input-len "$in" \
-      --num-requests "$requests" --concurrency "${tput_concurrency:-$requests}" --warmup-requests 8 \
+      --num-requests "$requests" --concurrency "${tput_concurrency:-$requests}" --warmup-requests "${tput_warmup:-8}" \
       --vocab-size "$tput_vocab" --exclude-input-in-output token-norm-dist --input-mean "$in" \
       --input-stdev 0 --output-mean "$out" --output-stdev 0 >"$logs/bench-$name-${in}-${out}.log" 2>&1 ||
       return 1
@@ -243,9 +243,11 @@ bench_into() {
 # With INFLIGHT_RANK0_NCU=SKIP:COUNT: the engine served once more with rank 0 under Nsight Compute
 # (timing only: gpu__time_duration; clocks and caches left alone; CUDA graphs off so that each kernel
 # is its own launch), which skips SKIP kernel launches and times COUNT; the load is
-# INFLIGHT_RANK0_NCU_SHAPE (128/128:512); bench/ncu_step_table.py prints rank 0's steps by kernel.
-# The other ranks run unprofiled, so an all-reduce's time on rank 0 includes no wait for a slower
-# peer. profile_rank0 TP ENGINE REPO
+# INFLIGHT_RANK0_NCU_SHAPE (128/128:512) without warm-up requests; bench/ncu_step_table.py prints
+# rank 0's steps by kernel. The other ranks run unprofiled and meet rank 0 at each all-reduce early
+# or late, so rank 0's all-reduce times are not those of a normal run (on 2 x H200 they read ~180
+# us each where ~10-45 is usual): read the other kernels. A 70B-shaped step at tp 2 is ~1,300
+# launches. profile_rank0 TP ENGINE REPO
 profile_rank0() {
   local tp=$1 engine=$2 repo=$3 nskip ncount ncu layers ok=0
   IFS=: read -r nskip ncount <<<"$INFLIGHT_RANK0_NCU"
@@ -257,6 +259,9 @@ profile_rank0() {
   (
     export INFLIGHT_CUDA_GRAPHS=0
     tput_shapes=${INFLIGHT_RANK0_NCU_SHAPE:-128/128:512}
+    # No warm-up requests: one at a time they are hundreds of batch-1 steps, each launch slowed by
+    # the profiler, before the load SKIP is counted into.
+    tput_warmup=0
     rank0_wrap="$ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
 --page raw --launch-skip $nskip --launch-count $ncount --log-file $csv"
     serve "ncu-tp$tp" "$repo" "$tp" bench_into

@@ -1,42 +1,19 @@
 #include "kernels/cuda/quant_gemv.h"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/quant_codes.cuh"
+#include "kernels/cuda/quant_gemv_kernels.cuh"
 #include "kernels/cuda/quant_linear_path.h"
 
 namespace inflight::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-// 16-byte code loads in flight per lane: 4 x 16 B x 32 lanes x 8 warps = 16 KiB per block, with
-// several blocks per SM (the float GEMV keeps 32 KiB, but each of its bytes is half a weight).
-constexpr int kUnroll = 4;
-
-struct QuantGemvArgs {
-  void* y;
-  std::int64_t y_stride;
-  const void* x;
-  std::int64_t x_stride;
-  QuantWeight w;
-  const void* bias;
-  std::int64_t m, n, k;
-  bool accumulate;
-};
-
-__device__ __forceinline__ uint4 LoadStreaming(const uint4* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ std::uint32_t Word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
+constexpr int kThreads = kQuantGemvThreads;
+constexpr int kWarps = kQuantGemvWarps;
+constexpr int kUnroll = kQuantGemvUnroll;
 
 // 2^23 + b as a float from a byte b in the low byte: 0x4B000000 is 2^23, whose last mantissa
 // byte the byte fills. One byte permute instead of an int-to-float conversion, which runs at a
@@ -125,7 +102,7 @@ __global__ void __launch_bounds__(kThreads) QuantGemvKernel(QuantGemvArgs a) {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const std::int64_t c = base + 32 * u;
-        v[u] = c < chunks ? LoadStreaming(w_row + c) : make_uint4(0, 0, 0, 0);
+        v[u] = c < chunks ? LoadCodesStreaming(w_row + c) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -213,27 +190,53 @@ template <typename T, QuantWeightKind kKind>
 cudaError_t RaiseSharedLimits() {
   for (const cudaError_t err :
        {RaiseSharedLimit<T, kKind, 1, true>(), RaiseSharedLimit<T, kKind, 1, false>(),
-        RaiseSharedLimit<T, kKind, 8, true>(), RaiseSharedLimit<T, kKind, 8, false>()}) {
+        RaiseSharedLimit<T, kKind, 8, true>(), RaiseSharedLimit<T, kKind, 8, false>(),
+        SetQuantGemvHalfRowSharedLimit<T, kKind>(MaxSharedBytes())}) {
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
 }
 
+// The one-row kernel on packed half math (quant_gemv_half.cu) unless INFLIGHT_QUANT_GEMV_HALF=0
+// (an A/B switch: the general kernel's fp32 math at one row too).
+bool HalfRowKernelEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("INFLIGHT_QUANT_GEMV_HALF");
+    return v == nullptr || v[0] != '0';
+  }();
+  return enabled;
+}
+
+// Blocks an SM at most in the grid (rows beyond it loop in each warp): 16, or
+// INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM (an A/B switch: fewer blocks stage the inputs fewer times).
+std::int64_t BlocksPerSmCap() {
+  static const std::int64_t cap = [] {
+    const char* v = std::getenv("INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM");
+    const long long n = v != nullptr ? std::atoll(v) : 0;
+    return n > 0 ? static_cast<std::int64_t>(n) : std::int64_t{16};
+  }();
+  return cap;
+}
+
 template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
 cudaError_t Launch(const QuantGemvArgs& args, cudaStream_t stream) {
-  auto* kernel = QuantGemvKernel<T, kKind, kMaxM, kChunkGroups>;
+  const bool half_row = kMaxM == 1 && kChunkGroups && HalfRowKernelEnabled();
   const auto smem = static_cast<std::size_t>(args.m * args.k * 2);
   if (smem > kDefaultSharedBytes && !CurrentDevicePrepared()) {
     // NOTE: always the device's maximum, as gemv.cu (several devices, threads). A prepared device
     // needs no call here, which is what lets a CUDA graph capture these launches.
-    const cudaError_t err = RaiseSharedLimit<T, kKind, kMaxM, kChunkGroups>();
+    const cudaError_t err = half_row ? SetQuantGemvHalfRowSharedLimit<T, kKind>(MaxSharedBytes())
+                                     : RaiseSharedLimit<T, kKind, kMaxM, kChunkGroups>();
     if (err != cudaSuccess) return err;
   }
   const std::int64_t wanted = CeilDiv(args.n, kWarps);
   const std::int64_t cap =
-      static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) * 16;
+      static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) *
+      BlocksPerSmCap();
   const auto blocks = static_cast<unsigned>(wanted < cap ? wanted : cap);
-  return LaunchProgrammatic(kernel, dim3(blocks), dim3(kThreads), smem, stream, args);
+  if (half_row) return LaunchQuantGemvHalfRow<T, kKind>(args, blocks, smem, stream);
+  return LaunchProgrammatic(QuantGemvKernel<T, kKind, kMaxM, kChunkGroups>, dim3(blocks),
+                            dim3(kThreads), smem, stream, args);
 }
 
 template <typename T, QuantWeightKind kKind>

@@ -1,0 +1,54 @@
+// What the quantized GEMV's two kernels share: their arguments, launch shape and weight loads
+// (quant_gemv.cu: any row count, fp32 math; quant_gemv_half.cu: one row, packed half math).
+// Internal to src/kernels/cuda.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/quant_weight.h"
+
+namespace inflight::kernels::cuda {
+
+constexpr int kQuantGemvThreads = 256;
+constexpr int kQuantGemvWarps = kQuantGemvThreads / 32;
+// 16-byte code loads in flight per lane: 4 x 16 B x 32 lanes x 8 warps = 16 KiB per block, with
+// several blocks per SM (the float GEMV keeps 32 KiB, but each of its bytes is half a weight).
+constexpr int kQuantGemvUnroll = 4;
+
+struct QuantGemvArgs {
+  void* y;
+  std::int64_t y_stride;
+  const void* x;
+  std::int64_t x_stride;
+  QuantWeight w;
+  const void* bias;
+  std::int64_t m, n, k;
+  bool accumulate;
+};
+
+// Codes are read once per call: kept out of L1 so that the staged inputs' lines stay.
+__device__ __forceinline__ uint4 LoadCodesStreaming(const uint4* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ std::uint32_t Word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The one-row kernel of quant_gemv_half.cu (for T = __half, __nv_bfloat16 and every kind): same
+// grid, block and shared memory (k * 2 bytes) as the general kernel; needs one scale group per
+// 16-byte chunk (no g_idx; group_size 0 or a multiple of the chunk's columns, or per tensor).
+template <typename T, QuantWeightKind kKind>
+cudaError_t LaunchQuantGemvHalfRow(const QuantGemvArgs& args, unsigned blocks,
+                                   std::size_t shared_bytes, cudaStream_t stream);
+template <typename T, QuantWeightKind kKind>
+cudaError_t SetQuantGemvHalfRowSharedLimit(int bytes);
+
+}  // namespace inflight::kernels::cuda
