@@ -99,11 +99,7 @@ __global__ void __launch_bounds__(kThreads) QuantGemvKernel(QuantGemvArgs a) {
     float acc[kMaxM] = {};
     for (std::int64_t base = lane; base < chunks; base += 32 * kUnroll) {
       uint4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const std::int64_t c = base + 32 * u;
-        v[u] = c < chunks ? LoadCodesStreaming(w_row + c) : make_uint4(0, 0, 0, 0);
-      }
+      LoadCodeChunks(w_row, base, chunks, v);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const std::int64_t c = base + 32 * u;

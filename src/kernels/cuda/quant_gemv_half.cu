@@ -131,11 +131,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads) QuantGemvHalfRowKernel(Quan
     float acc = 0.0f;
     for (std::int64_t base = lane; base < chunks; base += 32 * kQuantGemvUnroll) {
       uint4 v[kQuantGemvUnroll];
-#pragma unroll
-      for (int u = 0; u < kQuantGemvUnroll; ++u) {
-        const std::int64_t c = base + 32 * u;
-        v[u] = c < chunks ? LoadCodesStreaming(w_row + c) : make_uint4(0, 0, 0, 0);
-      }
+      LoadCodeChunks(w_row, base, chunks, v);
 #pragma unroll
       for (int u = 0; u < kQuantGemvUnroll; ++u) {
         const std::int64_t c = base + 32 * u;

@@ -38,6 +38,17 @@ __device__ __forceinline__ uint4 LoadCodesStreaming(const uint4* p) {
   return v;
 }
 
+// A lane's next kQuantGemvUnroll chunks of a weight row: chunks base, base + 32, ... (zeros past
+// the row's `chunks`), all loads issued before any is used.
+__device__ __forceinline__ void LoadCodeChunks(const uint4* w_row, std::int64_t base,
+                                               std::int64_t chunks, uint4 (&v)[kQuantGemvUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kQuantGemvUnroll; ++u) {
+    const std::int64_t c = base + 32 * u;
+    v[u] = c < chunks ? LoadCodesStreaming(w_row + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
 __device__ __forceinline__ std::uint32_t Word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
