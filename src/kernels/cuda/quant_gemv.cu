@@ -203,6 +203,16 @@ bool HalfRowKernelEnabled() {
   return enabled;
 }
 
+// INFLIGHT_QUANT_GEMV_PREFETCH=1: the one-row kernel's variant that issues each warp's first code
+// loads before staging the input (an A/B switch; off by default until measured).
+bool HalfRowPrefetchEnabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("INFLIGHT_QUANT_GEMV_PREFETCH");
+    return v != nullptr && v[0] == '1';
+  }();
+  return enabled;
+}
+
 // Blocks an SM at most in the grid (rows beyond it loop in each warp): 16, or
 // INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM (an A/B switch: fewer blocks stage the inputs fewer times).
 std::int64_t BlocksPerSmCap() {
@@ -230,7 +240,9 @@ cudaError_t Launch(const QuantGemvArgs& args, cudaStream_t stream) {
       static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) *
       BlocksPerSmCap();
   const auto blocks = static_cast<unsigned>(wanted < cap ? wanted : cap);
-  if (half_row) return LaunchQuantGemvHalfRow<T, kKind>(args, blocks, smem, stream);
+  if (half_row) {
+    return LaunchQuantGemvHalfRow<T, kKind>(args, blocks, smem, HalfRowPrefetchEnabled(), stream);
+  }
   return LaunchProgrammatic(QuantGemvKernel<T, kKind, kMaxM, kChunkGroups>, dim3(blocks),
                             dim3(kThreads), smem, stream, args);
 }

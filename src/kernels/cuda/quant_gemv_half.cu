@@ -76,14 +76,30 @@ __device__ __forceinline__ std::uint32_t StagePair(const float (&x)[8], int j) {
 // that a quarter-warp's shared loads hit distinct banks). The block first finds the input row's
 // largest magnitude and stages x * 2^-e in fp16 (2^e the power of two just above it), so that a
 // pair's products stay within 16 (int4), 255 (int8) or 1.75 (fp8) and a chunk's fp16 sum cannot
-// overflow. Grid: (min(ceil(n / 8), 16 x SMs)), Block: (256), shared k * 2 bytes.
-template <typename T, QuantWeightKind kKind>
+// overflow. kPrefetch: each warp's first loads of codes go out before the wait for the previous
+// kernel and the staging (codes are constant; only the inputs come from the previous kernel), so
+// that their latency overlaps the staging's. Grid: (min(ceil(n / 8), 16 x SMs)), Block: (256),
+// shared k * 2 bytes.
+template <typename T, QuantWeightKind kKind, bool kPrefetch>
 __global__ void __launch_bounds__(kQuantGemvThreads) QuantGemvHalfRowKernel(QuantGemvArgs a) {
   extern __shared__ uint4 sx[];  // [k / 8], pairs as StagePair orders them
   constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
   constexpr int kQ = kCols / 8;
   constexpr int kRotShift = kQ == 4 ? 1 : 2;
   const std::int64_t k8 = a.k / 8;
+  const auto row_of_warp = [] {
+    return static_cast<std::int64_t>(blockIdx.x) * kQuantGemvWarps + (threadIdx.x >> 5);
+  };
+  const auto codes_of_row = [&a](std::int64_t row) {
+    const std::int64_t row_bytes = kKind == QuantWeightKind::kInt4 ? a.k / 2 : a.k;
+    return reinterpret_cast<const uint4*>(a.w.codes + row * row_bytes);
+  };
+  uint4 first[kQuantGemvUnroll];
+  if constexpr (kPrefetch) {
+    if (row_of_warp() < a.n) {
+      LoadCodeChunks(codes_of_row(row_of_warp()), threadIdx.x & 31, a.k / kCols, first);
+    }
+  }
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const auto* x8 = static_cast<const uint4*>(a.x);
@@ -121,17 +137,21 @@ __global__ void __launch_bounds__(kQuantGemvThreads) QuantGemvHalfRowKernel(Quan
   const QuantWeight& w = a.w;
   const int lane = threadIdx.x & 31;
   const std::int64_t chunks = a.k / kCols;
-  const std::int64_t row_bytes = kKind == QuantWeightKind::kInt4 ? a.k / 2 : a.k;
+  const std::int64_t first_row = row_of_warp();
   // fp8 codes were decoded at 2^-8 of their values.
   const float out_scale = kKind == QuantWeightKind::kFp8E4M3 ? 256.0f : 1.0f;
-  for (std::int64_t row =
-           static_cast<std::int64_t>(blockIdx.x) * kQuantGemvWarps + (threadIdx.x >> 5);
-       row < a.n; row += static_cast<std::int64_t>(gridDim.x) * kQuantGemvWarps) {
-    const uint4* w_row = reinterpret_cast<const uint4*>(w.codes + row * row_bytes);
+  for (std::int64_t row = first_row; row < a.n;
+       row += static_cast<std::int64_t>(gridDim.x) * kQuantGemvWarps) {
+    const uint4* w_row = codes_of_row(row);
     float acc = 0.0f;
     for (std::int64_t base = lane; base < chunks; base += 32 * kQuantGemvUnroll) {
       uint4 v[kQuantGemvUnroll];
-      LoadCodeChunks(w_row, base, chunks, v);
+      if (kPrefetch && row == first_row && base == lane) {
+#pragma unroll
+        for (int u = 0; u < kQuantGemvUnroll; ++u) v[u] = first[u];
+      } else {
+        LoadCodeChunks(w_row, base, chunks, v);
+      }
 #pragma unroll
       for (int u = 0; u < kQuantGemvUnroll; ++u) {
         const std::int64_t c = base + 32 * u;
@@ -173,20 +193,26 @@ __global__ void __launch_bounds__(kQuantGemvThreads) QuantGemvHalfRowKernel(Quan
 
 template <typename T, QuantWeightKind kKind>
 cudaError_t LaunchQuantGemvHalfRow(const QuantGemvArgs& args, unsigned blocks,
-                                   std::size_t shared_bytes, cudaStream_t stream) {
-  return LaunchProgrammatic(QuantGemvHalfRowKernel<T, kKind>, dim3(blocks), dim3(kQuantGemvThreads),
-                            shared_bytes, stream, args);
+                                   std::size_t shared_bytes, bool prefetch, cudaStream_t stream) {
+  return LaunchProgrammatic(
+      prefetch ? QuantGemvHalfRowKernel<T, kKind, true> : QuantGemvHalfRowKernel<T, kKind, false>,
+      dim3(blocks), dim3(kQuantGemvThreads), shared_bytes, stream, args);
 }
 
 template <typename T, QuantWeightKind kKind>
 cudaError_t SetQuantGemvHalfRowSharedLimit(int bytes) {
-  return cudaFuncSetAttribute(QuantGemvHalfRowKernel<T, kKind>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  for (const auto kernel :
+       {QuantGemvHalfRowKernel<T, kKind, false>, QuantGemvHalfRowKernel<T, kKind, true>}) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
-#define INFLIGHT_INSTANTIATE_HALF_ROW(T, KIND)                                         \
-  template cudaError_t LaunchQuantGemvHalfRow<T, KIND>(const QuantGemvArgs&, unsigned, \
-                                                       std::size_t, cudaStream_t);     \
+#define INFLIGHT_INSTANTIATE_HALF_ROW(T, KIND)                                           \
+  template cudaError_t LaunchQuantGemvHalfRow<T, KIND>(const QuantGemvArgs&, unsigned,   \
+                                                       std::size_t, bool, cudaStream_t); \
   template cudaError_t SetQuantGemvHalfRowSharedLimit<T, KIND>(int);
 INFLIGHT_INSTANTIATE_HALF_ROW(__half, QuantWeightKind::kFp8E4M3)
 INFLIGHT_INSTANTIATE_HALF_ROW(__half, QuantWeightKind::kInt8)

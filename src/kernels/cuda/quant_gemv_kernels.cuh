@@ -56,9 +56,10 @@ __device__ __forceinline__ std::uint32_t Word(const uint4& v, int i) {
 // The one-row kernel of quant_gemv_half.cu (for T = __half, __nv_bfloat16 and every kind): same
 // grid, block and shared memory (k * 2 bytes) as the general kernel; needs one scale group per
 // 16-byte chunk (no g_idx; group_size 0 or a multiple of the chunk's columns, or per tensor).
+// prefetch: its variant that issues each warp's first code loads before the staging.
 template <typename T, QuantWeightKind kKind>
 cudaError_t LaunchQuantGemvHalfRow(const QuantGemvArgs& args, unsigned blocks,
-                                   std::size_t shared_bytes, cudaStream_t stream);
+                                   std::size_t shared_bytes, bool prefetch, cudaStream_t stream);
 template <typename T, QuantWeightKind kKind>
 cudaError_t SetQuantGemvHalfRowSharedLimit(int bytes);
 
