@@ -115,7 +115,7 @@ ask_into() { ask "$1" >"$logs/answers-$2.json" 2>"$logs/ask-$2.log"; }
 serve() {
   local name=$1 repo=$2 world=$3 action=${4:-ask_into} port=8000 ok=0
   local args=(--world_size "$world" --model_repo "$repo" --tritonserver "$pkg/bin/inflight-server"
-    --backend_directory "$pkg/backends" --http_port $port --grpc_port 8001 --metrics_port 8002 -f)
+    --backend_directory "$pkg/backends" --http_port "$port" --grpc_port 8001 --metrics_port 8002 -f)
   [[ "$world" == 1 && $# -le 4 ]] && args+=(--no-mpi)
   args+=("${@:5}")
   if [[ -n "${rank0_wrap:-}" ]]; then
