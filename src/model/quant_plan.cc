@@ -1,6 +1,7 @@
 #include "model/quant_plan.h"
 
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -135,33 +136,34 @@ Status FillQuantizedWeight(const EngineConfig& c, const QuantizedLinearSource& s
     std::memcpy(dst, scales.data(), sizeof(float) * 2);
     return Status::Ok();
   }
-  std::vector<QuantizedMatrix> pieces;
+  std::vector<std::shared_ptr<const QuantizedMatrix>> pieces;
   for (const WeightPiece& p : w.pieces) {
     if (p.zeros || p.transpose || p.hf_shape.size() != 2) {
       return Internal("quantized linear " + w.name +
                       " has a piece that is not a row or column "
                       "block of a [out, in] checkpoint weight");
     }
-    ASSIGN_OR_RETURN(QuantizedMatrix m, source.Load(p.hf_name, p.hf_shape));
-    if (m.rows != p.hf_shape[0] || m.cols != p.hf_shape[1]) {
-      return Internal(p.hf_name + ": quantized source gave [" + std::to_string(m.rows) + ", " +
-                      std::to_string(m.cols) + "], expected " + ShapeToString(p.hf_shape));
+    ASSIGN_OR_RETURN(std::shared_ptr<const QuantizedMatrix> m, source.Load(p.hf_name, p.hf_shape));
+    if (m->rows != p.hf_shape[0] || m->cols != p.hf_shape[1]) {
+      return Internal(p.hf_name + ": quantized source gave [" + std::to_string(m->rows) + ", " +
+                      std::to_string(m->cols) + "], expected " + ShapeToString(p.hf_shape));
     }
-    // A whole matrix (every piece of a tp_size 1 engine) is not sliced: each slice copies it, and
-    // an 8B model's linears are gigabytes.
-    if (p.row_begin != 0 || p.row_end != m.rows) m = SliceRows(m, p.row_begin, p.row_end);
-    if (p.col_begin != 0 || p.col_end != m.cols) {
-      ASSIGN_OR_RETURN(m, SliceCols(m, p.col_begin, p.col_end, p.hf_name));
+    // A whole matrix (every piece of a tp_size 1 engine) is not sliced: it is written from the
+    // source's copy, and an 8B model's linears are gigabytes.
+    if (p.row_begin != 0 || p.row_end != m->rows) {
+      m = std::make_shared<const QuantizedMatrix>(SliceRows(*m, p.row_begin, p.row_end));
+    }
+    if (p.col_begin != 0 || p.col_end != m->cols) {
+      ASSIGN_OR_RETURN(QuantizedMatrix cols, SliceCols(*m, p.col_begin, p.col_end, p.hf_name));
+      m = std::make_shared<const QuantizedMatrix>(std::move(cols));
     }
     pieces.push_back(std::move(m));
   }
-  QuantizedMatrix whole;
-  if (pieces.size() == 1) {
-    whole = std::move(pieces.front());
-  } else {
-    ASSIGN_OR_RETURN(whole, StackRows(pieces, w.name));
-  }
-  return WriteQuantPart(c.quant, *w.quant_part, whole, dst);
+  if (pieces.size() == 1) return WriteQuantPart(c.quant, *w.quant_part, *pieces.front(), dst);
+  std::vector<const QuantizedMatrix*> stack;
+  stack.reserve(pieces.size());
+  for (const auto& piece : pieces) stack.push_back(piece.get());
+  return WriteStackedQuantPart(c.quant, *w.quant_part, stack, w.name, dst);
 }
 
 }  // namespace inflight::model

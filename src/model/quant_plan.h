@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,8 +40,10 @@ class QuantizedLinearSource {
   // `shape` [out, in]; nothing is read beyond headers.
   virtual Status Check(const std::string& hf_weight_name,
                        const std::vector<std::int64_t>& shape) const = 0;
-  virtual Result<QuantizedMatrix> Load(const std::string& hf_weight_name,
-                                       const std::vector<std::int64_t>& shape) const = 0;
+  // Shared, not copied: a linear's parts (codes, scales, ...) and every rank's slice ask for the
+  // same matrix, and copies of it were ~20% of an FP8 build.
+  virtual Result<std::shared_ptr<const QuantizedMatrix>> Load(
+      const std::string& hf_weight_name, const std::vector<std::int64_t>& shape) const = 0;
   // {k_scale, v_scale} of layer `layer`: K (V) is stored as e4m3(K / k_scale).
   virtual Result<std::array<float, 2>> KvCacheScales(std::int64_t layer) const = 0;
 };

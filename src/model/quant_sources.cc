@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -86,13 +87,13 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
   Status Check(const std::string& name, const std::vector<std::int64_t>& shape) const override {
     return w_.check(name, shape);
   }
-  Result<QuantizedMatrix> Load(const std::string& name,
-                               const std::vector<std::int64_t>& shape) const override {
+  Result<std::shared_ptr<const QuantizedMatrix>> Load(
+      const std::string& name, const std::vector<std::int64_t>& shape) const override {
     // Every part of a linear (codes, scales) and every fused piece's part asks for its checkpoint
     // tensor, from several writer workers at about the same time: one quantization answers them
     // all (it was 2-3x an FP8 build's work).
-    std::promise<Result<QuantizedMatrix>> promise;
-    std::shared_future<Result<QuantizedMatrix>> result;
+    std::promise<Result<std::shared_ptr<const QuantizedMatrix>>> promise;
+    SharedLoad result;
     bool mine = false;
     {
       std::lock_guard<std::mutex> lock(recent_mu_);
@@ -109,8 +110,13 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
     }
     if (mine) {
       std::vector<float> w = TakeBuffer();
-      promise.set_value(Quantize(name, shape, &w));
+      Result<QuantizedMatrix> m = Quantize(name, shape, &w);
       GiveBuffer(std::move(w));
+      if (m.ok()) {
+        promise.set_value(std::make_shared<const QuantizedMatrix>(std::move(*m)));
+      } else {
+        promise.set_value(m.status());
+      }
     }
     return result.get();
   }
@@ -161,7 +167,8 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
   mutable std::mutex pool_mu_;
   mutable std::vector<std::vector<float>> pool_;
   mutable std::mutex recent_mu_;
-  mutable std::deque<std::pair<std::string, std::shared_future<Result<QuantizedMatrix>>>> recent_;
+  using SharedLoad = std::shared_future<Result<std::shared_ptr<const QuantizedMatrix>>>;
+  mutable std::deque<std::pair<std::string, SharedLoad>> recent_;
 };
 
 class PrequantizedSource final : public QuantizedLinearSource {
@@ -169,22 +176,12 @@ class PrequantizedSource final : public QuantizedLinearSource {
   PrequantizedSource(const CheckpointIndex& c, const CheckpointQuantization& f) : r_(c), f_(f) {}
 
   Status Check(const std::string& name, const std::vector<std::int64_t>& shape) const override {
-    return Load(name, shape).status();  // unpacking one linear is cheap next to writing it
+    return Unpack(name, shape).status();  // unpacking one linear is cheap next to writing it
   }
-  Result<QuantizedMatrix> Load(const std::string& name,
-                               const std::vector<std::int64_t>& shape) const override {
-    switch (f_.format) {
-      case CheckpointQuantFormat::kCompressedTensors:
-      case CheckpointQuantFormat::kModelOpt:
-        return LoadFp8(name, shape);
-      case CheckpointQuantFormat::kAwq:
-        return LoadAwq(name, shape);
-      case CheckpointQuantFormat::kGptq:
-        return LoadGptq(name, shape);
-      case CheckpointQuantFormat::kNone:
-        break;
-    }
-    return Internal("pre-quantized source without a format");
+  Result<std::shared_ptr<const QuantizedMatrix>> Load(
+      const std::string& name, const std::vector<std::int64_t>& shape) const override {
+    ASSIGN_OR_RETURN(QuantizedMatrix m, Unpack(name, shape));
+    return std::make_shared<const QuantizedMatrix>(std::move(m));
   }
   Result<std::array<float, 2>> KvCacheScales(std::int64_t layer) const override {
     if (!f_.kv_scales_in_checkpoint) return std::array<float, 2>{1.0f, 1.0f};
@@ -198,6 +195,23 @@ class PrequantizedSource final : public QuantizedLinearSource {
   }
 
  private:
+  // One linear's checkpoint tensors as a matrix, as its format stores them.
+  Result<QuantizedMatrix> Unpack(const std::string& name,
+                                 const std::vector<std::int64_t>& shape) const {
+    switch (f_.format) {
+      case CheckpointQuantFormat::kCompressedTensors:
+      case CheckpointQuantFormat::kModelOpt:
+        return LoadFp8(name, shape);
+      case CheckpointQuantFormat::kAwq:
+        return LoadAwq(name, shape);
+      case CheckpointQuantFormat::kGptq:
+        return LoadGptq(name, shape);
+      case CheckpointQuantFormat::kNone:
+        break;
+    }
+    return Internal("pre-quantized source without a format");
+  }
+
   Result<QuantizedMatrix> LoadFp8(const std::string& name,
                                   const std::vector<std::int64_t>& shape) const {
     const std::int64_t rows = shape[0], cols = shape[1];

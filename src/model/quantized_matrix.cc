@@ -149,43 +149,6 @@ Result<QuantizedMatrix> SliceCols(const QuantizedMatrix& m, std::int64_t c0, std
   return s;
 }
 
-Result<QuantizedMatrix> StackRows(const std::vector<QuantizedMatrix>& pieces,
-                                  const std::string& what) {
-  QuantizedMatrix out = pieces.front();
-  out.rows = 0;
-  out.codes.clear();
-  out.scales.clear();
-  out.zeros.clear();
-  bool any_zeros = false;
-  for (const QuantizedMatrix& p : pieces) any_zeros = any_zeros || !p.zeros.empty();
-  for (const QuantizedMatrix& p : pieces) {
-    if (p.algo != out.algo || p.cols != out.cols || p.num_groups != out.num_groups ||
-        p.group_size != out.group_size) {
-      return Unsupported(what + ": its fused pieces are quantized differently (columns " +
-                         std::to_string(p.cols) + " vs " + std::to_string(out.cols) + ", groups " +
-                         std::to_string(p.num_groups) + " vs " + std::to_string(out.num_groups) +
-                         "); one GEMM needs one layout");
-    }
-    if (p.g_idx != out.g_idx) {
-      return Unsupported(what +
-                         ": its fused pieces have different g_idx (act-order) "
-                         "permutations; one GEMM needs one g_idx");
-    }
-    out.rows += p.rows;
-    out.codes.insert(out.codes.end(), p.codes.begin(), p.codes.end());
-    out.scales.insert(out.scales.end(), p.scales.begin(), p.scales.end());
-    if (any_zeros) {
-      if (p.zeros.empty()) {
-        out.zeros.insert(out.zeros.end(), p.scales.size(), p.ImplicitZero());
-      } else {
-        out.zeros.insert(out.zeros.end(), p.zeros.begin(), p.zeros.end());
-      }
-    }
-    out.input_scale = std::max(out.input_scale, p.input_scale);
-  }
-  return out;
-}
-
 Status WriteQuantPart(const QuantConfig& q, QuantPart p, const QuantizedMatrix& m, std::byte* dst) {
   if (m.algo != q.quant_algo) {
     return Internal(std::string("quantized matrix is ") + QuantAlgoName(m.algo) +
@@ -238,6 +201,80 @@ Status WriteQuantPart(const QuantConfig& q, QuantPart p, const QuantizedMatrix& 
     case QuantPart::kInputScale:
       std::memcpy(dst, &m.input_scale, sizeof(float));
       return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status WriteStackedQuantPart(const QuantConfig& q, QuantPart p,
+                             const std::vector<const QuantizedMatrix*>& pieces,
+                             const std::string& what, std::byte* dst) {
+  if (pieces.empty()) return Internal(what + ": no pieces to stack");
+  const QuantizedMatrix& first = *pieces.front();
+  bool any_zeros = false;
+  float input_scale = 0.0f;
+  for (const QuantizedMatrix* m : pieces) {
+    if (m->algo != first.algo || m->cols != first.cols || m->num_groups != first.num_groups ||
+        m->group_size != first.group_size) {
+      return Unsupported(what + ": its fused pieces are quantized differently (columns " +
+                         std::to_string(m->cols) + " vs " + std::to_string(first.cols) +
+                         ", groups " + std::to_string(m->num_groups) + " vs " +
+                         std::to_string(first.num_groups) + "); one GEMM needs one layout");
+    }
+    if (m->g_idx != first.g_idx) {
+      return Unsupported(what +
+                         ": its fused pieces have different g_idx (act-order) "
+                         "permutations; one GEMM needs one g_idx");
+    }
+    any_zeros = any_zeros || !m->zeros.empty();
+    input_scale = std::max(input_scale, m->input_scale);
+  }
+  if (first.algo != q.quant_algo) return WriteQuantPart(q, p, first, dst);  // its error
+  switch (p) {
+    case QuantPart::kGroupIndex:
+      return WriteQuantPart(q, p, first, dst);  // one g_idx, checked equal above
+    case QuantPart::kInputScale:
+      std::memcpy(dst, &input_scale, sizeof(float));
+      return Status::Ok();
+    case QuantPart::kWeightScale:
+      if (q.weight_granularity == WeightScaleGranularity::kPerTensor) {
+        for (const QuantizedMatrix* m : pieces) {
+          for (float s : m->scales) {
+            if (s != first.scales.front()) {
+              return Internal("per_tensor weight scales differ between rows");
+            }
+          }
+        }
+        return WriteQuantPart(q, p, first, dst);
+      }
+      break;
+    case QuantPart::kWeightZero:
+      if (any_zeros) {
+        // Explicit zero points for all, the implicit one written out where a piece has none.
+        for (const QuantizedMatrix* m : pieces) {
+          const std::size_t n = m->scales.size();
+          if (m->zeros.empty()) {
+            std::memset(dst, m->ImplicitZero(), n);
+          } else {
+            std::memcpy(dst, m->zeros.data(), n);
+          }
+          dst += n;
+        }
+        return Status::Ok();
+      }
+      break;
+    case QuantPart::kWeight:
+      break;
+  }
+  // Row-major parts: the stack's bytes are each piece's in turn.
+  for (const QuantizedMatrix* m : pieces) {
+    RETURN_IF_ERROR(WriteQuantPart(q, p, *m, dst));
+    std::int64_t row_bytes = m->num_groups;  // zero points
+    if (p == QuantPart::kWeight) {
+      row_bytes = q.PackedColumns(m->cols);
+    } else if (p == QuantPart::kWeightScale) {
+      row_bytes = m->num_groups * static_cast<std::int64_t>(sizeof(float));
+    }
+    dst += m->rows * row_bytes;
   }
   return Status::Ok();
 }

@@ -57,14 +57,17 @@ QuantizedMatrix SliceRows(const QuantizedMatrix& m, std::int64_t r0, std::int64_
 // `what` names the tensor in errors.
 Result<QuantizedMatrix> SliceCols(const QuantizedMatrix& m, std::int64_t c0, std::int64_t c1,
                                   const std::string& what);
-// Pieces stacked along rows (q, k, v; gate, up). They must agree on algo, columns, groups and
-// g_idx; a piece without zero points gets its implicit one written out when another has them. The
-// static input scale is the largest (the fused GEMM quantizes its one input once).
-Result<QuantizedMatrix> StackRows(const std::vector<QuantizedMatrix>& pieces,
-                                  const std::string& what);
-
 // Writes part `p` of `m` into dst (exactly the bytes of QuantPartShape x QuantPartDType). Errors:
 // a matrix that does not fit the config (per_tensor with differing row scales, say).
 Status WriteQuantPart(const QuantConfig& q, QuantPart p, const QuantizedMatrix& m, std::byte* dst);
+
+// Part `p` of the pieces stacked along rows (q, k, v; gate, up), written as WriteQuantPart writes
+// the one matrix they make, without making it. The pieces must agree on algo, columns, groups and
+// g_idx; a piece without zero points gets its implicit one written out when another has them; the
+// static input scale is the largest (the fused GEMM quantizes its one input once). `what` names
+// the tensor in errors.
+Status WriteStackedQuantPart(const QuantConfig& q, QuantPart p,
+                             const std::vector<const QuantizedMatrix*>& pieces,
+                             const std::string& what, std::byte* dst);
 
 }  // namespace inflight::model

@@ -172,7 +172,7 @@ TEST(QuantizedEngine, BuildTimeQuantizationServesTheDequantizedModel) {
             name.find("_proj.weight") != std::string::npos) {
           auto m = source->Load(name, t->shape);
           ASSERT_TRUE(m.ok()) << m.status().ToString();
-          v = m->DequantizeAll();
+          v = (*m)->DequantizeAll();
         }
         ASSERT_TRUE(writer.AddBytes(name, DType::kFloat32, t->shape, testing::Bytes(v)).ok());
       }

@@ -3,7 +3,9 @@
 // quantizers; slicing and fusing of quantized matrices; the engine's int4 nibble order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -137,7 +139,7 @@ TEST(Quantizers, ErrorsWithinHalfAStepAndCodesInRange) {
 }
 
 TEST(QuantizedMatrix, SlicesKeepGroupsAndFusingChecksLayouts) {
-  const auto w = RandomFloats(4 * 64, 9);
+  const auto w = RandomFloats(std::size_t{4} * 64, 9);
   const QuantizedMatrix m = QuantizeInt4Symmetric(w.data(), 4, 64, 16);
   auto right = SliceCols(m, 32, 64, "down_proj");
   ASSERT_TRUE(right.ok()) << right.status().ToString();
@@ -159,13 +161,76 @@ TEST(QuantizedMatrix, SlicesKeepGroupsAndFusingChecksLayouts) {
   ASSERT_TRUE(a_cut.ok());
   EXPECT_EQ(a_cut->num_groups, 4);
   EXPECT_EQ(a_cut->Dequantize(1, 3), a.Dequantize(1, 11));
-  auto mixed = StackRows({m, a}, "layers.0.qkv.weight");
+  QuantConfig q;
+  q.quant_algo = QuantAlgo::kInt4Wo;
+  q.weight_granularity = WeightScaleGranularity::kPerGroup;
+  q.group_size = 16;
+  std::vector<std::byte> out(std::size_t{4} * 64);
+  const Status mixed =
+      WriteStackedQuantPart(q, QuantPart::kWeight, {&m, &a}, "layers.0.qkv.weight", out.data());
   ASSERT_FALSE(mixed.ok());
-  EXPECT_NE(mixed.status().message().find("different g_idx"), std::string::npos);
-  auto fused = StackRows({SliceRows(m, 0, 1), SliceRows(m, 2, 4)}, "layers.0.qkv.weight");
-  ASSERT_TRUE(fused.ok());
-  EXPECT_EQ(fused->rows, 3);
-  EXPECT_EQ(fused->Dequantize(2, 5), m.Dequantize(3, 5));
+  EXPECT_NE(mixed.message().find("layers.0.qkv.weight: its fused pieces have different g_idx"),
+            std::string::npos)
+      << mixed.message();
+}
+
+// Each part of stacked pieces is the bytes of the matrix whose rows are the pieces' in turn: here
+// rows 0, 2, 3 of one matrix, against the same rows written from the matrix itself one at a time.
+// A piece without zero points gets its implicit one where another has them; the input scale is
+// the largest.
+TEST(QuantizedMatrix, StackedPartsAreThePiecesRowsInTurn) {
+  const auto w = RandomFloats(std::size_t{4} * 64, 11);
+  QuantizedMatrix m = QuantizeInt4Symmetric(w.data(), 4, 64, 16);
+  QuantConfig q;
+  q.quant_algo = QuantAlgo::kInt4Wo;
+  q.weight_granularity = WeightScaleGranularity::kPerGroup;
+  q.group_size = 16;
+  QuantizedMatrix top = SliceRows(m, 0, 1), bottom = SliceRows(m, 2, 4);
+  bottom.zeros.assign(bottom.scales.size(), 9);
+  top.input_scale = 0.5f;
+  bottom.input_scale = 2.0f;
+  const std::vector<const QuantizedMatrix*> stack = {&top, &bottom};
+  for (const QuantPart part : {QuantPart::kWeight, QuantPart::kWeightScale, QuantPart::kWeightZero,
+                               QuantPart::kGroupIndex, QuantPart::kInputScale}) {
+    const std::string name = QuantPartSuffix(part);
+    // Expected: row by row from the pieces (each written alone), then the per-matrix parts.
+    std::vector<std::byte> want;
+    const bool per_row = part == QuantPart::kWeight || part == QuantPart::kWeightScale ||
+                         part == QuantPart::kWeightZero;
+    for (const QuantizedMatrix* piece : per_row ? stack : std::vector<const QuantizedMatrix*>{}) {
+      for (std::int64_t r = 0; r < piece->rows; ++r) {
+        QuantizedMatrix row = SliceRows(*piece, r, r + 1);
+        if (part == QuantPart::kWeightZero && row.zeros.empty()) {
+          row.zeros.assign(row.scales.size(), row.ImplicitZero());
+        }
+        std::vector<std::byte> bytes(64);
+        ASSERT_TRUE(WriteQuantPart(q, part, row, bytes.data()).ok()) << name;
+        const std::size_t n = part == QuantPart::kWeight        ? 32
+                              : part == QuantPart::kWeightScale ? 16
+                                                                : 4;
+        want.insert(want.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+      }
+    }
+    if (part == QuantPart::kGroupIndex) {
+      want.resize(std::size_t{64} * 4);
+      ASSERT_TRUE(WriteQuantPart(q, part, m, want.data()).ok());
+    }
+    if (part == QuantPart::kInputScale) {
+      want.resize(4);
+      const float largest = 2.0f;
+      std::memcpy(want.data(), &largest, 4);
+    }
+    std::vector<std::byte> got(want.size() + 8, std::byte{0x5a});
+    const Status s = WriteStackedQuantPart(q, part, stack, "layers.0.qkv.weight", got.data());
+    ASSERT_TRUE(s.ok()) << name << ": " << s.ToString();
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin())) << name;
+    EXPECT_EQ(got[want.size()], std::byte{0x5a}) << name << ": wrote past its bytes";
+  }
+  // The top piece's zero points are its implicit 8, the bottom's the given 9.
+  std::vector<std::byte> zeros(std::size_t{3} * 4);
+  ASSERT_TRUE(WriteStackedQuantPart(q, QuantPart::kWeightZero, stack, "qkv", zeros.data()).ok());
+  EXPECT_EQ(static_cast<int>(zeros[0]), 8);
+  EXPECT_EQ(static_cast<int>(zeros[4]), 9);
 }
 
 TEST(QuantizedMatrix, EngineInt4PacksColumnPairsLowNibbleFirst) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,12 +45,12 @@ TEST(BuildTimeQuantizerLoads, ConcurrentLoadsShareOneQuantizationAndEqualAFreshO
   for (const std::string& name : names) {
     auto m = MakeBuildTimeQuantizer(CountingSource(&fresh_reads), q)->Load(name, shape);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
-    expected.push_back(*m);
+    expected.push_back(**m);
   }
 
   auto shared = MakeBuildTimeQuantizer(CountingSource(&shared_reads), q);
   constexpr int kThreads = 8, kRounds = 3;
-  std::vector<std::vector<QuantizedMatrix>> got(kThreads);
+  std::vector<std::vector<std::shared_ptr<const QuantizedMatrix>>> got(kThreads);
   std::vector<std::thread> threads;
   threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
@@ -57,7 +58,7 @@ TEST(BuildTimeQuantizerLoads, ConcurrentLoadsShareOneQuantizationAndEqualAFreshO
       for (int r = 0; r < kRounds; ++r) {
         for (const std::string& name : names) {
           auto m = shared->Load(name, shape);
-          if (m.ok()) got[static_cast<std::size_t>(t)].push_back(*m);
+          if (m.ok()) got[static_cast<std::size_t>(t)].push_back(*m);  // the shared matrix
         }
       }
     });
@@ -70,8 +71,10 @@ TEST(BuildTimeQuantizerLoads, ConcurrentLoadsShareOneQuantizationAndEqualAFreshO
     ASSERT_EQ(mine.size(), names.size() * kRounds);
     for (std::size_t i = 0; i < mine.size(); ++i) {
       const QuantizedMatrix& want = expected[i % names.size()];
-      EXPECT_EQ(mine[i].codes, want.codes) << names[i % names.size()];
-      EXPECT_EQ(mine[i].scales, want.scales) << names[i % names.size()];
+      EXPECT_EQ(mine[i]->codes, want.codes) << names[i % names.size()];
+      EXPECT_EQ(mine[i]->scales, want.scales) << names[i % names.size()];
+      // One matrix handed to every caller, not a copy each (the recent loads hold all four).
+      EXPECT_EQ(mine[i].get(), got[0][i].get()) << names[i % names.size()];
     }
   }
 }
