@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/dtype.h"
 #include "common/fp8_e4m3.h"
 
 namespace inflight::model {
@@ -268,13 +269,9 @@ Status WriteStackedQuantPart(const QuantConfig& q, QuantPart p,
   // Row-major parts: the stack's bytes are each piece's in turn.
   for (const QuantizedMatrix* m : pieces) {
     RETURN_IF_ERROR(WriteQuantPart(q, p, *m, dst));
-    std::int64_t row_bytes = m->num_groups;  // zero points
-    if (p == QuantPart::kWeight) {
-      row_bytes = q.PackedColumns(m->cols);
-    } else if (p == QuantPart::kWeightScale) {
-      row_bytes = m->num_groups * static_cast<std::int64_t>(sizeof(float));
-    }
-    dst += m->rows * row_bytes;
+    auto bytes = static_cast<std::int64_t>(DTypeSize(QuantPartDType(q, p)));
+    for (const std::int64_t d : QuantPartShape(q, p, m->rows, m->cols, m->num_groups)) bytes *= d;
+    dst += bytes;
   }
   return Status::Ok();
 }
