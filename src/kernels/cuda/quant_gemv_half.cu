@@ -30,7 +30,7 @@ __device__ __forceinline__ __half2 E4M3PairTimes2PowMinus8(std::uint32_t p) {
 }
 
 // The 8 codes of columns [8 q, 8 q + 8) of a 16-byte chunk as 4 half2 pairs, less the zero
-// point, in the order the input row is staged in (StageOrder): fp8 and int8 (c0, c1), (c2, c3),
+// point, in the order the input row is staged in (StagePair): fp8 and int8 (c0, c1), (c2, c3),
 // (c4, c5), (c6, c7); int4 (c0, c4), (c1, c5), (c2, c6), (c3, c7), which the nibble masks give.
 //   fp8:  the codes times 2^-8 (the caller's final scale has the 2^8);
 //   int8: byte ^ 0x80 = code + 128 as the low mantissa byte of 1024 (0x6400), less 1152 + zero
