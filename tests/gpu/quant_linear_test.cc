@@ -40,6 +40,7 @@ struct QuantCase {
   bool g_idx = false;           // int, act-order
   bool static_scale = false;    // fp8
   DType dtype = DType::kBFloat16;
+  std::vector<std::int64_t> rows = {1, 3, 8, 33, 200};  // the m values run
 };
 
 // A random quantized weight in the engine's layout, host side.
@@ -148,9 +149,9 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
   std::vector<float> dense(static_cast<std::size_t>(c.n * c.k));
   kcpu::DequantizeWeight(HostView(c, hw), c.n, c.k, dense.data(), nullptr);
 
-  const std::int64_t max_m = 200;
+  const std::int64_t max_m = *std::max_element(c.rows.begin(), c.rows.end());
   Scratch scratch(kc::QuantLinearScratchBytes(c.kind, max_m, c.n, c.k, c.n * c.k, 2));
-  for (std::int64_t m : {1, 3, 8, 33, 200}) {
+  for (std::int64_t m : c.rows) {
     const bool with_bias = m % 2 == 1, accumulate = m == 3 || m == 200;
     const auto n_x = static_cast<std::size_t>(m * c.k), n_y = static_cast<std::size_t>(m * c.n);
     const std::vector<float> x = RoundTo(c.dtype, RandomVector(n_x, -2.0f, 2.0f));
@@ -378,6 +379,26 @@ GPU_TEST(QuantLinearInt4MatchesCpu) {
   c.name = "int4 group 48 zeros";
   c.group_size = 48;
   c.g_idx = false;
+  CheckCase(c, linear, nullptr);
+}
+
+// One row with more output rows than the one-row kernel's resident warps (3,168 on an H200), so
+// each warp carries its loads from one row's last batch into its next row's first.
+GPU_TEST(QuantGemvOneRowManyRowsPerWarp) {
+  Engines e;
+  kc::QuantLinear linear(e.gemm, e.fp8_available ? &e.fp8_gemm : nullptr);
+  const std::int64_t n = 20000 + 8;
+  QuantCase c{"fp8 per-channel dynamic n=20008", kc::QuantWeightKind::kFp8E4M3, n, kK};
+  c.rows = {1};
+  c.dtype = DType::kFloat16;
+  CheckCase(c, linear, nullptr);
+  c = {"int8 group 128 zeros n=20008", kc::QuantWeightKind::kInt8, n, kK, 128};
+  c.zeros = true;
+  c.rows = {1};
+  CheckCase(c, linear, nullptr);
+  c = {"int4 group 128 zeros n=20008", kc::QuantWeightKind::kInt4, n, kK, 128};
+  c.zeros = true;
+  c.rows = {1};
   CheckCase(c, linear, nullptr);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/quant_activation_fp8.h"
 #include "kernels/cuda/quant_codes.cuh"
 #include "kernels/cuda/quant_gemv_kernels.cuh"
 #include "kernels/cuda/quant_linear_path.h"
@@ -203,30 +204,31 @@ bool HalfRowKernelEnabled() {
   return enabled;
 }
 
-// INFLIGHT_QUANT_GEMV_PREFETCH=1: the one-row kernel's variant that issues each warp's first code
-// loads before staging the input (an A/B switch; off by default until measured).
-bool HalfRowPrefetchEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("INFLIGHT_QUANT_GEMV_PREFETCH");
-    return v != nullptr && v[0] == '1';
-  }();
-  return enabled;
-}
-
-// Blocks an SM at most in the grid (rows beyond it loop in each warp): 16, or
-// INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM (an A/B switch: fewer blocks stage the inputs fewer times).
-std::int64_t BlocksPerSmCap() {
+// Blocks an SM at most in the grid (rows beyond it loop in each warp): the general kernel 16, the
+// one-row kernel what stays resident; INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM caps both (an A/B switch).
+std::int64_t BlocksPerSmFromEnv() {
   static const std::int64_t cap = [] {
     const char* v = std::getenv("INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM");
     const long long n = v != nullptr ? std::atoll(v) : 0;
-    return n > 0 ? static_cast<std::int64_t>(n) : std::int64_t{16};
+    return n > 0 ? static_cast<std::int64_t>(n) : std::int64_t{0};
   }();
   return cap;
 }
 
+// The chunks of a row each lie in one scale group: the kernels apply scale and zero once a chunk.
+bool OneGroupPerChunk(const QuantWeight& w) {
+  const std::int64_t cols = QuantColumnsPerChunk(w.kind);
+  return w.per_tensor || (w.g_idx == nullptr && (w.group_size == 0 || w.group_size % cols == 0));
+}
+
+// Whether the one-row kernel takes these rows (Launch's half_row; its indices are 32-bit).
+bool HalfRowTakes(const QuantWeight& w, std::int64_t m, std::int64_t n) {
+  return m == 1 && n < (std::int64_t{1} << 31) && OneGroupPerChunk(w) && HalfRowKernelEnabled();
+}
+
 template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
 cudaError_t Launch(const QuantGemvArgs& args, cudaStream_t stream) {
-  const bool half_row = kMaxM == 1 && kChunkGroups && HalfRowKernelEnabled();
+  const bool half_row = kMaxM == 1 && kChunkGroups && HalfRowTakes(args.w, args.m, args.n);
   const auto smem = static_cast<std::size_t>(args.m * args.k * 2);
   if (smem > kDefaultSharedBytes && !CurrentDevicePrepared()) {
     // NOTE: always the device's maximum, as gemv.cu (several devices, threads). A prepared device
@@ -235,23 +237,27 @@ cudaError_t Launch(const QuantGemvArgs& args, cudaStream_t stream) {
                                      : RaiseSharedLimit<T, kKind, kMaxM, kChunkGroups>();
     if (err != cudaSuccess) return err;
   }
-  const std::int64_t wanted = CeilDiv(args.n, kWarps);
+  std::int64_t per_sm = BlocksPerSmFromEnv();
+  if (per_sm == 0) per_sm = half_row ? QuantGemvHalfRowBlocksPerSm<T, kKind>(smem) : 16;
   const std::int64_t cap =
       static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) *
-      BlocksPerSmCap();
-  const auto blocks = static_cast<unsigned>(wanted < cap ? wanted : cap);
+      per_sm;
   if (half_row) {
-    return LaunchQuantGemvHalfRow<T, kKind>(args, blocks, smem, HalfRowPrefetchEnabled(), stream);
+    // As many rows a warp as the resident grid needs, then the fewest blocks that take them all
+    // at that count, so no warp runs a row more than the others.
+    const std::int64_t rows_per_warp = CeilDiv(args.n, cap * kWarps);
+    const auto blocks = static_cast<unsigned>(CeilDiv(args.n, rows_per_warp * kWarps));
+    return LaunchQuantGemvHalfRow<T, kKind>(args, blocks, smem, stream);
   }
+  const std::int64_t wanted = CeilDiv(args.n, kWarps);
+  const auto blocks = static_cast<unsigned>(wanted < cap ? wanted : cap);
   return LaunchProgrammatic(QuantGemvKernel<T, kKind, kMaxM, kChunkGroups>, dim3(blocks),
                             dim3(kThreads), smem, stream, args);
 }
 
 template <typename T, QuantWeightKind kKind>
 cudaError_t LaunchKind(const QuantGemvArgs& a, cudaStream_t stream) {
-  constexpr std::int64_t cols = QuantColumnsPerChunk(kKind);
-  const bool chunk_groups = a.w.per_tensor || (a.w.g_idx == nullptr &&
-                                               (a.w.group_size == 0 || a.w.group_size % cols == 0));
+  const bool chunk_groups = OneGroupPerChunk(a.w);
   static_assert(kQuantGemvMaxRows == 8, "instantiate the kernel for every row count taken");
   if (a.m == 1) {
     return chunk_groups ? Launch<T, kKind, 1, true>(a, stream)
@@ -288,11 +294,17 @@ bool QuantGemvSupports(const QuantWeight& w, DType dtype, std::int64_t m, std::i
          Aligned16(w.codes);
 }
 
-cudaError_t QuantGemv(void* y, std::int64_t y_stride, const void* x, std::int64_t x_stride,
+cudaError_t QuantGemv(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
                       const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
                       std::int64_t n, std::int64_t k, bool accumulate, cudaStream_t stream) {
   if (!QuantGemvSupports(w, dtype, m, k, x, x_stride)) return cudaErrorNotSupported;
   if (n <= 0) return n == 0 ? cudaSuccess : cudaErrorInvalidValue;
+  if (w.kind == QuantWeightKind::kFp8E4M3 && !HalfRowTakes(w, m, n)) {
+    // The FP8 linear's activation rounding, in place (the one-row kernel does it as it stages).
+    const cudaError_t err =
+        QuantizeActivationsFp8(x, x_stride, dtype, m, k, w.input_scale, nullptr, nullptr, stream);
+    if (err != cudaSuccess) return err;
+  }
   const QuantGemvArgs args{y, y_stride, x, x_stride, w, bias, m, n, k, accumulate};
   INFLIGHT_DISPATCH_HALF(dtype, T, {
     switch (w.kind) {

@@ -26,11 +26,14 @@ bool QuantGemvSupports(const QuantWeight& w, DType dtype, std::int64_t m, std::i
                        const void* x, std::int64_t x_stride);
 
 // y[t, o] = sum_i x[t, i] * w(o, i) (+ bias[o]) (+ y[t, o] when accumulate) for t < m, o < n;
-// fp32 sums, one rounding to dtype (at m = 1 each 16-byte chunk's 16 or 32 products are first summed
-// in fp16 on inputs scaled below 1: quant_gemv_half.cu). x: device [m, k] in dtype, row stride x_stride (for fp8 the
-// rows already through QuantizeActivationsFp8); bias: device [n] in dtype or null; y: device
-// [m, n] in dtype, row stride y_stride. cudaErrorNotSupported when !QuantGemvSupports(...).
-cudaError_t QuantGemv(void* y, std::int64_t y_stride, const void* x, std::int64_t x_stride,
+// fp32 sums, one rounding to dtype (at m = 1 each 16-byte chunk's 16 or 32 products are first
+// summed in fp16 on inputs scaled below 1: quant_gemv_half.cu). x: device [m, k] in dtype, row
+// stride x_stride; fp8 weights multiply x rounded to E4M3 as the FP8 linear's activations
+// (QuantizeActivationsFp8 with w.input_scale): the one-row kernel rounds as it reads, leaving x
+// as it is, more rows are rounded in place first, so the caller must not read x afterwards.
+// bias: device [n] in dtype or null; y: device [m, n] in dtype, row stride y_stride.
+// cudaErrorNotSupported when !QuantGemvSupports(...).
+cudaError_t QuantGemv(void* y, std::int64_t y_stride, void* x, std::int64_t x_stride,
                       const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
                       std::int64_t n, std::int64_t k, bool accumulate, cudaStream_t stream);
 

@@ -3,10 +3,12 @@
 // conversions, not the weight stream, bound it (31-51% of the read rate for fp8 and int8, 17-27%
 // for int4 on an H200). Here codes become half2 pairs by integer bit operations (exact: every code
 // value, less its zero point, is a small integer or a scaled E4M3 value that fp16 holds), the
-// block stages the input row once as fp16 scaled by a power of two to |x| < 1, and each 16-byte
-// chunk is summed by HFMA2 (two products an instruction) into one fp16 pair, which goes to the
-// fp32 accumulator with the chunk's scale. Error: a chunk's partial sum (at most 16 products a
-// half) rounds at fp16's 2^-11, below the output's own rounding in bf16 and near it in fp16.
+// block stages the input row once as fp16 scaled by a power of two to |x| < 1 (FP8 weights: the
+// input rounded to E4M3 on the way, so no quantizing pass runs before it), and each 16-byte
+// chunk is summed by HFMA2 (two products an instruction) into fp16 pairs, which go to the fp32
+// accumulator with the chunk's scale. Each warp keeps its next batch of loads in flight while it
+// multiplies the current one. Error: a chunk's partial sums (at most 16 products a half) round at
+// fp16's 2^-11, below the output's own rounding in bf16 and near it in fp16.
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/quant_codes.cuh"
 #include "kernels/cuda/quant_gemv_kernels.cuh"
@@ -71,37 +73,22 @@ __device__ __forceinline__ std::uint32_t StagePair(const float (&x)[8], int j) {
   return Bits(v);
 }
 
-// One warp per output row as the general kernel (rows strided over the grid; lane l reads 16-byte
-// chunks l, l + 32, ...; each lane starts its chunk's 8-column runs at a rotation of its lane so
-// that a quarter-warp's shared loads hit distinct banks). The block first finds the input row's
-// largest magnitude and stages x * 2^-e in fp16 (2^e the power of two just above it), so that a
-// pair's products stay within 16 (int4), 255 (int8) or 1.75 (fp8) and a chunk's fp16 sum cannot
-// overflow. kPrefetch: each warp's first loads of codes go out before the wait for the previous
-// kernel and the staging (codes are constant; only the inputs come from the previous kernel), so
-// that their latency overlaps the staging's. Grid: (min(ceil(n / 8), 16 x SMs)), Block: (256),
-// shared k * 2 bytes.
-template <typename T, QuantWeightKind kKind, bool kPrefetch>
-__global__ void __launch_bounds__(kQuantGemvThreads) QuantGemvHalfRowKernel(QuantGemvArgs a) {
-  extern __shared__ uint4 sx[];  // [k / 8], pairs as StagePair orders them
-  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
-  constexpr int kQ = kCols / 8;
-  constexpr int kRotShift = kQ == 4 ? 1 : 2;
+// An input as the FP8 linear multiplies it: rounded to E4M3 at scale s and back to T, exactly as
+// QuantizeActivationsFp8 rewrites x in place (a true division, as there).
+template <typename T>
+__device__ __forceinline__ float RoundedFp8Input(float x, float s) {
+  return ToFloat(FromFloat<T>(E4M3ToFloat(FloatToE4M3(__fdiv_rn(x, s))) * s));
+}
+
+// Stages the input row into sx as x * 2^-e in fp16 pairs (StagePair's order), 2^e the power of
+// two just above the row's largest magnitude, and returns e: a pair's products then stay within
+// 16 (int4), 255 (int8) or 1.75 (fp8), so a chunk's fp16 sums cannot overflow. FP8 weights: each input is first
+// rounded as the FP8 linear's activations are (w.input_scale, or the row's amax / 448), so the
+// caller's row stays as it is and no quantizing pass runs before the GEMV. Rounding is monotonic
+// in |x|, so the rounded row's largest magnitude is the rounded amax.
+template <typename T, QuantWeightKind kKind>
+__device__ __forceinline__ int StageInputRow(const QuantGemvArgs& a, uint4* sx) {
   const std::int64_t k8 = a.k / 8;
-  const auto row_of_warp = [] {
-    return static_cast<std::int64_t>(blockIdx.x) * kQuantGemvWarps + (threadIdx.x >> 5);
-  };
-  const auto codes_of_row = [&a](std::int64_t row) {
-    const std::int64_t row_bytes = kKind == QuantWeightKind::kInt4 ? a.k / 2 : a.k;
-    return reinterpret_cast<const uint4*>(a.w.codes + row * row_bytes);
-  };
-  uint4 first[kQuantGemvUnroll];
-  if constexpr (kPrefetch) {
-    if (row_of_warp() < a.n) {
-      LoadCodeChunks(codes_of_row(row_of_warp()), threadIdx.x & 31, a.k / kCols, first);
-    }
-  }
-  GridDependencyWait();
-  GridDependencyLaunchDependents();
   const auto* x8 = static_cast<const uint4*>(a.x);
   float amax = 0.0f;
   for (std::int64_t i = threadIdx.x; i < k8; i += kQuantGemvThreads) {
@@ -120,6 +107,9 @@ __global__ void __launch_bounds__(kQuantGemvThreads) QuantGemvHalfRowKernel(Quan
     amax = WarpMax((threadIdx.x & 31) < kQuantGemvWarps ? scratch[threadIdx.x & 31] : 0.0f);
     __syncthreads();  // before the staging below overwrites the scratch
   }
+  constexpr bool kRoundFp8 = kKind == QuantWeightKind::kFp8E4M3;
+  const float s = kRoundFp8 ? ActivationFp8Scale(a.w.input_scale, amax) : 1.0f;
+  if (kRoundFp8) amax = RoundedFp8Input<T>(amax, s);
   int exponent = 0;  // amax = f * 2^exponent, f in [0.5, 1); 0 for a row of zeros
   frexpf(amax, &exponent);
   const float inv = ldexpf(1.0f, -exponent);  // exact; nonzero for every finite amax
@@ -128,64 +118,168 @@ __global__ void __launch_bounds__(kQuantGemvThreads) QuantGemvHalfRowKernel(Quan
     v.bits = x8[i];  // an L1 hit: the pass above read it
     float xs[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) xs[e] = ToFloat(v.e[e]) * inv;
+    for (int e = 0; e < 8; ++e) {
+      const float x = ToFloat(v.e[e]);
+      xs[e] = (kRoundFp8 ? RoundedFp8Input<T>(x, s) : x) * inv;
+    }
     sx[i] = make_uint4(StagePair<kKind>(xs, 0), StagePair<kKind>(xs, 1), StagePair<kKind>(xs, 2),
                        StagePair<kKind>(xs, 3));
   }
   __syncthreads();
+  return exponent;
+}
 
-  const QuantWeight& w = a.w;
+// Blocks an SM the kernel is compiled for (__launch_bounds__): 2 leaves ptxas up to 128
+// registers, and measured best on an H200 (8B shapes at one row; 4 forces 64 registers and int4
+// spills, 3 forces 80): gate_up int4 29.9 us against 29.2 (3) and 32.2 (4), down fp8 20.9 against
+// 28.3 and 22.9 (bench/results/2026-11-30-h200-gemv-pipelined.md).
+constexpr int kQuantGemvHalfRowMinBlocks = 2;
+
+// What a lane loads for one batch of a weight row: kQuantGemvUnroll 16-byte chunks of codes with
+// their scales and zero points (zero codes and scales past the row's end).
+struct HalfRowBatch {
+  uint4 codes[kQuantGemvUnroll];
+  float scale[kQuantGemvUnroll];
+  float zero[kQuantGemvUnroll];
+};
+
+// The launch's condition is one scale group per chunk (no g_idx; per tensor, one group a row, or
+// group_size a multiple of the chunk's columns), so chunk c's group is c / (chunks a group):
+// c >> shift where that is a power of two (every published group size; 31 for one group), else a
+// division by `per_group`.
+struct ChunkGroups {
+  int shift;
+  int per_group;
+  __device__ __forceinline__ int Of(int c) const { return shift >= 0 ? c >> shift : c / per_group; }
+};
+
+template <QuantWeightKind kKind>
+__device__ __forceinline__ ChunkGroups ChunkGroupsOf(const QuantWeight& w) {
+  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  if (w.per_tensor || w.group_size <= 0) return {31, 1};
+  const int per_group = static_cast<int>(w.group_size / kCols);
+  return {(per_group & (per_group - 1)) == 0 ? __ffs(per_group) - 1 : -1, per_group};
+}
+
+// Lane's chunks batch + lane + 32 u of `row`; kFull: the batch lies inside the row (no checks).
+// The row's pointers are recomputed each batch: kept across batches they would cost registers.
+template <QuantWeightKind kKind, bool kFull>
+__device__ __forceinline__ void LoadBatch(const QuantWeight& w, int row, int k, int batch, int lane,
+                                          ChunkGroups groups, HalfRowBatch& b) {
+  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  const int chunks = k / kCols;
+  const std::int64_t row_bytes = kKind == QuantWeightKind::kInt4 ? k / 2 : k;
+  const std::int64_t groups_before = static_cast<std::int64_t>(row) * w.num_groups;
+  const auto* codes = reinterpret_cast<const uint4*>(w.codes + row * row_bytes);
+  const float* scales = w.per_tensor ? w.scales : w.scales + groups_before;
+  const std::uint8_t* zeros = w.zeros != nullptr ? w.zeros + groups_before : nullptr;
+#pragma unroll
+  for (int u = 0; u < kQuantGemvUnroll; ++u) {
+    const int c = batch + lane + 32 * u;
+    const bool in = kFull || c < chunks;
+    b.codes[u] = in ? LoadCodesStreaming(codes + c) : make_uint4(0, 0, 0, 0);
+    const int g = in ? groups.Of(c) : 0;
+    b.scale[u] = in ? scales[g] : 0.0f;
+    b.zero[u] = ZeroPoint<kKind>(zeros, g);
+  }
+}
+
+// Lane's share of sum_i x[i] w(row, i) over one batch: each chunk's products summed in fp16 pairs
+// (two chains, so that consecutive HFMA2s do not wait on each other), then scaled into fp32.
+template <QuantWeightKind kKind, bool kFull>
+__device__ __forceinline__ float BatchDot(const HalfRowBatch& b, const uint4* sx, int batch,
+                                          int lane, int chunks) {
+  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  constexpr int kQ = kCols / 8;
+  constexpr int kRotShift = kQ == 4 ? 1 : 2;
+  constexpr float kBase = kKind == QuantWeightKind::kInt8 ? 1152.0f : 1024.0f;
+  float acc = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kQuantGemvUnroll; ++u) {
+    const int c = batch + lane + 32 * u;
+    if (!kFull && c >= chunks) break;
+    const __half2 sub = __float2half2_rn(kBase + b.zero[u]);  // an integer fp16 holds exactly
+    const __half2 sub_hi = __float2half2_rn(-(64.0f + b.zero[u]));
+    __half2 part0 = __float2half2_rn(0.0f), part1 = part0;
+#pragma unroll
+    for (int r = 0; r < kQ; ++r) {
+      const int q = (r + (lane >> kRotShift)) & (kQ - 1);
+      __half2 wv[4];
+      DecodeHalf8<kKind>(b.codes[u], q, sub, sub_hi, wv);
+      const uint4 xv = sx[c * kQ + q];
+      part0 = __hfma2(wv[0], AsHalf2(xv.x), part0);
+      part1 = __hfma2(wv[1], AsHalf2(xv.y), part1);
+      part0 = __hfma2(wv[2], AsHalf2(xv.z), part0);
+      part1 = __hfma2(wv[3], AsHalf2(xv.w), part1);
+    }
+    const float2 pf = __half22float2(__hadd2(part0, part1));
+    acc = fmaf(pf.x + pf.y, b.scale[u], acc);
+  }
+  return acc;
+}
+
+// One warp per output row at a time, rows strided over the grid. A warp walks its rows in batches
+// of 32 x kQuantGemvUnroll chunks (lane l reads chunks l, l + 32, ... of the batch) and issues the
+// next batch's loads (the rest of this row, or its next row's start) before it multiplies the
+// current one, so its loads stay in flight while it computes; the grid is what stays resident
+// (rows loop), and the first batch goes out before the wait for the previous kernel, since codes
+// and scales are constants (with PDL it overlaps that kernel's tail and this one's staging).
+// Each lane starts its chunk's 8-column runs at a rotation of its lane so that a quarter-warp's
+// shared loads hit distinct banks. Indices are 32-bit: n and k are below 2^31 (the launcher's
+// condition). Grid: (<= ceil(n / 8)), Block: (256), shared k * 2 bytes.
+template <typename T, QuantWeightKind kKind>
+__global__ void __launch_bounds__(kQuantGemvThreads, kQuantGemvHalfRowMinBlocks)
+    QuantGemvHalfRowKernel(QuantGemvArgs a) {
+  extern __shared__ uint4 sx[];  // [k / 8], pairs as StagePair orders them
+  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  constexpr int kBatch = 32 * kQuantGemvUnroll;
   const int lane = threadIdx.x & 31;
-  const std::int64_t chunks = a.k / kCols;
-  const std::int64_t first_row = row_of_warp();
+  const int n = static_cast<int>(a.n), k = static_cast<int>(a.k), chunks = k / kCols;
+  const int row_step = static_cast<int>(gridDim.x) * kQuantGemvWarps;
+  const ChunkGroups groups = ChunkGroupsOf<kKind>(a.w);
+  int row = static_cast<int>(blockIdx.x) * kQuantGemvWarps + (threadIdx.x >> 5);
+  int batch = 0;
+  HalfRowBatch cur;
+  if (row < n) {
+    if (kBatch <= chunks) {
+      LoadBatch<kKind, true>(a.w, row, k, 0, lane, groups, cur);
+    } else {
+      LoadBatch<kKind, false>(a.w, row, k, 0, lane, groups, cur);
+    }
+  }
+  GridDependencyWait();
+  GridDependencyLaunchDependents();
+  const int exponent = StageInputRow<T, kKind>(a, sx);
   // fp8 codes were decoded at 2^-8 of their values.
   const float out_scale = kKind == QuantWeightKind::kFp8E4M3 ? 256.0f : 1.0f;
-  for (std::int64_t row = first_row; row < a.n;
-       row += static_cast<std::int64_t>(gridDim.x) * kQuantGemvWarps) {
-    const uint4* w_row = codes_of_row(row);
-    float acc = 0.0f;
-    for (std::int64_t base = lane; base < chunks; base += 32 * kQuantGemvUnroll) {
-      uint4 v[kQuantGemvUnroll];
-      if (kPrefetch && row == first_row && base == lane) {
-#pragma unroll
-        for (int u = 0; u < kQuantGemvUnroll; ++u) v[u] = first[u];
+  float acc = 0.0f;
+  while (row < n) {
+    int next_row = row, next_batch = batch + kBatch;
+    if (next_batch >= chunks) next_row += row_step, next_batch = 0;
+    HalfRowBatch next;
+    if (next_row < n) {
+      if (next_batch + kBatch <= chunks) {
+        LoadBatch<kKind, true>(a.w, next_row, k, next_batch, lane, groups, next);
       } else {
-        LoadCodeChunks(w_row, base, chunks, v);
-      }
-#pragma unroll
-      for (int u = 0; u < kQuantGemvUnroll; ++u) {
-        const std::int64_t c = base + 32 * u;
-        if (c >= chunks) break;
-        const std::int64_t g = GroupOf(w, c * kCols);
-        const float scale = ScaleOf(w, row, g);
-        const float zero = ZeroPoint<kKind>(w.zeros, row * w.num_groups + g);
-        constexpr float kBase = kKind == QuantWeightKind::kInt8 ? 1152.0f : 1024.0f;
-        const __half2 sub = __float2half2_rn(kBase + zero);  // an integer fp16 holds exactly
-        const __half2 sub_hi = __float2half2_rn(-(64.0f + zero));
-        __half2 part = __float2half2_rn(0.0f);
-#pragma unroll
-        for (int r = 0; r < kQ; ++r) {
-          const int q = (r + (lane >> kRotShift)) & (kQ - 1);
-          __half2 wv[4];
-          DecodeHalf8<kKind>(v[u], q, sub, sub_hi, wv);
-          const uint4 xv = sx[c * kQ + q];
-          part = __hfma2(wv[0], AsHalf2(xv.x), part);
-          part = __hfma2(wv[1], AsHalf2(xv.y), part);
-          part = __hfma2(wv[2], AsHalf2(xv.z), part);
-          part = __hfma2(wv[3], AsHalf2(xv.w), part);
-        }
-        const float2 pf = __half22float2(part);
-        acc = fmaf(pf.x + pf.y, scale, acc);
+        LoadBatch<kKind, false>(a.w, next_row, k, next_batch, lane, groups, next);
       }
     }
-    acc = WarpSum(acc);
-    if (lane == 0) {
-      float out = ldexpf(acc * out_scale, exponent);
-      T* y = static_cast<T*>(a.y);
-      if (a.bias != nullptr) out += ToFloat(static_cast<const T*>(a.bias)[row]);
-      if (a.accumulate) out += ToFloat(y[row]);
-      y[row] = FromFloat<T>(out);
+    acc += batch + kBatch <= chunks ? BatchDot<kKind, true>(cur, sx, batch, lane, chunks)
+                                    : BatchDot<kKind, false>(cur, sx, batch, lane, chunks);
+    if (next_row != row) {
+      acc = WarpSum(acc);
+      if (lane == 0) {
+        float out = ldexpf(acc * out_scale, exponent);
+        T* y = static_cast<T*>(a.y);
+        if (a.bias != nullptr) out += ToFloat(static_cast<const T*>(a.bias)[row]);
+        if (a.accumulate) out += ToFloat(y[row]);
+        y[row] = FromFloat<T>(out);
+      }
+      acc = 0.0f;
     }
+    row = next_row;
+    batch = next_batch;
+    cur = next;
   }
 }
 
@@ -193,26 +287,33 @@ __global__ void __launch_bounds__(kQuantGemvThreads) QuantGemvHalfRowKernel(Quan
 
 template <typename T, QuantWeightKind kKind>
 cudaError_t LaunchQuantGemvHalfRow(const QuantGemvArgs& args, unsigned blocks,
-                                   std::size_t shared_bytes, bool prefetch, cudaStream_t stream) {
-  return LaunchProgrammatic(
-      prefetch ? QuantGemvHalfRowKernel<T, kKind, true> : QuantGemvHalfRowKernel<T, kKind, false>,
-      dim3(blocks), dim3(kQuantGemvThreads), shared_bytes, stream, args);
+                                   std::size_t shared_bytes, cudaStream_t stream) {
+  return LaunchProgrammatic(QuantGemvHalfRowKernel<T, kKind>, dim3(blocks), dim3(kQuantGemvThreads),
+                            shared_bytes, stream, args);
+}
+
+template <typename T, QuantWeightKind kKind>
+int QuantGemvHalfRowBlocksPerSm(std::size_t shared_bytes) {
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, QuantGemvHalfRowKernel<T, kKind>,
+                                                    kQuantGemvThreads,
+                                                    shared_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  return blocks > 0 ? blocks : 1;
 }
 
 template <typename T, QuantWeightKind kKind>
 cudaError_t SetQuantGemvHalfRowSharedLimit(int bytes) {
-  for (const auto kernel :
-       {QuantGemvHalfRowKernel<T, kKind, false>, QuantGemvHalfRowKernel<T, kKind, true>}) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
+  return cudaFuncSetAttribute(QuantGemvHalfRowKernel<T, kKind>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
-#define INFLIGHT_INSTANTIATE_HALF_ROW(T, KIND)                                           \
-  template cudaError_t LaunchQuantGemvHalfRow<T, KIND>(const QuantGemvArgs&, unsigned,   \
-                                                       std::size_t, bool, cudaStream_t); \
+#define INFLIGHT_INSTANTIATE_HALF_ROW(T, KIND)                                         \
+  template cudaError_t LaunchQuantGemvHalfRow<T, KIND>(const QuantGemvArgs&, unsigned, \
+                                                       std::size_t, cudaStream_t);     \
+  template int QuantGemvHalfRowBlocksPerSm<T, KIND>(std::size_t);                      \
   template cudaError_t SetQuantGemvHalfRowSharedLimit<T, KIND>(int);
 INFLIGHT_INSTANTIATE_HALF_ROW(__half, QuantWeightKind::kFp8E4M3)
 INFLIGHT_INSTANTIATE_HALF_ROW(__half, QuantWeightKind::kInt8)

@@ -53,13 +53,17 @@ __device__ __forceinline__ std::uint32_t Word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// The one-row kernel of quant_gemv_half.cu (for T = __half, __nv_bfloat16 and every kind): same
-// grid, block and shared memory (k * 2 bytes) as the general kernel; needs one scale group per
-// 16-byte chunk (no g_idx; group_size 0 or a multiple of the chunk's columns, or per tensor).
-// prefetch: its variant that issues each warp's first code loads before the staging.
+// The one-row kernel of quant_gemv_half.cu (for T = __half, __nv_bfloat16 and every kind): block
+// (kQuantGemvThreads), shared memory k * 2 bytes; any grid (rows loop in each warp: the launcher
+// sizes it to what stays resident, QuantGemvHalfRowBlocksPerSm); needs one scale group per 16-byte
+// chunk (no g_idx; group_size 0 or a multiple of the chunk's columns, or per tensor). FP8 weights:
+// x as the caller has it (the kernel rounds it as QuantizeActivationsFp8 would).
 template <typename T, QuantWeightKind kKind>
 cudaError_t LaunchQuantGemvHalfRow(const QuantGemvArgs& args, unsigned blocks,
-                                   std::size_t shared_bytes, bool prefetch, cudaStream_t stream);
+                                   std::size_t shared_bytes, cudaStream_t stream);
+// Its resident blocks an SM at shared_bytes (1 when the runtime cannot tell).
+template <typename T, QuantWeightKind kKind>
+int QuantGemvHalfRowBlocksPerSm(std::size_t shared_bytes);
 template <typename T, QuantWeightKind kKind>
 cudaError_t SetQuantGemvHalfRowSharedLimit(int bytes);
 

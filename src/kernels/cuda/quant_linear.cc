@@ -77,13 +77,13 @@ cudaError_t QuantLinear::Run(void* y, std::int64_t y_stride, void* x, std::int64
     return RunFp8Gemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, false, scratch,
                       stream);
   }
+  if (path == QuantLinearPath::kGemv) {  // rounds FP8 inputs itself
+    return QuantGemv(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, stream);
+  }
   if (w.kind == QuantWeightKind::kFp8E4M3) {
     const cudaError_t err =
         QuantizeActivationsFp8(x, x_stride, dtype, m, k, w.input_scale, nullptr, nullptr, stream);
     if (err != cudaSuccess) return err;
-  }
-  if (path == QuantLinearPath::kGemv) {
-    return QuantGemv(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, stream);
   }
   return RunDequantGemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, scratch,
                         stream);
