@@ -9,6 +9,8 @@
 // accumulator with the chunk's scale. Each warp keeps its next batch of loads in flight while it
 // multiplies the current one. Error: a chunk's partial sums (at most 16 products a half) round at
 // fp16's 2^-11, below the output's own rounding in bf16 and near it in fp16.
+#include <type_traits>
+
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/quant_codes.cuh"
 #include "kernels/cuda/quant_gemv_kernels.cuh"
@@ -39,8 +41,8 @@ __device__ __forceinline__ __half2 E4M3PairTimes2PowMinus8(std::uint32_t p) {
 //         (`sub` holds it twice);
 //   int4: a low nibble n as 1024 + n (0x6400 | n), less 1024 + zero (`sub`); a high nibble as
 //         1024 + 16 n, times 1/16 less 64 + zero (`sub_hi`).
-template <QuantWeightKind kKind>
-__device__ __forceinline__ void DecodeHalf8(const uint4& v, int q, __half2 sub, __half2 sub_hi,
+template <QuantWeightKind kKind, int q>
+__device__ __forceinline__ void DecodeHalf8(const uint4& v, __half2 sub, __half2 sub_hi,
                                             __half2 (&out)[4]) {
   if constexpr (kKind == QuantWeightKind::kFp8E4M3) {
     const std::uint32_t lo = Word(v, 2 * q), hi = Word(v, 2 * q + 1);
@@ -73,6 +75,25 @@ __device__ __forceinline__ std::uint32_t StagePair(const float (&x)[8], int j) {
   return Bits(v);
 }
 
+// Columns a chunk of codes covers, and its runs of 8 (one staged uint4 each).
+template <QuantWeightKind kKind>
+constexpr int kChunkCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+template <QuantWeightKind kKind>
+constexpr int kChunkRuns = kChunkCols<kKind> / 8;
+
+// The staged row's slot of chunk c's run q: q XOR bits of c, so that the 8 lanes of a
+// quarter-warp, which read the same run q of 8 consecutive chunks, hit 8 distinct 16-byte bank
+// groups (unswizzled, chunks 32 or 64 bytes apart would share banks 2 or 4 ways). Lane l only reads
+// chunks c = l (mod 32), so its XOR is a constant of the lane (SwizzleOf(l)).
+template <QuantWeightKind kKind>
+__device__ __forceinline__ int SwizzleOf(int c) {
+  return (c >> (kChunkRuns<kKind> == 4 ? 1 : 2)) & (kChunkRuns<kKind> - 1);
+}
+template <QuantWeightKind kKind>
+__device__ __forceinline__ int StagedSlot(int c, int q) {
+  return c * kChunkRuns<kKind> + (q ^ SwizzleOf<kKind>(c));
+}
+
 // An input as the FP8 linear multiplies it: rounded to E4M3 at scale s and back to T, exactly as
 // QuantizeActivationsFp8 rewrites x in place (a true division, as there).
 template <typename T>
@@ -80,12 +101,13 @@ __device__ __forceinline__ float RoundedFp8Input(float x, float s) {
   return ToFloat(FromFloat<T>(E4M3ToFloat(FloatToE4M3(__fdiv_rn(x, s))) * s));
 }
 
-// Stages the input row into sx as x * 2^-e in fp16 pairs (StagePair's order), 2^e the power of
+// Stages the input row into sx as x * 2^-e in fp16 pairs (StagePair's order, StagedSlot's
+// places), 2^e the power of
 // two just above the row's largest magnitude, and returns e: a pair's products then stay within
-// 16 (int4), 255 (int8) or 1.75 (fp8), so a chunk's fp16 sums cannot overflow. FP8 weights: each input is first
-// rounded as the FP8 linear's activations are (w.input_scale, or the row's amax / 448), so the
-// caller's row stays as it is and no quantizing pass runs before the GEMV. Rounding is monotonic
-// in |x|, so the rounded row's largest magnitude is the rounded amax.
+// 16 (int4), 255 (int8) or 1.75 (fp8), so a chunk's fp16 sums cannot overflow. FP8 weights: each
+// input is first rounded as the FP8 linear's activations are (w.input_scale, or the row's amax /
+// 448), so the caller's row stays as it is and no quantizing pass runs before the GEMV. Rounding is
+// monotonic in |x|, so the rounded row's largest magnitude is the rounded amax.
 template <typename T, QuantWeightKind kKind>
 __device__ __forceinline__ int StageInputRow(const QuantGemvArgs& a, uint4* sx) {
   const std::int64_t k8 = a.k / 8;
@@ -122,8 +144,10 @@ __device__ __forceinline__ int StageInputRow(const QuantGemvArgs& a, uint4* sx) 
       const float x = ToFloat(v.e[e]);
       xs[e] = (kRoundFp8 ? RoundedFp8Input<T>(x, s) : x) * inv;
     }
-    sx[i] = make_uint4(StagePair<kKind>(xs, 0), StagePair<kKind>(xs, 1), StagePair<kKind>(xs, 2),
-                       StagePair<kKind>(xs, 3));
+    const int run = static_cast<int>(i);
+    sx[StagedSlot<kKind>(run / kChunkRuns<kKind>, run % kChunkRuns<kKind>)] =
+        make_uint4(StagePair<kKind>(xs, 0), StagePair<kKind>(xs, 1), StagePair<kKind>(xs, 2),
+                   StagePair<kKind>(xs, 3));
   }
   __syncthreads();
   return exponent;
@@ -136,12 +160,28 @@ __device__ __forceinline__ int StageInputRow(const QuantGemvArgs& a, uint4* sx) 
 constexpr int kQuantGemvHalfRowMinBlocks = 2;
 
 // What a lane loads for one batch of a weight row: kQuantGemvUnroll 16-byte chunks of codes with
-// their scales and zero points (zero codes and scales past the row's end).
+// their scales and zero-point bytes (zero codes and scales past the row's end). The zero point
+// stays a byte until the multiply: converting it where it is loaded would wait for the load.
 struct HalfRowBatch {
   uint4 codes[kQuantGemvUnroll];
   float scale[kQuantGemvUnroll];
-  float zero[kQuantGemvUnroll];
+  std::uint32_t zero[kQuantGemvUnroll];
 };
+
+// The implicit zero point's byte: 8 for int4, 0 for int8 (fp8 has none).
+template <QuantWeightKind kKind>
+constexpr std::uint32_t kImplicitZeroByte = kKind == QuantWeightKind::kInt4 ? 8u : 0u;
+
+// DecodeHalf8's `sub` and `sub_hi` of a zero-point byte, by integer operations: int4 zero z
+// (0..16): 1024 + z is fp16 0x6400 + z, and -(64 + z) is 0xd400 + 16 z (64's ulp is 1/16);
+// int8 zero byte b (two's complement z): 1152 + z = 1024 + (b ^ 0x80), fp16 0x6400 + (b ^ 0x80).
+template <QuantWeightKind kKind>
+__device__ __forceinline__ void SubsOfZero(std::uint32_t zero, __half2& sub, __half2& sub_hi) {
+  const std::uint32_t lo =
+      kKind == QuantWeightKind::kInt8 ? 0x6400u + (zero ^ 0x80u) : 0x6400u + zero;
+  sub = AsHalf2(lo * 0x00010001u);
+  sub_hi = AsHalf2((0xd400u + (zero << 4)) * 0x00010001u);
+}
 
 // The launch's condition is one scale group per chunk (no g_idx; per tensor, one group a row, or
 // group_size a multiple of the chunk's columns), so chunk c's group is c / (chunks a group):
@@ -155,7 +195,7 @@ struct ChunkGroups {
 
 template <QuantWeightKind kKind>
 __device__ __forceinline__ ChunkGroups ChunkGroupsOf(const QuantWeight& w) {
-  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  constexpr int kCols = kChunkCols<kKind>;
   if (w.per_tensor || w.group_size <= 0) return {31, 1};
   const int per_group = static_cast<int>(w.group_size / kCols);
   return {(per_group & (per_group - 1)) == 0 ? __ffs(per_group) - 1 : -1, per_group};
@@ -166,7 +206,7 @@ __device__ __forceinline__ ChunkGroups ChunkGroupsOf(const QuantWeight& w) {
 template <QuantWeightKind kKind, bool kFull>
 __device__ __forceinline__ void LoadBatch(const QuantWeight& w, int row, int k, int batch, int lane,
                                           ChunkGroups groups, HalfRowBatch& b) {
-  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  constexpr int kCols = kChunkCols<kKind>;
   const int chunks = k / kCols;
   const std::int64_t row_bytes = kKind == QuantWeightKind::kInt4 ? k / 2 : k;
   const std::int64_t groups_before = static_cast<std::int64_t>(row) * w.num_groups;
@@ -180,7 +220,7 @@ __device__ __forceinline__ void LoadBatch(const QuantWeight& w, int row, int k, 
     b.codes[u] = in ? LoadCodesStreaming(codes + c) : make_uint4(0, 0, 0, 0);
     const int g = in ? groups.Of(c) : 0;
     b.scale[u] = in ? scales[g] : 0.0f;
-    b.zero[u] = ZeroPoint<kKind>(zeros, g);
+    b.zero[u] = zeros != nullptr ? zeros[g] : kImplicitZeroByte<kKind>;
   }
 }
 
@@ -189,28 +229,31 @@ __device__ __forceinline__ void LoadBatch(const QuantWeight& w, int row, int k, 
 template <QuantWeightKind kKind, bool kFull>
 __device__ __forceinline__ float BatchDot(const HalfRowBatch& b, const uint4* sx, int batch,
                                           int lane, int chunks) {
-  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
-  constexpr int kQ = kCols / 8;
-  constexpr int kRotShift = kQ == 4 ? 1 : 2;
-  constexpr float kBase = kKind == QuantWeightKind::kInt8 ? 1152.0f : 1024.0f;
+  constexpr int kQ = kChunkRuns<kKind>;
+  const int swizzle = SwizzleOf<kKind>(lane);
   float acc = 0.0f;
 #pragma unroll
   for (int u = 0; u < kQuantGemvUnroll; ++u) {
     const int c = batch + lane + 32 * u;
     if (!kFull && c >= chunks) break;
-    const __half2 sub = __float2half2_rn(kBase + b.zero[u]);  // an integer fp16 holds exactly
-    const __half2 sub_hi = __float2half2_rn(-(64.0f + b.zero[u]));
-    __half2 part0 = __float2half2_rn(0.0f), part1 = part0;
-#pragma unroll
-    for (int r = 0; r < kQ; ++r) {
-      const int q = (r + (lane >> kRotShift)) & (kQ - 1);
+    __half2 sub = AsHalf2(0u), sub_hi = sub;
+    if constexpr (kKind != QuantWeightKind::kFp8E4M3) SubsOfZero<kKind>(b.zero[u], sub, sub_hi);
+    __half2 part0 = AsHalf2(0u), part1 = part0;
+    const uint4* runs = sx + c * kQ;
+    const auto run = [&](auto q) {
       __half2 wv[4];
-      DecodeHalf8<kKind>(b.codes[u], q, sub, sub_hi, wv);
-      const uint4 xv = sx[c * kQ + q];
+      DecodeHalf8<kKind, decltype(q)::value>(b.codes[u], sub, sub_hi, wv);
+      const uint4 xv = runs[decltype(q)::value ^ swizzle];
       part0 = __hfma2(wv[0], AsHalf2(xv.x), part0);
       part1 = __hfma2(wv[1], AsHalf2(xv.y), part1);
       part0 = __hfma2(wv[2], AsHalf2(xv.z), part0);
       part1 = __hfma2(wv[3], AsHalf2(xv.w), part1);
+    };
+    run(std::integral_constant<int, 0>{});
+    run(std::integral_constant<int, 1>{});
+    if constexpr (kQ == 4) {
+      run(std::integral_constant<int, 2>{});
+      run(std::integral_constant<int, 3>{});
     }
     const float2 pf = __half22float2(__hadd2(part0, part1));
     acc = fmaf(pf.x + pf.y, b.scale[u], acc);
@@ -224,14 +267,14 @@ __device__ __forceinline__ float BatchDot(const HalfRowBatch& b, const uint4* sx
 // current one, so its loads stay in flight while it computes; the grid is what stays resident
 // (rows loop), and the first batch goes out before the wait for the previous kernel, since codes
 // and scales are constants (with PDL it overlaps that kernel's tail and this one's staging).
-// Each lane starts its chunk's 8-column runs at a rotation of its lane so that a quarter-warp's
-// shared loads hit distinct banks. Indices are 32-bit: n and k are below 2^31 (the launcher's
-// condition). Grid: (<= ceil(n / 8)), Block: (256), shared k * 2 bytes.
+// The staged row is swizzled (StagedSlot) so that a quarter-warp's shared loads hit distinct
+// banks with every code index a constant. Indices are 32-bit: n and k are below 2^31 (the
+// launcher's condition). Grid: (<= ceil(n / 8)), Block: (256), shared k * 2 bytes.
 template <typename T, QuantWeightKind kKind>
 __global__ void __launch_bounds__(kQuantGemvThreads, kQuantGemvHalfRowMinBlocks)
     QuantGemvHalfRowKernel(QuantGemvArgs a) {
   extern __shared__ uint4 sx[];  // [k / 8], pairs as StagePair orders them
-  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  constexpr int kCols = kChunkCols<kKind>;
   constexpr int kBatch = 32 * kQuantGemvUnroll;
   const int lane = threadIdx.x & 31;
   const int n = static_cast<int>(a.n), k = static_cast<int>(a.k), chunks = k / kCols;
