@@ -105,7 +105,8 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
   // a 19-token and a 1-token prompt joining in round 2.
   add_prompt(37, model::SequenceStep::Logits::kAll);
   add_prompt(5, model::SequenceStep::Logits::kLast);
-  for (int round = 0; round < 4; ++round) {
+  // The CPU and CUDA runners' logits of `step`, checked against each other.
+  const auto compare_step = [&](const std::string& label) {
     auto want = (*cpu)->Step(step);
     auto got = (*gpu)->Step(step);
     GPU_CHECK(want.ok(), want.status().ToString());
@@ -119,12 +120,13 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
       // kernels alone match the CPU on the same inputs to NMSE ~5e-6 (quant_linear_test); a wrong
       // scale or layout is off by the size of the logits. A tighter check needs a CPU reference
       // that rounds activations as the device does.
-      ExpectCloseThroughFp8(name + " step " + std::to_string(round), got->logits, want->logits,
-                            0.05f * scale, 0.15f * scale, 0.15);
+      ExpectCloseThroughFp8(label, got->logits, want->logits, 0.05f * scale, 0.15f * scale, 0.15);
     } else {
-      ExpectClose(name + " step " + std::to_string(round), got->logits, want->logits, 0.05f * scale,
-                  0.0f);
+      ExpectClose(label, got->logits, want->logits, 0.05f * scale, 0.0f);
     }
+  };
+  for (int round = 0; round < 4; ++round) {
+    compare_step(name + " step " + std::to_string(round));
     next_tokens();
     if (round == 1) {
       add_prompt(19, model::SequenceStep::Logits::kLast);
@@ -167,6 +169,14 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
     std::printf("  %s graph decode round %d: tokens within bound\n", name.c_str(), round);
     next_tokens();
   }
+  // One sequence alone: batch-1 decode steps, whose quantized linears run the one-row GEMV
+  // (quant_gemv_half.cu), the others' steps having had two rows or more.
+  step.sequences.resize(1);
+  for (int round = 0; round < 2; ++round) {
+    compare_step(name + " one-row step " + std::to_string(round));
+    next_tokens();
+  }
+  std::printf("  %s one-row steps: logits within bound\n", name.c_str());
 }
 
 // intermediate 384: every linear's inputs whole code chunks, so decode takes the GEMV everywhere;
