@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/env_switch.h"
 #include "common/logging.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/paged_attention_decode.h"
@@ -135,8 +136,7 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   RETURN_IF_ERROR(LoadCudaWeights(engine_dir, c, r->shard_, r->dtype_, r->weights_));
   // INFLIGHT_FUSED_SWIGLU=0 runs prompt-sized gate/up layers through cuBLASLt and the SwiGLU
   // kernel.
-  const char* fused_env = std::getenv("INFLIGHT_FUSED_SWIGLU");
-  const bool fused_swiglu = fused_env == nullptr || std::string(fused_env) != "0";
+  const bool fused_swiglu = EnvSwitchOn("INFLIGHT_FUSED_SWIGLU");
   r->transformer_ = std::make_unique<CudaTransformer>(c, r->shard_, r->dtype_, r->weights_, r->kv_,
                                                       *r->gemm_, r->stream_, *r->collectives_,
                                                       fused_swiglu, std::move(windows));
@@ -170,8 +170,7 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   r->sampling_ = std::make_unique<CudaSamplingStage>(
       c.vocab_size, static_cast<std::size_t>(c.build.max_batch_size));
   // INFLIGHT_CUDA_GRAPHS=0 turns graph replay off (for comparisons and debugging).
-  const char* graphs_env = std::getenv("INFLIGHT_CUDA_GRAPHS");
-  bool graphs_enabled = graphs_env == nullptr || std::string(graphs_env) != "0";
+  bool graphs_enabled = EnvSwitchOn("INFLIGHT_CUDA_GRAPHS");
   if (graphs_enabled && r->rope_per_sequence_) {
     // A graph replays fixed arguments; dynamic RoPE uploads a frequency table per step.
     LOG_INFO("cuda model runner: dynamic RoPE with max_seq_len {} past {}: decode without graphs",
@@ -184,13 +183,11 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
       c, *r->transformer_, *r->sampling_, r->stream_, blocks, graphs_enabled,
       [self] { return WaitForGroupStream(self->stream_, self->shard_, *self->collectives_); });
   // INFLIGHT_MIXED_DECODE_SPLIT=0 sends a mixed step's decodes through the context kernel too.
-  const char* split_env = std::getenv("INFLIGHT_MIXED_DECODE_SPLIT");
-  r->mixed_decode_split_ = split_env == nullptr || std::string(split_env) != "0";
+  r->mixed_decode_split_ = EnvSwitchOn("INFLIGHT_MIXED_DECODE_SPLIT");
   RETURN_IF_ERROR(r->SetUpAttentionSplit(prop));
   // Micro-batches in flight unless INFLIGHT_CUDA_PIPELINE_MICRO_BATCHES=0 (then a pp > 1 group
   // runs one step at a time).
-  const char* micro_env = std::getenv("INFLIGHT_CUDA_PIPELINE_MICRO_BATCHES");
-  const bool micro_batches = micro_env == nullptr || std::string(micro_env) != "0";
+  const bool micro_batches = EnvSwitchOn("INFLIGHT_CUDA_PIPELINE_MICRO_BATCHES");
   if (r->shard_.pp_size > 1 && r->shard_.first_stage() && micro_batches) {
     ASSIGN_OR_RETURN(r->pipeline_, CudaPipelineResults::Create(r->shard_.pp_size));
   }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "common/env_switch.h"
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm_swiglu.h"
@@ -150,8 +151,7 @@ Status CudaTransformer::AllocateQuantScratch(std::int64_t max_tokens) {
   RETURN_IF_ERROR(CudaStatus(quant_linear_->prepare_status(), "quantized GEMV set-up"));
   // INFLIGHT_FP8_OUTER_VEC=1: FP8 GEMMs apply their scales in cuBLASLt (where it offers that)
   // rather than in the epilogue kernel; an A/B switch until the device has measured both.
-  const char* outer_vec = std::getenv("INFLIGHT_FP8_OUTER_VEC");
-  quant_linear_->set_fp8_outer_vector_scales(outer_vec != nullptr && outer_vec[0] == '1');
+  quant_linear_->set_fp8_outer_vector_scales(EnvSwitchSet("INFLIGHT_FP8_OUTER_VEC"));
   const kc::QuantScratchBytes sizes = kc::QuantLinearScratchBytes(
       kind, max_tokens, max_n, max_k, max_nk, static_cast<std::int64_t>(DTypeSize(dtype_)));
   RETURN_IF_ERROR(quant_scratch_buffer_.Allocate(sizes.total()));

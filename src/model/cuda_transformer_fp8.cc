@@ -4,8 +4,7 @@
 // reads the activations back. The same bits as Norm then DecoderLinear (which quantizes in its own
 // pass). A decode step of 1,024 sequences of the 8B shape on an H200 spent 1.23 ms of 23.4 in
 // those passes (bench/kernel_profile_round.sh).
-#include <cstdlib>
-
+#include "common/env_switch.h"
 #include "kernels/cuda/fp8_activation_producers.h"
 #include "model/cuda_status.h"
 #include "model/cuda_transformer.h"
@@ -18,10 +17,7 @@ namespace {
 
 // INFLIGHT_FP8_FUSED_PRODUCERS=0 runs the separate quantize passes instead, an A/B switch.
 bool FusedProducersOn() {
-  static const bool on = [] {
-    const char* v = std::getenv("INFLIGHT_FP8_FUSED_PRODUCERS");
-    return v == nullptr || v[0] != '0';
-  }();
+  static const bool on = EnvSwitchOn("INFLIGHT_FP8_FUSED_PRODUCERS");
   return on;
 }
 

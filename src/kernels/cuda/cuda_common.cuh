@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "common/dtype.h"
+#include "common/env_switch.h"
 
 namespace inflight::kernels::cuda {
 
@@ -139,10 +140,7 @@ bool Sm90aCodeRuns(Kernel* kernel) {
 // Whether to ask for programmatic launch: on sm_90 and later, unless the environment sets
 // INFLIGHT_DISABLE_PDL=1 (an A/B switch for measuring what PDL buys).
 inline bool ProgrammaticLaunchEnabled() {
-  static const bool disabled = [] {
-    const char* v = std::getenv("INFLIGHT_DISABLE_PDL");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool disabled = EnvSwitchSet("INFLIGHT_DISABLE_PDL");
   return !disabled && CurrentDeviceIsSm90OrLater();
 }
 
@@ -151,10 +149,7 @@ inline bool ProgrammaticLaunchEnabled() {
 // (RMSNorm 1 row 1.9 -> 1.4 us in a graph), while a grid of several waves (RoPE at 64 tokens,
 // 1280 blocks) lost 0.7 us; gemv was unchanged either way. INFLIGHT_PDL_MAX_BLOCKS overrides it.
 inline std::int64_t ProgrammaticLaunchMaxBlocks() {
-  static const std::int64_t from_env = [] {
-    const char* v = std::getenv("INFLIGHT_PDL_MAX_BLOCKS");
-    return v != nullptr ? std::atoll(v) : std::int64_t{-1};
-  }();
+  static const std::int64_t from_env = EnvInteger("INFLIGHT_PDL_MAX_BLOCKS", -1);
   if (from_env >= 0) return from_env;
   return std::int64_t{8} * CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 0);
 }

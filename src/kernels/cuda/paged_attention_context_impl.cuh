@@ -3,8 +3,7 @@
 // in parallel.
 #pragma once
 
-#include <cstdlib>
-
+#include "common/env_switch.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/paged_attention_context_common.cuh"
 #include "kernels/cuda/paged_attention_context_mma_sync.cuh"
@@ -15,10 +14,7 @@ namespace inflight::kernels::cuda::detail {
 // INFLIGHT_CONTEXT_WGMMA=0 sends every head dim to the mma.sync kernel: an A/B switch, and how the
 // GPU tests check that kernel at head dims 64 and 128 on Hopper.
 inline bool ContextWgmmaAllowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("INFLIGHT_CONTEXT_WGMMA");
-    return v == nullptr || v[0] != '0';
-  }();
+  static const bool allowed = EnvSwitchOn("INFLIGHT_CONTEXT_WGMMA");
   return allowed;
 }
 

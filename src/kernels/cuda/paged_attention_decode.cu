@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/env_switch.h"
 #include "kernels/cuda/paged_attention_decode_impl.cuh"
 
 namespace inflight::kernels::cuda {
@@ -50,11 +51,8 @@ std::int64_t RoundUp(std::int64_t x, std::int64_t to) {
 // (0: off), an A/B switch.
 int PrefetchTokens(const PagedBatch& batch, std::int64_t num_kv_heads, std::int64_t head_dim,
                    std::int64_t kv_elem_bytes, std::int32_t partition_tokens, int max_splits) {
-  static const long from_env = [] {
-    const char* v = std::getenv("INFLIGHT_DECODE_PREFETCH");
-    return v != nullptr ? std::atol(v) : -1L;
-  }();
-  if (from_env >= 0) return static_cast<int>(std::min<long>(from_env, partition_tokens));
+  static const long long from_env = EnvInteger("INFLIGHT_DECODE_PREFETCH", -1);
+  if (from_env >= 0) return static_cast<int>(std::min<long long>(from_env, partition_tokens));
   const std::int64_t key_bytes = 2 * head_dim * kv_elem_bytes;
   const std::int64_t l2 = CurrentDeviceAttribute(cudaDevAttrL2CacheSize, 0);
   const std::int64_t blocks = std::int64_t{batch.num_seqs} * num_kv_heads * max_splits;
@@ -73,10 +71,7 @@ constexpr std::int64_t kBulkBlocksPerSm = 3;
 
 // INFLIGHT_DECODE_BULK=0 or 1 overrides the rule, an A/B switch.
 bool UseBulkKernel(const PagedBatch& batch, std::int64_t num_kv_heads) {
-  static const int from_env = [] {
-    const char* v = std::getenv("INFLIGHT_DECODE_BULK");
-    return v != nullptr ? std::atoi(v) : -1;
-  }();
+  static const long long from_env = EnvInteger("INFLIGHT_DECODE_BULK", -1);
   if (from_env >= 0) return from_env != 0;
   const std::int64_t units = std::max<std::int64_t>(1, batch.num_seqs) * num_kv_heads;
   const std::int64_t sms = CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132);
@@ -92,9 +87,8 @@ bool UseBulkKernel(const PagedBatch& batch, std::int64_t num_kv_heads) {
 // INFLIGHT_DECODE_FP8_BLOCKS=2|3|4 forces one, an A/B switch.
 int Fp8BlocksPerSm(std::int64_t grid_blocks) {
   static const int from_env = [] {
-    const char* v = std::getenv("INFLIGHT_DECODE_FP8_BLOCKS");
-    const int n = v != nullptr ? std::atoi(v) : 0;
-    return n >= 2 && n <= 4 ? n : 0;
+    const long long n = EnvInteger("INFLIGHT_DECODE_FP8_BLOCKS", 0);
+    return n >= 2 && n <= 4 ? static_cast<int>(n) : 0;
   }();
   if (from_env != 0) return from_env;
   return grid_blocks >= 8 * CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132) ? 3 : 2;

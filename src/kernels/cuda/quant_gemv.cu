@@ -1,8 +1,9 @@
 #include "kernels/cuda/quant_gemv.h"
 
+#include <algorithm>
 #include <atomic>
-#include <cstdlib>
 
+#include "common/env_switch.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/quant_activation_fp8.h"
 #include "kernels/cuda/quant_codes.cuh"
@@ -197,21 +198,15 @@ cudaError_t RaiseSharedLimits() {
 // The one-row kernel on packed half math (quant_gemv_half.cu) unless INFLIGHT_QUANT_GEMV_HALF=0
 // (an A/B switch: the general kernel's fp32 math at one row too).
 bool HalfRowKernelEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("INFLIGHT_QUANT_GEMV_HALF");
-    return v == nullptr || v[0] != '0';
-  }();
+  static const bool enabled = EnvSwitchOn("INFLIGHT_QUANT_GEMV_HALF");
   return enabled;
 }
 
 // Blocks an SM at most in the grid (rows beyond it loop in each warp): the general kernel 16, the
 // one-row kernel what stays resident; INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM caps both (an A/B switch).
 std::int64_t BlocksPerSmFromEnv() {
-  static const std::int64_t cap = [] {
-    const char* v = std::getenv("INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM");
-    const long long n = v != nullptr ? std::atoll(v) : 0;
-    return n > 0 ? static_cast<std::int64_t>(n) : std::int64_t{0};
-  }();
+  static const std::int64_t cap =
+      std::max<long long>(0, EnvInteger("INFLIGHT_QUANT_GEMV_BLOCKS_PER_SM", 0));
   return cap;
 }
 
