@@ -60,6 +60,17 @@ __device__ __forceinline__ void Decode8(const uint4& v, int q, float zero, float
   }
 }
 
+// A lane's next kQuantGemvUnroll chunks of a weight row: chunks base, base + 32, ... (zeros past
+// the row's `chunks`), all loads issued before any is used.
+__device__ __forceinline__ void LoadCodeChunks(const uint4* w_row, std::int64_t base,
+                                               std::int64_t chunks, uint4 (&v)[kQuantGemvUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kQuantGemvUnroll; ++u) {
+    const std::int64_t c = base + 32 * u;
+    v[u] = c < chunks ? LoadCodesStreaming(w_row + c) : make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void ToFloat8(const uint4& bits, float (&out)[8]) {
   Vec8<T> v;

@@ -14,8 +14,9 @@ namespace inflight::kernels::cuda {
 
 constexpr int kQuantGemvThreads = 256;
 constexpr int kQuantGemvWarps = kQuantGemvThreads / 32;
-// 16-byte code loads in flight per lane: 4 x 16 B x 32 lanes x 8 warps = 16 KiB per block, with
-// several blocks per SM (the float GEMV keeps 32 KiB, but each of its bytes is half a weight).
+// 16-byte code loads a lane issues together: 4 x 16 B x 32 lanes x 8 warps = 16 KiB per block
+// (the one-row kernel keeps two such batches in flight), with several blocks per SM (the float
+// GEMV keeps 32 KiB, but each of its bytes is half a weight).
 constexpr int kQuantGemvUnroll = 4;
 
 struct QuantGemvArgs {
@@ -36,17 +37,6 @@ __device__ __forceinline__ uint4 LoadCodesStreaming(const uint4* p) {
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
   return v;
-}
-
-// A lane's next kQuantGemvUnroll chunks of a weight row: chunks base, base + 32, ... (zeros past
-// the row's `chunks`), all loads issued before any is used.
-__device__ __forceinline__ void LoadCodeChunks(const uint4* w_row, std::int64_t base,
-                                               std::int64_t chunks, uint4 (&v)[kQuantGemvUnroll]) {
-#pragma unroll
-  for (int u = 0; u < kQuantGemvUnroll; ++u) {
-    const std::int64_t c = base + 32 * u;
-    v[u] = c < chunks ? LoadCodesStreaming(w_row + c) : make_uint4(0, 0, 0, 0);
-  }
 }
 
 __device__ __forceinline__ std::uint32_t Word(const uint4& v, int i) {
