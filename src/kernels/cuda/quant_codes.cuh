@@ -43,6 +43,13 @@ __device__ __forceinline__ uint2 ActivationCodes8(const Vec8<T>& v, float s) {
   return q.bits;
 }
 
+// An activation as the FP8 linear's dequantizing paths multiply it: its E4M3 code under scale s
+// (ActivationCodes8's rounding) back in T, the value QuantizeActivationsFp8 writes in place.
+template <typename T>
+__device__ __forceinline__ float RoundedActivationFp8(float x, float s) {
+  return ToFloat(FromFloat<T>(E4M3ToFloat(FloatToE4M3(__fdiv_rn(x, s))) * s));
+}
+
 // The FP8 GEMM epilogues' 8 column scales from column o on (per channel; 16-byte aligned), or
 // the tensor's one 8 times.
 __device__ __forceinline__ void LoadColumnScales8(const float* col_scales, bool per_channel, int o,

@@ -90,7 +90,7 @@ __device__ __forceinline__ void ToFloat8(const uint4& bits, float (&out)[8]) {
 template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
 __global__ void __launch_bounds__(kThreads) QuantGemvKernel(QuantGemvArgs a) {
   extern __shared__ uint4 sx[];  // [m][k / 8]
-  constexpr int kCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
+  constexpr int kCols = kQuantChunkCols<kKind>;
   constexpr int kQ = kCols / 8;
   constexpr int kRotShift = kQ == 4 ? 1 : 2;
   const std::int64_t m = a.m, k8 = a.k / 8;

@@ -75,11 +75,9 @@ __device__ __forceinline__ std::uint32_t StagePair(const float (&x)[8], int j) {
   return Bits(v);
 }
 
-// Columns a chunk of codes covers, and its runs of 8 (one staged uint4 each).
+// A chunk's runs of 8 columns (one staged uint4 each).
 template <QuantWeightKind kKind>
-constexpr int kChunkCols = kKind == QuantWeightKind::kInt4 ? 32 : 16;
-template <QuantWeightKind kKind>
-constexpr int kChunkRuns = kChunkCols<kKind> / 8;
+constexpr int kChunkRuns = kQuantChunkCols<kKind> / 8;
 
 // The staged row's slot of chunk c's run q: q XOR bits of c, so that the 8 lanes of a
 // quarter-warp, which read the same run q of 8 consecutive chunks, hit 8 distinct 16-byte bank
@@ -94,20 +92,13 @@ __device__ __forceinline__ int StagedSlot(int c, int q) {
   return c * kChunkRuns<kKind> + (q ^ SwizzleOf<kKind>(c));
 }
 
-// An input as the FP8 linear multiplies it: rounded to E4M3 at scale s and back to T, exactly as
-// QuantizeActivationsFp8 rewrites x in place (a true division, as there).
-template <typename T>
-__device__ __forceinline__ float RoundedFp8Input(float x, float s) {
-  return ToFloat(FromFloat<T>(E4M3ToFloat(FloatToE4M3(__fdiv_rn(x, s))) * s));
-}
-
 // Stages the input row into sx as x * 2^-e in fp16 pairs (StagePair's order, StagedSlot's
-// places), 2^e the power of
-// two just above the row's largest magnitude, and returns e: a pair's products then stay within
-// 16 (int4), 255 (int8) or 1.75 (fp8), so a chunk's fp16 sums cannot overflow. FP8 weights: each
-// input is first rounded as the FP8 linear's activations are (w.input_scale, or the row's amax /
-// 448), so the caller's row stays as it is and no quantizing pass runs before the GEMV. Rounding is
-// monotonic in |x|, so the rounded row's largest magnitude is the rounded amax.
+// places), 2^e the power of two just above the row's largest magnitude, and returns e: a pair's
+// products then stay within 16 (int4), 255 (int8) or 1.75 (fp8), so a chunk's fp16 sums cannot
+// overflow. FP8 weights: each input is first rounded as the FP8 linear's activations are
+// (w.input_scale, or the row's amax / 448), so the caller's row stays as it is and no quantizing
+// pass runs before the GEMV. Rounding is monotonic in |x|, so the rounded row's largest magnitude
+// is the rounded amax.
 template <typename T, QuantWeightKind kKind>
 __device__ __forceinline__ int StageInputRow(const QuantGemvArgs& a, uint4* sx) {
   const std::int64_t k8 = a.k / 8;
@@ -131,7 +122,7 @@ __device__ __forceinline__ int StageInputRow(const QuantGemvArgs& a, uint4* sx) 
   }
   constexpr bool kRoundFp8 = kKind == QuantWeightKind::kFp8E4M3;
   const float s = kRoundFp8 ? ActivationFp8Scale(a.w.input_scale, amax) : 1.0f;
-  if (kRoundFp8) amax = RoundedFp8Input<T>(amax, s);
+  if (kRoundFp8) amax = RoundedActivationFp8<T>(amax, s);
   int exponent = 0;  // amax = f * 2^exponent, f in [0.5, 1); 0 for a row of zeros
   frexpf(amax, &exponent);
   const float inv = ldexpf(1.0f, -exponent);  // exact; nonzero for every finite amax
@@ -142,7 +133,7 @@ __device__ __forceinline__ int StageInputRow(const QuantGemvArgs& a, uint4* sx) 
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const float x = ToFloat(v.e[e]);
-      xs[e] = (kRoundFp8 ? RoundedFp8Input<T>(x, s) : x) * inv;
+      xs[e] = (kRoundFp8 ? RoundedActivationFp8<T>(x, s) : x) * inv;
     }
     const int run = static_cast<int>(i);
     sx[StagedSlot<kKind>(run / kChunkRuns<kKind>, run % kChunkRuns<kKind>)] =
@@ -195,7 +186,7 @@ struct ChunkGroups {
 
 template <QuantWeightKind kKind>
 __device__ __forceinline__ ChunkGroups ChunkGroupsOf(const QuantWeight& w) {
-  constexpr int kCols = kChunkCols<kKind>;
+  constexpr int kCols = kQuantChunkCols<kKind>;
   if (w.per_tensor || w.group_size <= 0) return {31, 1};
   const int per_group = static_cast<int>(w.group_size / kCols);
   return {(per_group & (per_group - 1)) == 0 ? __ffs(per_group) - 1 : -1, per_group};
@@ -206,7 +197,7 @@ __device__ __forceinline__ ChunkGroups ChunkGroupsOf(const QuantWeight& w) {
 template <QuantWeightKind kKind, bool kFull>
 __device__ __forceinline__ void LoadBatch(const QuantWeight& w, int row, int k, int batch, int lane,
                                           ChunkGroups groups, HalfRowBatch& b) {
-  constexpr int kCols = kChunkCols<kKind>;
+  constexpr int kCols = kQuantChunkCols<kKind>;
   const int chunks = k / kCols;
   const std::int64_t row_bytes = kKind == QuantWeightKind::kInt4 ? k / 2 : k;
   const std::int64_t groups_before = static_cast<std::int64_t>(row) * w.num_groups;
@@ -221,6 +212,17 @@ __device__ __forceinline__ void LoadBatch(const QuantWeight& w, int row, int k, 
     const int g = in ? groups.Of(c) : 0;
     b.scale[u] = in ? scales[g] : 0.0f;
     b.zero[u] = zeros != nullptr ? zeros[g] : kImplicitZeroByte<kKind>;
+  }
+}
+
+// LoadBatch of whichever kind the batch at `batch` is.
+template <QuantWeightKind kKind>
+__device__ __forceinline__ void LoadAnyBatch(const QuantWeight& w, int row, int k, int batch,
+                                             int lane, ChunkGroups groups, HalfRowBatch& b) {
+  if (batch + 32 * kQuantGemvUnroll <= k / kQuantChunkCols<kKind>) {
+    LoadBatch<kKind, true>(w, row, k, batch, lane, groups, b);
+  } else {
+    LoadBatch<kKind, false>(w, row, k, batch, lane, groups, b);
   }
 }
 
@@ -274,7 +276,7 @@ template <typename T, QuantWeightKind kKind>
 __global__ void __launch_bounds__(kQuantGemvThreads, kQuantGemvHalfRowMinBlocks)
     QuantGemvHalfRowKernel(QuantGemvArgs a) {
   extern __shared__ uint4 sx[];  // [k / 8], pairs as StagePair orders them
-  constexpr int kCols = kChunkCols<kKind>;
+  constexpr int kCols = kQuantChunkCols<kKind>;
   constexpr int kBatch = 32 * kQuantGemvUnroll;
   const int lane = threadIdx.x & 31;
   const int n = static_cast<int>(a.n), k = static_cast<int>(a.k), chunks = k / kCols;
@@ -283,13 +285,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantGemvHalfRowMinBlocks)
   int row = static_cast<int>(blockIdx.x) * kQuantGemvWarps + (threadIdx.x >> 5);
   int batch = 0;
   HalfRowBatch cur;
-  if (row < n) {
-    if (kBatch <= chunks) {
-      LoadBatch<kKind, true>(a.w, row, k, 0, lane, groups, cur);
-    } else {
-      LoadBatch<kKind, false>(a.w, row, k, 0, lane, groups, cur);
-    }
-  }
+  if (row < n) LoadAnyBatch<kKind>(a.w, row, k, 0, lane, groups, cur);
   GridDependencyWait();
   GridDependencyLaunchDependents();
   const int exponent = StageInputRow<T, kKind>(a, sx);
@@ -300,13 +296,7 @@ __global__ void __launch_bounds__(kQuantGemvThreads, kQuantGemvHalfRowMinBlocks)
     int next_row = row, next_batch = batch + kBatch;
     if (next_batch >= chunks) next_row += row_step, next_batch = 0;
     HalfRowBatch next;
-    if (next_row < n) {
-      if (next_batch + kBatch <= chunks) {
-        LoadBatch<kKind, true>(a.w, next_row, k, next_batch, lane, groups, next);
-      } else {
-        LoadBatch<kKind, false>(a.w, next_row, k, next_batch, lane, groups, next);
-      }
-    }
+    if (next_row < n) LoadAnyBatch<kKind>(a.w, next_row, k, next_batch, lane, groups, next);
     acc += batch + kBatch <= chunks ? BatchDot<kKind, true>(cur, sx, batch, lane, chunks)
                                     : BatchDot<kKind, false>(cur, sx, batch, lane, chunks);
     if (next_row != row) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/quant_linear_path.h"
 #include "kernels/cuda/quant_weight.h"
 
 namespace inflight::kernels::cuda {
@@ -18,6 +19,11 @@ constexpr int kQuantGemvWarps = kQuantGemvThreads / 32;
 // (the one-row kernel keeps two such batches in flight), with several blocks per SM (the float
 // GEMV keeps 32 KiB, but each of its bytes is half a weight).
 constexpr int kQuantGemvUnroll = 4;
+
+// Input columns one 16-byte chunk of codes covers (QuantColumnsPerChunk), as a constant kernels
+// can use.
+template <QuantWeightKind kKind>
+constexpr int kQuantChunkCols = static_cast<int>(QuantColumnsPerChunk(kKind));
 
 struct QuantGemvArgs {
   void* y;
