@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -220,27 +221,42 @@ int Run(const Options& opt) {
         TimingOptions to;
         to.budget_ms = opt.budget_ms;
         to.rotations = sets;
-        const kc::QuantLinearPath path =
+        // The rule's path, and for weight-only codes past the GEMV the other of the mixed GEMM
+        // and the dequantizing path too, forced (where the rule switches between them).
+        const kc::QuantLinearPath rule =
             linear.PathFor(ws[0].view, kDType, m, s.n, s.k, x.get(), s.k);
-        // fp8 at GEMM sizes once more with the scales applied inside cuBLASLt, where offered.
-        const bool outer = path == kc::QuantLinearPath::kFp8Gemm &&
-                           fp8_gemm.OffersScaled(kDType, m, s.n, s.k, true, false);
-        for (int variant = 0; variant < (outer ? 2 : 1); ++variant) {
-          linear.set_fp8_outer_vector_scales(variant == 1);
-          const Timing tm = TimeCalls(
-              [&](int call) {
-                return linear.Run(y.get(), s.n, x.get(), s.k,
-                                  ws[static_cast<std::size_t>(call % sets)].view, nullptr, kDType,
-                                  m, s.n, s.k, false, scratch, stream);
-              },
-              stream, to);
-          t.AddRow({s.name, std::to_string(m),
-                    variant == 1 ? f.name + " (cuBLASLt scales)" : f.name,
-                    kc::QuantLinearPathName(path), FmtUs(tm.median_us), Range(tm),
-                    tflops(m, s, tm.median_us), Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us),
-                    Percent(floor_us, tm.median_us), Fmt(bf16[r].median_us / tm.median_us, 2) + "x",
-                    std::to_string(sets)});
+        std::vector<kc::QuantLinearPath> runs = {rule};
+        const auto other = rule == kc::QuantLinearPath::kMixedGemm
+                               ? kc::QuantLinearPath::kDequantGemm
+                               : kc::QuantLinearPath::kMixedGemm;
+        linear.force_path(other);
+        if ((rule == kc::QuantLinearPath::kMixedGemm || rule == kc::QuantLinearPath::kDequantGemm) &&
+            linear.PathFor(ws[0].view, kDType, m, s.n, s.k, x.get(), s.k) == other) {
+          runs.push_back(other);
         }
+        for (const kc::QuantLinearPath path : runs) {
+          linear.force_path(path);
+          // fp8 at GEMM sizes once more with the scales applied inside cuBLASLt, where offered.
+          const bool outer = path == kc::QuantLinearPath::kFp8Gemm &&
+                             fp8_gemm.OffersScaled(kDType, m, s.n, s.k, true, false);
+          for (int variant = 0; variant < (outer ? 2 : 1); ++variant) {
+            linear.set_fp8_outer_vector_scales(variant == 1);
+            const Timing tm = TimeCalls(
+                [&](int call) {
+                  return linear.Run(y.get(), s.n, x.get(), s.k,
+                                    ws[static_cast<std::size_t>(call % sets)].view, nullptr,
+                                    kDType, m, s.n, s.k, false, scratch, stream);
+                },
+                stream, to);
+            t.AddRow({s.name, std::to_string(m),
+                      variant == 1 ? f.name + " (cuBLASLt scales)" : f.name,
+                      std::string(kc::QuantLinearPathName(path)) + (path == rule ? "" : " (forced)"),
+                      FmtUs(tm.median_us), Range(tm), tflops(m, s, tm.median_us),
+                      Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us), Percent(floor_us, tm.median_us),
+                      Fmt(bf16[r].median_us / tm.median_us, 2) + "x", std::to_string(sets)});
+          }
+        }
+        linear.force_path(std::nullopt);
         linear.set_fp8_outer_vector_scales(false);
       }
     }

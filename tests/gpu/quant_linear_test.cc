@@ -1,6 +1,6 @@
 // Quantized linears (kernels/cuda/quant_linear.h) on every path — the GEMV that dequantizes in
-// registers, cuBLASLt's FP8 GEMM with its scale epilogue, and dequantize-to-scratch + the float
-// GEMM — against the CPU reference of the runner (kernels/cpu/dequantize.h, fp8_activation.h, an
+// registers, cuBLASLt's FP8 GEMM with its scale epilogue, the weight-only mma.sync GEMM (with k
+// split over the grid and not), and dequantize-to-scratch + the float GEMM — against the CPU reference of the runner (kernels/cpu/dequantize.h, fp8_activation.h, an
 // fp64 dot product) on the same random codes, scales, zero points, g_idx and inputs.
 //
 // Bound, per output: |found - expected| <= 3 eps(dtype) * mag, with mag = sum_i |x_i w_i| (+ |bias|
@@ -40,7 +40,9 @@ struct QuantCase {
   bool g_idx = false;           // int, act-order
   bool static_scale = false;    // fp8
   DType dtype = DType::kBFloat16;
-  std::vector<std::int64_t> rows = {1, 3, 8, 33, 200};  // the m values run
+  // The m values run: the GEMV's 1..8; the mixed GEMM's token tiles of 16 (9), 32 (24) and 64
+  // (33; 200 in four tiles, the last partial).
+  std::vector<std::int64_t> rows = {1, 3, 8, 9, 24, 33, 200};
 };
 
 // A random quantized weight in the engine's layout, host side.
@@ -194,10 +196,11 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
     }
     DeviceArray<std::uint16_t> d_bias(ToBits(c.dtype, bias));
     // Each path; the FP8 GEMM twice: scales in the epilogue kernel, and in cuBLASLt (outer-vector
-    // scales) where the library offers that (else the epilogue again, said so).
+    // scales) where the library offers that (else the epilogue again, said so); the mixed GEMM
+    // twice: k split over the grid into the scratch, and whole (no scratch).
     struct Variant {
       kc::QuantLinearPath path;
-      bool outer_vector;
+      bool alternate;  // the FP8 GEMM's cuBLASLt scales, the mixed GEMM's whole k
     };
     std::vector<Variant> paths = {{kc::QuantLinearPath::kDequantGemm, false}};
     if (m <= kc::kQuantGemvMaxRows && c.k % kc::QuantColumnsPerChunk(c.kind) == 0) {
@@ -207,15 +210,25 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
       paths.push_back({kc::QuantLinearPath::kFp8Gemm, false});
       paths.push_back({kc::QuantLinearPath::kFp8Gemm, true});
     }
-    for (const auto& [path, outer_vector] : paths) {
+    if (kc::QuantMixedGemmLayoutTakes(c.kind, c.k, c.group_size, c.per_tensor, c.g_idx)) {
+      paths.push_back({kc::QuantLinearPath::kMixedGemm, false});
+      paths.push_back({kc::QuantLinearPath::kMixedGemm, true});
+    }
+    for (const auto& [path, alternate] : paths) {
       DeviceArray<std::uint16_t> d_x(ToBits(c.dtype, x));
       // The old y: random when accumulating, NaN (never read) otherwise.
       DeviceArray<std::uint16_t> d_y(
           accumulate ? ToBits(c.dtype, y0) : std::vector<std::uint16_t>(n_y, NanBits(c.dtype)));
       linear.force_path(path);
+      const bool outer_vector = alternate && path == kc::QuantLinearPath::kFp8Gemm;
+      const bool whole_k = alternate && path == kc::QuantLinearPath::kMixedGemm;
       linear.set_fp8_outer_vector_scales(outer_vector);
       std::string variant;
-      if (outer_vector) {
+      kc::QuantScratch run_scratch = scratch.view;
+      if (whole_k) {
+        variant = " k whole";
+        run_scratch.weight_bytes = 0;
+      } else if (outer_vector) {
         variant = fp8_gemm->OffersScaled(c.dtype, m, c.n, c.k, !c.per_tensor, with_bias)
                       ? " outer-vector scales"
                       : " outer-vector scales not offered: epilogue";
@@ -229,7 +242,7 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
         continue;
       }
       CUDA_OK(linear.Run(d_y.get(), c.n, d_x.get(), c.k, w, with_bias ? d_bias.get() : nullptr,
-                         c.dtype, m, c.n, c.k, accumulate, scratch.view, nullptr));
+                         c.dtype, m, c.n, c.k, accumulate, run_scratch, nullptr));
       const std::vector<float> found = FromBits(c.dtype, d_y.Download());
       double err2 = 0.0, ref2 = 0.0, worst = 0.0;
       std::size_t bad = 0, first_bad = n_y;
@@ -376,6 +389,13 @@ GPU_TEST(QuantLinearInt4MatchesCpu) {
   c.g_idx = true;
   c.dtype = DType::kBFloat16;
   CheckCase(c, linear, nullptr);
+  // Groups of 32 columns: each lane of the mixed GEMM in a group of its own.
+  c.name = "int4 group 32 zeros";
+  c.group_size = 32;
+  c.g_idx = false;
+  c.rows = {9, 33};
+  CheckCase(c, linear, nullptr);
+  c.rows = QuantCase{}.rows;
   c.name = "int4 group 48 zeros";
   c.group_size = 48;
   c.g_idx = false;

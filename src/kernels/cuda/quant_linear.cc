@@ -5,6 +5,7 @@
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/quant_activation_fp8.h"
 #include "kernels/cuda/quant_dequantize.h"
+#include "kernels/cuda/quant_gemm_mixed.h"
 #include "kernels/cuda/quant_gemv.h"
 
 namespace inflight::kernels::cuda {
@@ -45,24 +46,32 @@ QuantLinear::QuantLinear(CublasLtGemm& gemm, CublasLtFp8Gemm* fp8_gemm)
     : gemm_(gemm),
       fp8_gemm_(fp8_gemm),
       max_shared_bytes_(DeviceMaxSharedBytes()),
-      prepare_status_(QuantGemvPrepareDevice()) {}
+      prepare_status_(QuantGemvPrepareDevice()) {
+  if (prepare_status_ == cudaSuccess) prepare_status_ = QuantMixedGemmPrepareDevice();
+}
 
 QuantLinearPath QuantLinear::PathFor(const QuantWeight& w, DType dtype, std::int64_t m,
                                      std::int64_t n, std::int64_t k, const void* x,
                                      std::int64_t x_stride) const {
   const bool gemv = QuantGemvSupports(w, dtype, m, k, x, x_stride);
   const bool fp8 = fp8_gemm_ != nullptr && QuantFp8GemmTakes(w.kind, k, n);
+  const bool mixed = QuantMixedGemmSupports(w, dtype, m, k, x, x_stride);
   if (forced_) {
     if (*forced_ == QuantLinearPath::kGemv && gemv) return QuantLinearPath::kGemv;
     if (*forced_ == QuantLinearPath::kFp8Gemm && fp8) return QuantLinearPath::kFp8Gemm;
+    if (*forced_ == QuantLinearPath::kMixedGemm && mixed) return QuantLinearPath::kMixedGemm;
     if (*forced_ == QuantLinearPath::kDequantGemm) return QuantLinearPath::kDequantGemm;
   }
-  // QuantGemvSupports adds the pointer checks to the rule's shape checks.
-  const QuantLinearPath rule =
-      ChooseQuantLinearPath(w.kind, m, n, k, max_shared_bytes_, fp8_gemm_ != nullptr);
+  // The Supports functions add the pointer checks to the rule's shape checks.
+  QuantLinearPath rule =
+      ChooseQuantLinearPath(w.kind, m, n, k, max_shared_bytes_, fp8_gemm_ != nullptr,
+                            w.group_size, w.per_tensor, w.g_idx != nullptr);
   if (rule == QuantLinearPath::kGemv && !gemv) {
-    return fp8 ? QuantLinearPath::kFp8Gemm : QuantLinearPath::kDequantGemm;
+    rule = fp8 ? QuantLinearPath::kFp8Gemm
+               : m <= kQuantMixedGemmMaxRows ? QuantLinearPath::kMixedGemm
+                                             : QuantLinearPath::kDequantGemm;
   }
+  if (rule == QuantLinearPath::kMixedGemm && !mixed) return QuantLinearPath::kDequantGemm;
   return rule;
 }
 
@@ -79,6 +88,10 @@ cudaError_t QuantLinear::Run(void* y, std::int64_t y_stride, void* x, std::int64
   }
   if (path == QuantLinearPath::kGemv) {  // rounds FP8 inputs itself
     return QuantGemv(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate, stream);
+  }
+  if (path == QuantLinearPath::kMixedGemm) {  // weight-only: the partial sums use the scratch
+    return QuantMixedGemm(y, y_stride, x, x_stride, w, bias, dtype, m, n, k, accumulate,
+                          scratch.weight, scratch.weight_bytes, stream);
   }
   if (w.kind == QuantWeightKind::kFp8E4M3) {
     const cudaError_t err =

@@ -21,7 +21,7 @@ namespace inflight::kernels::cuda {
 
 // Device scratch the paths use (quant_linear_path.h QuantLinearScratchBytes gives the sizes).
 struct QuantScratch {
-  void* weight = nullptr;  // kDequantGemm: [n, k] in the activation dtype
+  void* weight = nullptr;  // kDequantGemm: [n, k] in the activation dtype; kMixedGemm: partials
   std::int64_t weight_bytes = 0;
   std::uint8_t* act_codes = nullptr;  // kFp8Gemm: [m, k] E4M3
   std::int64_t act_codes_bytes = 0;
@@ -34,8 +34,9 @@ struct QuantScratch {
 class QuantLinear {
  public:
   // gemm: the float GEMM of the fallback path; fp8_gemm: null where the device has no FP8 GEMM.
-  // Both outlive this object. Prepares the current device's GEMV kernels (QuantGemvPrepareDevice):
-  // construct it outside a CUDA graph capture, and check prepare_status().
+  // Both outlive this object. Prepares the current device's GEMV and mixed GEMM kernels
+  // (QuantGemvPrepareDevice, QuantMixedGemmPrepareDevice): construct it outside a CUDA graph
+  // capture, and check prepare_status().
   QuantLinear(CublasLtGemm& gemm, CublasLtFp8Gemm* fp8_gemm);
 
   cudaError_t prepare_status() const { return prepare_status_; }

@@ -6,6 +6,8 @@
 //                weight instead of 2 is where the speed comes from)
 //   kFp8Gemm     fp8 at larger m: activations quantized to E4M3, cuBLASLt's FP8 GEMM, scales
 //                applied in an epilogue
+//   kMixedGemm   int4 / int8 up to kQuantMixedGemmMaxRows: mma.sync tensor cores on codes
+//                dequantized in registers (quant_gemm_mixed.h)
 //   kDequantGemm everything else: the weight dequantized into a scratch in the activation dtype,
 //                then the float GEMM (cuBLASLt)
 #pragma once
@@ -16,7 +18,7 @@
 
 namespace inflight::kernels::cuda {
 
-enum class QuantLinearPath : std::uint8_t { kGemv, kFp8Gemm, kDequantGemm };
+enum class QuantLinearPath : std::uint8_t { kGemv, kFp8Gemm, kMixedGemm, kDequantGemm };
 
 inline const char* QuantLinearPathName(QuantLinearPath p) {
   switch (p) {
@@ -24,6 +26,8 @@ inline const char* QuantLinearPathName(QuantLinearPath p) {
       return "gemv";
     case QuantLinearPath::kFp8Gemm:
       return "fp8_gemm";
+    case QuantLinearPath::kMixedGemm:
+      return "mixed_gemm";
     case QuantLinearPath::kDequantGemm:
       return "dequant_gemm";
   }
@@ -53,12 +57,31 @@ inline bool QuantFp8GemmTakes(QuantWeightKind kind, std::int64_t k, std::int64_t
   return kind == QuantWeightKind::kFp8E4M3 && k % 16 == 0 && n % 8 == 0;
 }
 
-// fp8_gemm_available: the device runs cuBLASLt FP8 (sm_89+).
+// The most rows the mixed-input GEMM takes. Above them the dequantizing path's float GEMM on
+// wgmma tensor cores outruns mma.sync by more than its dequantizing pass costs (a pass over the
+// weight, a small share of a GEMM of many rows).
+constexpr std::int64_t kQuantMixedGemmMaxRows = 256;
+
+// The mixed-input GEMM's columns come in tiles of 128, and each lane's 32 columns of a tile must
+// lie in one scale group: groups of a multiple of 32 columns, one a row, or one for the tensor;
+// no g_idx (act-order scatters a group's columns). int4 and int8 codes only (fp8 has its GEMM).
+inline bool QuantMixedGemmLayoutTakes(QuantWeightKind kind, std::int64_t k,
+                                      std::int64_t group_size, bool per_tensor, bool g_idx) {
+  const bool groups = per_tensor || (!g_idx && (group_size == 0 || group_size % 32 == 0));
+  return kind != QuantWeightKind::kFp8E4M3 && groups && k > 0 && k % 128 == 0;
+}
+
+// group_size, per_tensor, g_idx: the weight's scale layout (quant_weight.h).
 inline QuantLinearPath ChooseQuantLinearPath(QuantWeightKind kind, std::int64_t m, std::int64_t n,
                                              std::int64_t k, std::int64_t max_shared_bytes,
-                                             bool fp8_gemm_available) {
+                                             bool fp8_gemm_available, std::int64_t group_size = 0,
+                                             bool per_tensor = false, bool g_idx = false) {
   if (QuantGemvTakes(kind, m, k, max_shared_bytes)) return QuantLinearPath::kGemv;
   if (fp8_gemm_available && QuantFp8GemmTakes(kind, k, n)) return QuantLinearPath::kFp8Gemm;
+  if (m <= kQuantMixedGemmMaxRows &&
+      QuantMixedGemmLayoutTakes(kind, k, group_size, per_tensor, g_idx)) {
+    return QuantLinearPath::kMixedGemm;
+  }
   return QuantLinearPath::kDequantGemm;
 }
 

@@ -23,8 +23,8 @@ TEST(QuantLinearPath, DecodeRowsTakeTheGemvUpToEightRows) {
   // Llama-3-8B's down projection at 8 rows: 8 x 14336 x 2 bytes fit sm_90's 227 KiB, not 48 KiB.
   EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kInt4, 8, 4096, 14336, kHopperShared, true),
             QuantLinearPath::kGemv);
-  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kInt4, 8, 4096, 14336, 48 << 10, true),
-            QuantLinearPath::kDequantGemm);
+  EXPECT_NE(ChooseQuantLinearPath(QuantWeightKind::kInt4, 8, 4096, 14336, 48 << 10, true),
+            QuantLinearPath::kGemv);
 }
 
 TEST(QuantLinearPath, ColumnsMustBeWholeCodeChunksForTheGemv) {
@@ -46,7 +46,40 @@ TEST(QuantLinearPath, Fp8PromptsTakeTheFp8GemmWhereTheDeviceHasOne) {
   EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kFp8E4M3, 200, 690, 4224, kHopperShared, true),
             QuantLinearPath::kDequantGemm);
   // Weight-only formats never take the FP8 GEMM.
-  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kInt8, 200, 688, 4224, kHopperShared, true),
+  EXPECT_NE(ChooseQuantLinearPath(QuantWeightKind::kInt8, 200, 688, 4224, kHopperShared, true),
+            QuantLinearPath::kFp8Gemm);
+}
+
+TEST(QuantLinearPath, WeightOnlyRowsPastTheGemvTakeTheMixedGemmUpToItsLimit) {
+  for (QuantWeightKind kind : {QuantWeightKind::kInt8, QuantWeightKind::kInt4}) {
+    for (std::int64_t m : {std::int64_t{9}, std::int64_t{64}, kQuantMixedGemmMaxRows}) {
+      EXPECT_EQ(ChooseQuantLinearPath(kind, m, 4096, 4096, kHopperShared, true, 128),
+                QuantLinearPath::kMixedGemm)
+          << static_cast<int>(kind) << " m=" << m;
+    }
+    EXPECT_EQ(ChooseQuantLinearPath(kind, kQuantMixedGemmMaxRows + 1, 4096, 4096, kHopperShared,
+                                    true, 128),
+              QuantLinearPath::kDequantGemm);
+  }
+  // Past the GEMV's shared memory (8 rows of 14336 at 48 KiB) the mixed GEMM takes even 8 rows.
+  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kInt4, 8, 4096, 14336, 48 << 10, true, 128),
+            QuantLinearPath::kMixedGemm);
+  // FP8 weights have their own GEMM; without one they dequantize.
+  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kFp8E4M3, 64, 4096, 4096, kHopperShared, false),
+            QuantLinearPath::kDequantGemm);
+}
+
+TEST(QuantLinearPath, TheMixedGemmWantsWholeColumnTilesAndLaneSizedGroups) {
+  const auto int4 = QuantWeightKind::kInt4;
+  EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 128, false, false));
+  EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 32, false, false));
+  EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 0, false, false));    // per channel
+  EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 48, true, false));    // per tensor
+  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 48, false, false));  // 48 % 32 != 0
+  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 128, false, true));  // act-order g_idx
+  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096 + 64, 64, false, false));  // k % 128 != 0
+  EXPECT_FALSE(QuantMixedGemmLayoutTakes(QuantWeightKind::kFp8E4M3, 4096, 0, false, false));
+  EXPECT_EQ(ChooseQuantLinearPath(int4, 64, 4096, 4096, kHopperShared, true, 128, false, true),
             QuantLinearPath::kDequantGemm);
 }
 
