@@ -17,7 +17,7 @@
 // the 70B FP8 tp 2 decode step; a TFLOP/s column shows where the GEMM stands at many rows.
 //
 //   inflight-bench-gpu-quant [--rows 1,64] [--model llama-3.1-8b] [--formats fp8,int4]
-//       [--budget_ms 200]
+//       [--linears gate_up,down] [--budget_ms 200]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -46,6 +46,7 @@ struct Options {
   std::vector<std::int64_t> rows = {1, 64};
   std::string model = "llama-3.1-8b";
   std::set<std::string> formats = {"fp8", "int8", "int4", "int4-gidx"};
+  std::set<std::string> linears = {"qkv", "attn_out", "gate_up", "down"};
   double budget_ms = 200;
 };
 
@@ -67,6 +68,11 @@ Options ParseArgs(int argc, char** argv) {
             [&](const std::string& v) {
               return tools::ParseChoiceSet("--formats", v, {"fp8", "int8", "int4", "int4-gidx"},
                                            &o.formats);
+            });
+  flags.Add("linears", "LIST", "of qkv (70B only), attn_out, gate_up, down (default all)",
+            [&](const std::string& v) {
+              return tools::ParseChoiceSet("--linears", v, {"qkv", "attn_out", "gate_up", "down"},
+                                           &o.linears);
             });
   AddBudgetFlag(flags, &o.budget_ms);
   ParseFlagsOrExit(flags, argc, argv);
@@ -162,7 +168,7 @@ int Run(const Options& opt) {
   };
   // Llama-3.1-70B at tp 2, one rank: q/k/v (64 + 2 x 8 heads of 128) and gate/up split by output,
   // attention output and down by input.
-  const std::vector<Shape> shapes =
+  const std::vector<Shape> all_shapes =
       opt.model == "llama-3.1-70b-tp2"
           ? std::vector<Shape>{{"qkv 5120x8192", 5120, 8192},
                                {"attn_out 8192x4096", 8192, 4096},
@@ -171,6 +177,11 @@ int Run(const Options& opt) {
           : std::vector<Shape>{{"attn_out 4096x4096", kHidden, kHidden},
                                {"gate_up 28672x4096", 2 * kInter, kHidden},
                                {"down 4096x14336", kHidden, kInter}};
+  std::vector<Shape> shapes;
+  for (const Shape& s : all_shapes) {
+    const std::string name = s.name;
+    if (opt.linears.count(name.substr(0, name.find(' '))) != 0) shapes.push_back(s);
+  }
   const std::int64_t max_m = *std::max_element(opt.rows.begin(), opt.rows.end());
   std::mt19937_64 rng(1234);
   Table t({"linear", "rows", "format", "path", "median", "p10..p90", "TFLOP/s", "weights", "floor",

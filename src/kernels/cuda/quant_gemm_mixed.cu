@@ -58,7 +58,7 @@ cudaError_t LaunchTiles(MixedGemmArgs args, std::int64_t workspace_bytes, cudaSt
       static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) *
       per_sm;
   const std::int64_t token_tiles = CeilDiv(args.m, kTokens), row_tiles = CeilDiv(args.n, kMixedRows);
-  const std::int64_t k_tiles = args.k / kMixedKTile;
+  const std::int64_t k_tiles = CeilDiv(args.k, MixedTiles<kKind, kTokens>::kCols);
   // Split k while the grid would leave resident slots idle, keeping at least 4 k tiles a split
   // and the partials within the workspace.
   std::int64_t splits = std::max<std::int64_t>(1, slots / (token_tiles * row_tiles));
@@ -115,23 +115,30 @@ cudaError_t QuantMixedGemm(void* y, std::int64_t y_stride, const void* x, std::i
                            const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
                            std::int64_t n, std::int64_t k, bool accumulate, void* workspace,
                            std::int64_t workspace_bytes, cudaStream_t stream) {
-  if (n <= 0 || n >= (std::int64_t{1} << 24) || y_stride < n || x_stride < k) {
+  if (n <= 0 || n >= (std::int64_t{1} << 24) || y_stride < n || x_stride < k ||
+      n * w.num_groups >= (std::int64_t{1} << 31)) {
     return cudaErrorInvalidValue;
   }
   if (!QuantMixedGemmSupports(w, dtype, m, k, x, x_stride)) return cudaErrorNotSupported;
   if (workspace == nullptr) workspace_bytes = 0;
-  MixedGemmArgs args{y,
-                     y_stride,
-                     x,
-                     x_stride,
-                     w,
-                     bias,
-                     static_cast<float*>(workspace),
-                     static_cast<int>(m),
-                     static_cast<int>(n),
-                     static_cast<int>(k),
-                     0,
-                     accumulate};
+  MixedGemmArgs args{};
+  args.y = y;
+  args.y_stride = y_stride;
+  args.x = x;
+  args.x_stride = x_stride;
+  args.w = w;
+  args.bias = bias;
+  args.partial = static_cast<float*>(workspace);
+  args.m = static_cast<int>(m);
+  args.n = static_cast<int>(n);
+  args.k = static_cast<int>(k);
+  args.accumulate = accumulate;
+  const bool one_group = w.per_tensor || w.group_size == 0;
+  args.scale_row_stride = w.per_tensor ? 0 : static_cast<int>(w.num_groups);
+  args.group_shift = 31;
+  if (!one_group) {
+    while ((std::int64_t{1} << args.group_shift) > w.group_size) --args.group_shift;
+  }
   INFLIGHT_DISPATCH_HALF(dtype, T, {
     return w.kind == QuantWeightKind::kInt4
                ? LaunchKind<T, QuantWeightKind::kInt4>(args, workspace_bytes, stream)

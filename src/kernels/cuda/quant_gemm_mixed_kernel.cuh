@@ -3,10 +3,10 @@
 // tensor cores' larger side. Internal to src/kernels/cuda; instantiated in quant_gemm_mixed_int4.cu
 // and quant_gemm_mixed_int8.cu.
 //
-// Block: 8 warps over 128 output rows x kTokens tokens. Warp w takes rows 32 (w % 4) .. + 31 (two
-// m16 tiles) and half of each 128-column k tile (w / 4), so a tile's mmas are spread over twice the
-// warps; the halves are summed through shared memory at the end. Stages of (codes, inputs) arrive
-// by cp.async, kStages deep; the first stages' codes are requested before the PDL wait.
+// Block: 8 warps over 128 output rows x kTokens tokens, warp w on rows 16 w .. 16 w + 15 (one m16
+// tile) and every token, so each thread dequantizes two rows and keeps kTokens / 2 accumulators.
+// Stages of (codes, inputs) arrive by cp.async, kStages deep; the first stages' codes are
+// requested before the PDL wait.
 //
 // The columns of a k tile are taken in an order that lets each thread fetch both operands with
 // 16-byte shared loads and no ldmatrix: lane (g = lane / 4, q = lane % 4) owns the 32 columns
@@ -41,24 +41,35 @@ struct MixedGemmArgs {
   float* partial;    // [splits, m, n] fp32 (splits > 1)
   int m, n, k;
   int k_tiles_per_split;
+  // Scale (and zero point) (row, group) at row * scale_row_stride + group: num_groups, or 0 per
+  // tensor; a column's group is column >> group_shift (31: one group a row or the tensor).
+  int scale_row_stride;
+  int group_shift;
   bool accumulate;  // splits == 1
 };
 
 constexpr int kMixedThreads = 256;
-constexpr int kMixedRows = 128;   // output rows a block
-constexpr int kMixedKTile = 128;  // input columns a stage
+constexpr int kMixedRows = 128;  // output rows a block
 
+// A stage holds 128 bytes of codes of each of the block's 128 rows (HBM serves whole 128-byte
+// pieces of a row far better than the 64 of 128 int4 columns: int4 at 128 columns a tile ran
+// 1.2x slower than int8 at 8B's gate_up, 9 rows, H200) and the inputs of their columns, split in
+// sub-tiles of 128 columns: two for int4 (256 columns), one for int8.
 template <QuantWeightKind kKind, int kTokens>
 struct MixedTiles {
-  static constexpr int kCodeRowBytes = kKind == QuantWeightKind::kInt4 ? 64 : 128;
+  static constexpr int kSub = kKind == QuantWeightKind::kInt4 ? 2 : 1;
+  static constexpr int kCols = 128 * kSub;  // input columns a stage
+  static constexpr int kCodeRowBytes = 128;
   static constexpr int kCodeBytes = kMixedRows * kCodeRowBytes;
-  static constexpr int kXBytes = kTokens * kMixedKTile * 2;
-  static constexpr int kStages = kTokens >= 64 ? 3 : 4;
+  static constexpr int kXRowBytes = kCols * 2;
+  static constexpr int kXBytes = kTokens * kXRowBytes;
   static constexpr int kStageBytes = kCodeBytes + kXBytes;
-  static constexpr int kReduceBytes = 4 * 32 * kTokens * 4;  // the second k half's sums
-  static constexpr int kSharedBytes =
-      kStages * kStageBytes > kReduceBytes ? kStages * kStageBytes : kReduceBytes;
-  static constexpr int kMinBlocks = kTokens >= 64 ? 1 : 2;
+  // As many stages (2..6) as two blocks an SM hold: a block's stages ahead are what it has in
+  // flight, and few tokens make few blocks (224 at 8B's gate_up), so depth is what keeps HBM
+  // busy (int8, 16 tokens, gate_up, H200: 3 stages 58 us, 4 stages 44 us).
+  static constexpr int kFit = (110 << 10) / kStageBytes;
+  static constexpr int kStages = kFit < 2 ? 2 : (kFit > 6 ? 6 : kFit);
+  static constexpr int kSharedBytes = kStages * kStageBytes;
 };
 
 namespace mixed {
@@ -156,94 +167,115 @@ __device__ __forceinline__ std::uint32_t DequantPair(std::uint32_t word, std::ui
   }
 }
 
-// The physical 16-byte chunk of logical chunk c in a row of the input tile (16 chunks a row):
-// lanes (g, q) of a quarter warp read chunk 4 q + t of rows g = 0, 1, which this spreads over all
-// eight 16-byte bank groups.
+// The physical 16-byte chunk of logical chunk c in a row of the input tile (16 or 32 chunks a
+// row): lanes (g, q) of a quarter warp read chunk 16 h + 4 q + t of rows g = 0, 1, which this
+// spreads over all eight 16-byte bank groups.
 __device__ __forceinline__ int XChunk(int row, int c) {
   return c ^ (((c >> 3) & 1) | ((row & 1) << 1));
 }
 
-// int8 codes: 8 chunks a row, lanes read chunk 2 q + h of rows g = 0, 1.
-__device__ __forceinline__ int CodeChunk8(int row, int c) {
-  return c ^ (row & 1);
+// The physical 16-byte chunk of logical chunk c in a row of the code tile (8 chunks a row, rows
+// 128 bytes apart, so every row starts on the same banks): a quarter warp reads rows g = 0, 1,
+// int4 lanes chunk 4 h + q, int8 lanes chunk 2 q + u; odd rows move those to the other banks.
+template <bool kInt4>
+__device__ __forceinline__ int CodeChunk(int row, int c) {
+  return c ^ ((row & 1) << (kInt4 ? 2 : 0));
 }
 
 }  // namespace mixed
 
 // Grid: (ceil(m / kTokens), ceil(n / 128), splits), Block: (256), dynamic shared memory
-// MixedTiles::kSharedBytes. Split z takes k tiles [z * per, (z + 1) * per) and writes fp32 sums to
-// partial[z] when gridDim.z > 1, else finishes y itself.
+// MixedTiles::kSharedBytes. Split z takes stages [z * per, (z + 1) * per) of ceil(k / kCols) and
+// writes fp32 sums to partial[z] when gridDim.z > 1, else finishes y itself.
 template <typename T, QuantWeightKind kKind, int kTokens>
-__global__ void __launch_bounds__(kMixedThreads, (MixedTiles<kKind, kTokens>::kMinBlocks))
+__global__ void __launch_bounds__(kMixedThreads, 2)
     QuantMixedGemmKernel(MixedGemmArgs args) {
   using Tiles = MixedTiles<kKind, kTokens>;
   using namespace mixed;
   constexpr bool kInt4 = kKind == QuantWeightKind::kInt4;
+  constexpr int kSub = Tiles::kSub;
   constexpr int kTokenTiles = kTokens / 8;
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const int rw = warp & 3, kh = warp >> 2;
   const int t0 = blockIdx.x * kTokens, n0 = blockIdx.y * kMixedRows;
-  const int k_tiles = args.k / kMixedKTile;
+  const int k_tiles = (args.k + Tiles::kCols - 1) / Tiles::kCols;
   const int kt_begin = blockIdx.z * args.k_tiles_per_split;
   const int kt_end = min(k_tiles, kt_begin + args.k_tiles_per_split);
   const int count = kt_end - kt_begin;
   const QuantWeight& w = args.w;
-  const std::int64_t code_row_bytes = kInt4 ? args.k / 2 : args.k;
+  const int code_row_bytes = kInt4 ? args.k / 2 : args.k;
 
+  // A cp.async chunk outside the weight, the rows or the columns (the last stage may be half: k a
+  // multiple of 128) reads nothing and lands as zeros, whose products are zeros.
+  // Thread tid copies chunk tid % 8 of code rows tid / 8 + 32 j and chunk tid % kXChunksPerRow of
+  // input rows tid / kXChunksPerRow + kXRowsPerPass j: one column and row parity for all j.
+  constexpr int kCodeChunks = kMixedRows * 8 / kMixedThreads;
+  constexpr int kXChunksPerRow = Tiles::kXRowBytes / 16;
+  constexpr int kXRowsPerPass = kMixedThreads / kXChunksPerRow;
+  constexpr int kXChunks = kTokens / kXRowsPerPass;
+  const int code_r = tid / 8, code_c = tid % 8;
+  const int code_src = code_r * code_row_bytes + code_c * 16;
+  const int code_dst = code_r * Tiles::kCodeRowBytes + CodeChunk<kInt4>(code_r, code_c) * 16;
+  const int code_col = code_c * (kInt4 ? 32 : 16);
+  const int x_r = tid / kXChunksPerRow, x_c = tid % kXChunksPerRow;
+  const int x_src = (x_r * static_cast<int>(args.x_stride) + x_c * 8) * 2;
+  const int x_dst = Tiles::kCodeBytes + x_r * Tiles::kXRowBytes + XChunk(x_r, x_c) * 16;
+  const int x_col = x_c * 8;
+  const auto* codes0 = w.codes + static_cast<std::int64_t>(n0) * code_row_bytes;
+  const auto* x0 = reinterpret_cast<const unsigned char*>(static_cast<const T*>(args.x) +
+                                                          t0 * args.x_stride);
+  const std::uint32_t smem0 = detail::SharedAddress(smem);
   auto load_codes = [&](int kt, int stage) {
-    const std::uint32_t base = detail::SharedAddress(smem + stage * Tiles::kStageBytes);
-    constexpr int kChunksPerRow = Tiles::kCodeRowBytes / 16;
+    const std::uint8_t* tile = codes0 + kt * Tiles::kCodeRowBytes + code_src;
+    const bool col_ok = code_col < args.k - kt * Tiles::kCols;
+    const std::uint32_t base = smem0 + stage * Tiles::kStageBytes + code_dst;
 #pragma unroll
-    for (int i = tid; i < kMixedRows * kChunksPerRow; i += kMixedThreads) {
-      const int r = i / kChunksPerRow, c = i % kChunksPerRow;
-      const int phys = kInt4 ? c : CodeChunk8(r, c);
-      const bool valid = n0 + r < args.n;
-      const std::uint8_t* src =
-          valid ? w.codes + (n0 + r) * code_row_bytes + kt * Tiles::kCodeRowBytes + c * 16
-                : w.codes;
-      detail::CpAsync16(base + r * Tiles::kCodeRowBytes + phys * 16, src, valid ? 16 : 0);
+    for (int j = 0; j < kCodeChunks; ++j) {
+      const bool ok = col_ok && n0 + code_r + 32 * j < args.n;
+      detail::CpAsync16(base + j * 32 * Tiles::kCodeRowBytes,
+                        ok ? tile + j * 32 * code_row_bytes : w.codes, ok ? 16 : 0);
     }
   };
   auto load_x = [&](int kt, int stage) {
-    const std::uint32_t base =
-        detail::SharedAddress(smem + stage * Tiles::kStageBytes + Tiles::kCodeBytes);
-    const auto* x = static_cast<const T*>(args.x);
+    const unsigned char* tile = x0 + kt * Tiles::kXRowBytes + x_src;
+    const bool col_ok = x_col < args.k - kt * Tiles::kCols;
+    const std::uint32_t base = smem0 + stage * Tiles::kStageBytes + x_dst;
 #pragma unroll
-    for (int i = tid; i < kTokens * 16; i += kMixedThreads) {
-      const int r = i / 16, c = i % 16;
-      const bool valid = t0 + r < args.m;
-      const T* src = valid ? x + (t0 + r) * args.x_stride + kt * kMixedKTile + c * 8 : x;
-      detail::CpAsync16(base + r * (kMixedKTile * 2) + XChunk(r, c) * 16, src, valid ? 16 : 0);
+    for (int j = 0; j < kXChunks; ++j) {
+      const bool ok = col_ok && t0 + x_r + kXRowsPerPass * j < args.m;
+      detail::CpAsync16(base + j * kXRowsPerPass * Tiles::kXRowBytes,
+                        ok ? tile + j * kXRowsPerPass * 2 * args.x_stride : x0, ok ? 16 : 0);
     }
   };
 
-  // This thread's four rows (m16 tile i, half r: g or g + 8), clamped inside the weight.
-  int rows[2][2];
+  // This thread's two rows (r: g or g + 8 of the warp's 16), clamped inside the weight, as offsets
+  // of their first scale group. A lane's group in sub-tile h of stage kt:
+  // (kCols kt + 128 h + 32 q) >> shift (shift 31: one group a row; per tensor: every row's
+  // offset 0); past the last column (a half last stage) the last group.
+  int scale_row[2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) rows[i][r] = min(n0 + rw * 32 + i * 16 + g + 8 * r, args.n - 1);
+  for (int r = 0; r < 2; ++r) {
+    scale_row[r] = min(n0 + warp * 16 + g + 8 * r, args.n - 1) * args.scale_row_stride;
+  }
   const float implicit_zero = kInt4 ? 8.0f : 0.0f;
-  auto load_scales = [&](int kt, float (&s)[2][2], float (&z)[2][2]) {
-    const int group =
-        w.per_tensor || w.group_size == 0 ? 0 : (kt * kMixedKTile + 32 * q) / w.group_size;
+  auto group_of = [&](int kt, int h) {
+    return (min(kt * Tiles::kCols + 128 * h, args.k - 128) + 32 * q) >> args.group_shift;
+  };
+  auto load_scales = [&](int group, float (&s)[2], float (&z)[2]) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const std::int64_t at = static_cast<std::int64_t>(rows[i][r]) * w.num_groups + group;
-        s[i][r] = w.per_tensor ? __ldg(w.scales) : __ldg(w.scales + at);
-        if (w.zeros == nullptr) {
-          z[i][r] = implicit_zero;
-        } else if constexpr (kInt4) {
-          z[i][r] = static_cast<float>(__ldg(w.zeros + at));
-        } else {
-          z[i][r] = static_cast<float>(static_cast<std::int8_t>(__ldg(w.zeros + at)));
-        }
+    for (int r = 0; r < 2; ++r) {
+      const int at = scale_row[r] + group;
+      s[r] = __ldg(w.scales + at);
+      if (w.zeros == nullptr) {
+        z[r] = implicit_zero;
+      } else if constexpr (kInt4) {
+        z[r] = static_cast<float>(__ldg(w.zeros + at));
+      } else {
+        z[r] = static_cast<float>(static_cast<std::int8_t>(__ldg(w.zeros + at)));
       }
+    }
   };
 
   GridDependencyLaunchDependents();
@@ -257,16 +289,22 @@ __global__ void __launch_bounds__(kMixedThreads, (MixedTiles<kKind, kTokens>::kM
     detail::CpAsyncCommit();
   }
 
-  float acc[2][kTokenTiles][4];
+  float acc[kTokenTiles][4];
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int j = 0; j < kTokenTiles; ++j)
 #pragma unroll
-    for (int j = 0; j < kTokenTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
 
-  float s_next[2][2], z_next[2][2];
-  if (count > 0) load_scales(kt_begin, s_next, z_next);
+  // The scales of each sub-tile's group are requested a stage ahead, and only when it changes
+  // (every stage for groups of 128 columns or fewer, never for one group a row).
+  float s_next[kSub][2], z_next[kSub][2];
+  int group[kSub], next_group[kSub];
+  RowScale rs[kSub][2];
+#pragma unroll
+  for (int h = 0; h < kSub; ++h) {
+    group[h] = next_group[h] = group_of(kt_begin, h);
+    load_scales(group[h], s_next[h], z_next[h]);
+  }
   for (int it = 0; it < count; ++it) {
     detail::CpAsyncWait<Tiles::kStages - 2>();
     __syncthreads();
@@ -276,112 +314,98 @@ __global__ void __launch_bounds__(kMixedThreads, (MixedTiles<kKind, kTokens>::kM
       load_x(kt_begin + ahead, ahead % Tiles::kStages);
     }
     detail::CpAsyncCommit();
-    RowScale rs[2][2];
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int h = 0; h < kSub; ++h) {
+      if (it == 0 || next_group[h] != group[h]) {
+        group[h] = next_group[h];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) rs[i][r] = MakeRowScale<T, kKind>(s_next[i][r], z_next[i][r]);
-    if (it + 1 < count) load_scales(kt_begin + it + 1, s_next, z_next);
+        for (int r = 0; r < 2; ++r) rs[h][r] = MakeRowScale<T, kKind>(s_next[h][r], z_next[h][r]);
+      }
+      if (it + 1 < count) {
+        next_group[h] = group_of(kt_begin + it + 1, h);
+        if (next_group[h] != group[h]) load_scales(next_group[h], s_next[h], z_next[h]);
+      }
+    }
 
     const unsigned char* stage = smem + (it % Tiles::kStages) * Tiles::kStageBytes;
     const unsigned char* sx = stage + Tiles::kCodeBytes;
-    // This warp's code words: int4 the 8 bytes of words 2 kh, 2 kh + 1 of its 16-byte chunk (the
-    // columns of steps 4 kh .. 4 kh + 3); int8 its chunk 2 q + kh (16 bytes, one word a step).
-    std::uint32_t words[2][2][4];
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+    for (int h = 0; h < kSub; ++h) {
+      // The code words of this thread's two rows in sub-tile h: int4 its chunk 4 h + q (word t:
+      // columns 128 h + 32 q + 8 t .. + 7, steps 2 t and 2 t + 1); int8 its chunks 2 q, 2 q + 1
+      // (word s: step s).
+      constexpr int kWords = kInt4 ? 4 : 8;
+      std::uint32_t words[2][kWords];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int row = rw * 32 + i * 16 + g + 8 * r;
-        if constexpr (kInt4) {
-          const uint2 v =
-              *reinterpret_cast<const uint2*>(stage + row * Tiles::kCodeRowBytes + q * 16 + kh * 8);
-          words[i][r][0] = v.x, words[i][r][1] = v.y;
-        } else {
-          const uint4 v = *reinterpret_cast<const uint4*>(stage + row * Tiles::kCodeRowBytes +
-                                                          CodeChunk8(row, 2 * q + kh) * 16);
-          words[i][r][0] = v.x, words[i][r][1] = v.y, words[i][r][2] = v.z, words[i][r][3] = v.w;
-          if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const int row = warp * 16 + g + 8 * r;
 #pragma unroll
-            for (int u = 0; u < 4; ++u) words[i][r][u] ^= 0x80808080u;
-          }
+        for (int u = 0; u < kWords / 4; ++u) {
+          const int chunk = CodeChunk<kInt4>(row, kInt4 ? 4 * h + q : 2 * q + u);
+          const uint4 v =
+              *reinterpret_cast<const uint4*>(stage + row * Tiles::kCodeRowBytes + chunk * 16);
+          words[r][4 * u] = v.x, words[r][4 * u + 1] = v.y;
+          words[r][4 * u + 2] = v.z, words[r][4 * u + 3] = v.w;
+        }
+        if constexpr (!kInt4 && std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+          for (int u = 0; u < kWords; ++u) words[r][u] ^= 0x80808080u;
         }
       }
 #pragma unroll
-    for (int tl = 0; tl < 2; ++tl) {
-      // A fragments of steps 2 tl (hb 0) and 2 tl + 1 (hb 1) of this warp's half.
-      std::uint32_t a[2][2][4];
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
+      for (int t = 0; t < 4; ++t) {
+        // A fragments of steps 2 t (hb 0) and 2 t + 1 (hb 1).
+        std::uint32_t a[2][4];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           if constexpr (kInt4) {
-            const std::uint32_t word = words[i][r][tl], shifted = word >> 4;
-            a[i][0][r] = DequantPair<T, kKind, 0>(word, shifted, rs[i][r]);
-            a[i][0][2 + r] = DequantPair<T, kKind, 1>(word, shifted, rs[i][r]);
-            a[i][1][r] = DequantPair<T, kKind, 2>(word, shifted, rs[i][r]);
-            a[i][1][2 + r] = DequantPair<T, kKind, 3>(word, shifted, rs[i][r]);
+            const std::uint32_t word = words[r][t], shifted = word >> 4;
+            a[0][r] = DequantPair<T, kKind, 0>(word, shifted, rs[h][r]);
+            a[0][2 + r] = DequantPair<T, kKind, 1>(word, shifted, rs[h][r]);
+            a[1][r] = DequantPair<T, kKind, 2>(word, shifted, rs[h][r]);
+            a[1][2 + r] = DequantPair<T, kKind, 3>(word, shifted, rs[h][r]);
           } else {
 #pragma unroll
             for (int hb = 0; hb < 2; ++hb) {
-              const std::uint32_t word = words[i][r][2 * tl + hb];
-              a[i][hb][r] = DequantPair<T, kKind, 0>(word, 0u, rs[i][r]);
-              a[i][hb][2 + r] = DequantPair<T, kKind, 1>(word, 0u, rs[i][r]);
+              const std::uint32_t word = words[r][2 * t + hb];
+              a[hb][r] = DequantPair<T, kKind, 0>(word, 0u, rs[h][r]);
+              a[hb][2 + r] = DequantPair<T, kKind, 1>(word, 0u, rs[h][r]);
             }
           }
         }
-      const int chunk = 4 * q + 2 * kh + tl;
+        const int chunk = 16 * h + 4 * q + t;
 #pragma unroll
-      for (int j = 0; j < kTokenTiles; ++j) {
-        const int row = 8 * j + g;
-        const uint4 xv = *reinterpret_cast<const uint4*>(sx + row * (kMixedKTile * 2) +
-                                                         XChunk(row, chunk) * 16);
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          detail::MmaM16N8K16<T>(acc[i][j], a[i][0], xv.x, xv.y);
-          detail::MmaM16N8K16<T>(acc[i][j], a[i][1], xv.z, xv.w);
+        for (int j = 0; j < kTokenTiles; ++j) {
+          const int row = 8 * j + g;
+          const uint4 xv = *reinterpret_cast<const uint4*>(sx + row * Tiles::kXRowBytes +
+                                                           XChunk(row, chunk) * 16);
+          detail::MmaM16N8K16<T>(acc[j], a[0], xv.x, xv.y);
+          detail::MmaM16N8K16<T>(acc[j], a[1], xv.z, xv.w);
         }
       }
     }
   }
+  detail::CpAsyncWait<0>();  // nothing is in flight at exit
 
-  // The second k half's sums to the first through shared memory (the stages are free once every
-  // cp.async has landed and every warp is past its last tile).
-  detail::CpAsyncWait<0>();
-  __syncthreads();
-  auto* red = reinterpret_cast<float*>(smem);
-  const int slot = rw * 32 + lane;
-  if (kh == 1) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int j = 0; j < kTokenTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) red[((i * kTokenTiles + j) * 4 + e) * 128 + slot] = acc[i][j][e];
-  }
-  __syncthreads();
-  if (kh == 1) return;
   const T* bias = static_cast<const T*>(args.bias);
   T* y = static_cast<T*>(args.y);
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+  for (int j = 0; j < kTokenTiles; ++j)
 #pragma unroll
-    for (int j = 0; j < kTokenTiles; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int o = n0 + rw * 32 + i * 16 + g + 8 * (e >> 1);
-        const int t = t0 + 8 * j + 2 * q + (e & 1);
-        if (o >= args.n || t >= args.m) continue;
-        float v = acc[i][j][e] + red[((i * kTokenTiles + j) * 4 + e) * 128 + slot];
-        if (gridDim.z > 1) {
-          args.partial[(static_cast<std::int64_t>(blockIdx.z) * args.m + t) * args.n + o] = v;
-          continue;
-        }
-        if (bias != nullptr) v += ToFloat(bias[o]);
-        T* out = y + t * args.y_stride + o;
-        if (args.accumulate) v += ToFloat(*out);
-        *out = FromFloat<T>(v);
+    for (int e = 0; e < 4; ++e) {
+      const int o = n0 + warp * 16 + g + 8 * (e >> 1);
+      const int t = t0 + 8 * j + 2 * q + (e & 1);
+      if (o >= args.n || t >= args.m) continue;
+      float v = acc[j][e];
+      if (gridDim.z > 1) {
+        args.partial[(static_cast<std::int64_t>(blockIdx.z) * args.m + t) * args.n + o] = v;
+        continue;
       }
+      if (bias != nullptr) v += ToFloat(bias[o]);
+      T* out = y + t * args.y_stride + o;
+      if (args.accumulate) v += ToFloat(*out);
+      *out = FromFloat<T>(v);
+    }
 }
 
 // Launches the kernel for one (T, kind, token tile); defined in quant_gemm_mixed_int4.cu / _int8.cu.

@@ -60,14 +60,16 @@ inline bool QuantFp8GemmTakes(QuantWeightKind kind, std::int64_t k, std::int64_t
 // The most rows the mixed-input GEMM takes. Above them the dequantizing path's float GEMM on
 // wgmma tensor cores outruns mma.sync by more than its dequantizing pass costs (a pass over the
 // weight, a small share of a GEMM of many rows).
-constexpr std::int64_t kQuantMixedGemmMaxRows = 256;
+constexpr std::int64_t kQuantMixedGemmMaxRows = 128;
 
 // The mixed-input GEMM's columns come in tiles of 128, and each lane's 32 columns of a tile must
-// lie in one scale group: groups of a multiple of 32 columns, one a row, or one for the tensor;
-// no g_idx (act-order scatters a group's columns). int4 and int8 codes only (fp8 has its GEMM).
+// lie in one scale group: groups of a power of two >= 32 columns (a shift finds them), one a
+// row, or one for the tensor; no g_idx (act-order scatters a group's columns). int4 and int8
+// codes only (fp8 has its GEMM).
 inline bool QuantMixedGemmLayoutTakes(QuantWeightKind kind, std::int64_t k,
                                       std::int64_t group_size, bool per_tensor, bool g_idx) {
-  const bool groups = per_tensor || (!g_idx && (group_size == 0 || group_size % 32 == 0));
+  const bool pow2 = group_size >= 32 && (group_size & (group_size - 1)) == 0;
+  const bool groups = per_tensor || (!g_idx && (group_size == 0 || pow2));
   return kind != QuantWeightKind::kFp8E4M3 && groups && k > 0 && k % 128 == 0;
 }
 

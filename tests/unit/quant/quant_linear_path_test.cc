@@ -76,6 +76,7 @@ TEST(QuantLinearPath, TheMixedGemmWantsWholeColumnTilesAndLaneSizedGroups) {
   EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 0, false, false));    // per channel
   EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 48, true, false));    // per tensor
   EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 48, false, false));  // 48 % 32 != 0
+  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 96, false, false));  // not a power of two
   EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 128, false, true));  // act-order g_idx
   EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096 + 64, 64, false, false));  // k % 128 != 0
   EXPECT_FALSE(QuantMixedGemmLayoutTakes(QuantWeightKind::kFp8E4M3, 4096, 0, false, false));
