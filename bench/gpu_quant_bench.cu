@@ -241,7 +241,8 @@ int Run(const Options& opt) {
                                ? kc::QuantLinearPath::kDequantGemm
                                : kc::QuantLinearPath::kMixedGemm;
         linear.force_path(other);
-        if ((rule == kc::QuantLinearPath::kMixedGemm || rule == kc::QuantLinearPath::kDequantGemm) &&
+        if ((rule == kc::QuantLinearPath::kMixedGemm ||
+             rule == kc::QuantLinearPath::kDequantGemm) &&
             linear.PathFor(ws[0].view, kDType, m, s.n, s.k, x.get(), s.k) == other) {
           runs.push_back(other);
         }
@@ -255,16 +256,16 @@ int Run(const Options& opt) {
             const Timing tm = TimeCalls(
                 [&](int call) {
                   return linear.Run(y.get(), s.n, x.get(), s.k,
-                                    ws[static_cast<std::size_t>(call % sets)].view, nullptr,
-                                    kDType, m, s.n, s.k, false, scratch, stream);
+                                    ws[static_cast<std::size_t>(call % sets)].view, nullptr, kDType,
+                                    m, s.n, s.k, false, scratch, stream);
                 },
                 stream, to);
-            t.AddRow({s.name, std::to_string(m),
-                      variant == 1 ? f.name + " (cuBLASLt scales)" : f.name,
-                      std::string(kc::QuantLinearPathName(path)) + (path == rule ? "" : " (forced)"),
-                      FmtUs(tm.median_us), Range(tm), tflops(m, s, tm.median_us),
-                      Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us), Percent(floor_us, tm.median_us),
-                      Fmt(bf16[r].median_us / tm.median_us, 2) + "x", std::to_string(sets)});
+            t.AddRow(
+                {s.name, std::to_string(m), variant == 1 ? f.name + " (cuBLASLt scales)" : f.name,
+                 std::string(kc::QuantLinearPathName(path)) + (path == rule ? "" : " (forced)"),
+                 FmtUs(tm.median_us), Range(tm), tflops(m, s, tm.median_us),
+                 Fmt(bytes / 1e6, 1) + " MB", FmtUs(floor_us), Percent(floor_us, tm.median_us),
+                 Fmt(bf16[r].median_us / tm.median_us, 2) + "x", std::to_string(sets)});
           }
         }
         linear.force_path(std::nullopt);

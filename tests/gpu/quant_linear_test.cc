@@ -1,7 +1,8 @@
 // Quantized linears (kernels/cuda/quant_linear.h) on every path — the GEMV that dequantizes in
 // registers, cuBLASLt's FP8 GEMM with its scale epilogue, the weight-only mma.sync GEMM (with k
-// split over the grid and not), and dequantize-to-scratch + the float GEMM — against the CPU reference of the runner (kernels/cpu/dequantize.h, fp8_activation.h, an
-// fp64 dot product) on the same random codes, scales, zero points, g_idx and inputs.
+// split over the grid and not), and dequantize-to-scratch + the float GEMM — against the CPU
+// reference of the runner (kernels/cpu/dequantize.h, fp8_activation.h, an fp64 dot product) on the
+// same random codes, scales, zero points, g_idx and inputs.
 //
 // Bound, per output: |found - expected| <= 3 eps(dtype) * mag, with mag = sum_i |x_i w_i| (+ |bias|
 // + |y_old|): the device rounds the E4M3 inputs (fp8) and the dequantized weights (fallback path)

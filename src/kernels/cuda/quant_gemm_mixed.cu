@@ -21,9 +21,9 @@ bool CurrentDevicePrepared() {
 
 template <typename T, QuantWeightKind kKind>
 cudaError_t SetLimits() {
-  for (const cudaError_t err : {SetQuantMixedGemmSharedLimit<T, kKind, 16>(),
-                                SetQuantMixedGemmSharedLimit<T, kKind, 32>(),
-                                SetQuantMixedGemmSharedLimit<T, kKind, 64>()}) {
+  for (const cudaError_t err :
+       {SetQuantMixedGemmSharedLimit<T, kKind, 16>(), SetQuantMixedGemmSharedLimit<T, kKind, 32>(),
+        SetQuantMixedGemmSharedLimit<T, kKind, 64>()}) {
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -57,7 +57,8 @@ cudaError_t LaunchTiles(MixedGemmArgs args, std::int64_t workspace_bytes, cudaSt
   const std::int64_t slots =
       static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) *
       per_sm;
-  const std::int64_t token_tiles = CeilDiv(args.m, kTokens), row_tiles = CeilDiv(args.n, kMixedRows);
+  const std::int64_t token_tiles = CeilDiv(args.m, kTokens),
+                     row_tiles = CeilDiv(args.n, kMixedRows);
   const std::int64_t k_tiles = CeilDiv(args.k, MixedTiles<kKind, kTokens>::kCols);
   // Split k while the grid would leave resident slots idle, keeping at least 4 k tiles a split
   // and the partials within the workspace.
@@ -91,10 +92,10 @@ cudaError_t QuantMixedGemmPrepareDevice() {
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
-  for (const auto set : {SetLimits<__half, QuantWeightKind::kInt4>,
-                         SetLimits<__half, QuantWeightKind::kInt8>,
-                         SetLimits<__nv_bfloat16, QuantWeightKind::kInt4>,
-                         SetLimits<__nv_bfloat16, QuantWeightKind::kInt8>}) {
+  for (const auto set :
+       {SetLimits<__half, QuantWeightKind::kInt4>, SetLimits<__half, QuantWeightKind::kInt8>,
+        SetLimits<__nv_bfloat16, QuantWeightKind::kInt4>,
+        SetLimits<__nv_bfloat16, QuantWeightKind::kInt8>}) {
     if ((err = set()) != cudaSuccess) return err;
   }
   if (device >= 0 && device < 64) {

@@ -20,8 +20,8 @@ namespace inflight::kernels::cuda {
 cudaError_t QuantMixedGemmPrepareDevice();
 
 // Whether QuantMixedGemm takes these arguments: int4 or int8 codes without g_idx, scale groups of
-// a power of two >= 32 columns (or one per row, or per tensor), k a multiple of 128, dtype fp16 / bf16,
-// x 16-byte aligned with x_stride a multiple of 8, codes 16-byte aligned, m >= 1.
+// a power of two >= 32 columns (or one per row, or per tensor), k a multiple of 128, dtype fp16 /
+// bf16, x 16-byte aligned with x_stride a multiple of 8, codes 16-byte aligned, m >= 1.
 bool QuantMixedGemmSupports(const QuantWeight& w, DType dtype, std::int64_t m, std::int64_t k,
                             const void* x, std::int64_t x_stride);
 

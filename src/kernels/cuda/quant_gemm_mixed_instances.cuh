@@ -26,28 +26,27 @@ template <typename T, QuantWeightKind kKind, int kTokens>
 int QuantMixedGemmBlocksPerSm() {
   int blocks = 0;
   if (SetQuantMixedGemmSharedLimit<T, kKind, kTokens>() != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, QuantMixedGemmKernel<T, kKind, kTokens>,
-                                                    kMixedThreads,
-                                                    MixedTiles<kKind, kTokens>::kSharedBytes) !=
-          cudaSuccess) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks, QuantMixedGemmKernel<T, kKind, kTokens>, kMixedThreads,
+          MixedTiles<kKind, kTokens>::kSharedBytes) != cudaSuccess) {
     cudaGetLastError();
     return 1;
   }
   return blocks > 0 ? blocks : 1;
 }
 
-#define INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(T, KIND, TOKENS)                                     \
-  template cudaError_t LaunchQuantMixedGemm<T, KIND, TOKENS>(const MixedGemmArgs&, dim3,        \
-                                                             cudaStream_t);                     \
-  template cudaError_t SetQuantMixedGemmSharedLimit<T, KIND, TOKENS>();                         \
+#define INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(T, KIND, TOKENS)                              \
+  template cudaError_t LaunchQuantMixedGemm<T, KIND, TOKENS>(const MixedGemmArgs&, dim3, \
+                                                             cudaStream_t);              \
+  template cudaError_t SetQuantMixedGemmSharedLimit<T, KIND, TOKENS>();                  \
   template int QuantMixedGemmBlocksPerSm<T, KIND, TOKENS>();
 
-#define INFLIGHT_QUANT_MIXED_GEMM_INSTANCES(KIND)                  \
-  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__half, KIND, 16)             \
-  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__half, KIND, 32)             \
-  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__half, KIND, 64)             \
-  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__nv_bfloat16, KIND, 16)      \
-  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__nv_bfloat16, KIND, 32)      \
+#define INFLIGHT_QUANT_MIXED_GEMM_INSTANCES(KIND)             \
+  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__half, KIND, 16)        \
+  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__half, KIND, 32)        \
+  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__half, KIND, 64)        \
+  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__nv_bfloat16, KIND, 16) \
+  INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__nv_bfloat16, KIND, 32) \
   INFLIGHT_QUANT_MIXED_GEMM_INSTANCE(__nv_bfloat16, KIND, 64)
 
 }  // namespace inflight::kernels::cuda

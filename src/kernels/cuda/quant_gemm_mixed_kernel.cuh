@@ -188,8 +188,7 @@ __device__ __forceinline__ int CodeChunk(int row, int c) {
 // MixedTiles::kSharedBytes. Split z takes stages [z * per, (z + 1) * per) of ceil(k / kCols) and
 // writes fp32 sums to partial[z] when gridDim.z > 1, else finishes y itself.
 template <typename T, QuantWeightKind kKind, int kTokens>
-__global__ void __launch_bounds__(kMixedThreads, 2)
-    QuantMixedGemmKernel(MixedGemmArgs args) {
+__global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGemmArgs args) {
   using Tiles = MixedTiles<kKind, kTokens>;
   using namespace mixed;
   constexpr bool kInt4 = kKind == QuantWeightKind::kInt4;
@@ -224,8 +223,8 @@ __global__ void __launch_bounds__(kMixedThreads, 2)
   const int x_dst = Tiles::kCodeBytes + x_r * Tiles::kXRowBytes + XChunk(x_r, x_c) * 16;
   const int x_col = x_c * 8;
   const auto* codes0 = w.codes + static_cast<std::int64_t>(n0) * code_row_bytes;
-  const auto* x0 = reinterpret_cast<const unsigned char*>(static_cast<const T*>(args.x) +
-                                                          t0 * args.x_stride);
+  const auto* x0 =
+      reinterpret_cast<const unsigned char*>(static_cast<const T*>(args.x) + t0 * args.x_stride);
   const std::uint32_t smem0 = detail::SharedAddress(smem);
   auto load_codes = [&](int kt, int stage) {
     const std::uint8_t* tile = codes0 + kt * Tiles::kCodeRowBytes + code_src;
@@ -263,7 +262,7 @@ __global__ void __launch_bounds__(kMixedThreads, 2)
   auto group_of = [&](int kt, int h) {
     return (min(kt * Tiles::kCols + 128 * h, args.k - 128) + 32 * q) >> args.group_shift;
   };
-  auto load_scales = [&](int group, float (&s)[2], float (&z)[2]) {
+  auto load_scales = [&](int group, float(&s)[2], float(&z)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int at = scale_row[r] + group;
@@ -408,7 +407,8 @@ __global__ void __launch_bounds__(kMixedThreads, 2)
     }
 }
 
-// Launches the kernel for one (T, kind, token tile); defined in quant_gemm_mixed_int4.cu / _int8.cu.
+// Launches the kernel for one (T, kind, token tile); defined in quant_gemm_mixed_int4.cu /
+// _int8.cu.
 template <typename T, QuantWeightKind kKind, int kTokens>
 cudaError_t LaunchQuantMixedGemm(const MixedGemmArgs& args, dim3 grid, cudaStream_t stream);
 

@@ -64,12 +64,12 @@ QuantLinearPath QuantLinear::PathFor(const QuantWeight& w, DType dtype, std::int
   }
   // The Supports functions add the pointer checks to the rule's shape checks.
   QuantLinearPath rule =
-      ChooseQuantLinearPath(w.kind, m, n, k, max_shared_bytes_, fp8_gemm_ != nullptr,
-                            w.group_size, w.per_tensor, w.g_idx != nullptr);
+      ChooseQuantLinearPath(w.kind, m, n, k, max_shared_bytes_, fp8_gemm_ != nullptr, w.group_size,
+                            w.per_tensor, w.g_idx != nullptr);
   if (rule == QuantLinearPath::kGemv && !gemv) {
-    rule = fp8 ? QuantLinearPath::kFp8Gemm
-               : m <= kQuantMixedGemmMaxRows ? QuantLinearPath::kMixedGemm
-                                             : QuantLinearPath::kDequantGemm;
+    rule = fp8                           ? QuantLinearPath::kFp8Gemm
+           : m <= kQuantMixedGemmMaxRows ? QuantLinearPath::kMixedGemm
+                                         : QuantLinearPath::kDequantGemm;
   }
   if (rule == QuantLinearPath::kMixedGemm && !mixed) return QuantLinearPath::kDequantGemm;
   return rule;

@@ -73,11 +73,11 @@ TEST(QuantLinearPath, TheMixedGemmWantsWholeColumnTilesAndLaneSizedGroups) {
   const auto int4 = QuantWeightKind::kInt4;
   EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 128, false, false));
   EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 32, false, false));
-  EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 0, false, false));    // per channel
-  EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 48, true, false));    // per tensor
-  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 48, false, false));  // 48 % 32 != 0
-  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 96, false, false));  // not a power of two
-  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 128, false, true));  // act-order g_idx
+  EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 0, false, false));         // per channel
+  EXPECT_TRUE(QuantMixedGemmLayoutTakes(int4, 4096, 48, true, false));         // per tensor
+  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 48, false, false));       // 48 % 32 != 0
+  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 96, false, false));       // not a power of two
+  EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096, 128, false, true));       // act-order g_idx
   EXPECT_FALSE(QuantMixedGemmLayoutTakes(int4, 4096 + 64, 64, false, false));  // k % 128 != 0
   EXPECT_FALSE(QuantMixedGemmLayoutTakes(QuantWeightKind::kFp8E4M3, 4096, 0, false, false));
   EXPECT_EQ(ChooseQuantLinearPath(int4, 64, 4096, 4096, kHopperShared, true, 128, false, true),
