@@ -45,10 +45,6 @@ __device__ __forceinline__ uint4 LoadCodesStreaming(const uint4* p) {
   return v;
 }
 
-__device__ __forceinline__ std::uint32_t Word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
 // The one-row kernel of quant_gemv_half.cu (for T = __half, __nv_bfloat16 and every kind): block
 // (kQuantGemvThreads), shared memory k * 2 bytes; any grid (rows loop in each warp: the launcher
 // sizes it to what stays resident, QuantGemvHalfRowBlocksPerSm); needs one scale group per 16-byte

@@ -67,9 +67,9 @@ QuantLinearPath QuantLinear::PathFor(const QuantWeight& w, DType dtype, std::int
       ChooseQuantLinearPath(w.kind, m, n, k, max_shared_bytes_, fp8_gemm_ != nullptr, w.group_size,
                             w.per_tensor, w.g_idx != nullptr);
   if (rule == QuantLinearPath::kGemv && !gemv) {
-    rule = fp8                           ? QuantLinearPath::kFp8Gemm
-           : m <= kQuantMixedGemmMaxRows ? QuantLinearPath::kMixedGemm
-                                         : QuantLinearPath::kDequantGemm;
+    rule = fp8                                  ? QuantLinearPath::kFp8Gemm
+           : m <= QuantMixedGemmMaxRows(w.kind) ? QuantLinearPath::kMixedGemm
+                                                : QuantLinearPath::kDequantGemm;
   }
   if (rule == QuantLinearPath::kMixedGemm && !mixed) return QuantLinearPath::kDequantGemm;
   return rule;

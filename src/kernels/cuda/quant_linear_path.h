@@ -6,7 +6,7 @@
 //                weight instead of 2 is where the speed comes from)
 //   kFp8Gemm     fp8 at larger m: activations quantized to E4M3, cuBLASLt's FP8 GEMM, scales
 //                applied in an epilogue
-//   kMixedGemm   int4 / int8 up to kQuantMixedGemmMaxRows: mma.sync tensor cores on codes
+//   kMixedGemm   int4 / int8 up to QuantMixedGemmMaxRows: mma.sync tensor cores on codes
 //                dequantized in registers (quant_gemm_mixed.h)
 //   kDequantGemm everything else: the weight dequantized into a scratch in the activation dtype,
 //                then the float GEMM (cuBLASLt)
@@ -57,11 +57,13 @@ inline bool QuantFp8GemmTakes(QuantWeightKind kind, std::int64_t k, std::int64_t
   return kind == QuantWeightKind::kFp8E4M3 && k % 16 == 0 && n % 8 == 0;
 }
 
-// The most rows the mixed-input GEMM takes. At 256 it still beat the dequantizing path on every
-// 8B linear (H200: int4 gate_up 224 vs 339 us, int8 attn_out 41.9 vs 42.3); at 512 an earlier
-// version lost by 2x: the float GEMM on wgmma tensor cores outruns mma.sync by more than its
-// dequantizing pass (one pass over the weight) costs.
-constexpr std::int64_t kQuantMixedGemmMaxRows = 256;
+// The most rows the mixed-input GEMM takes: past them the float GEMM on wgmma tensor cores
+// outruns mma.sync by more than the dequantizing pass (one copy of the weight) costs. H200, 8B
+// linears: int4 gate_up at 256 rows 221 vs 249 us, at 512 456 vs 310; int8 gate_up at 128 rows
+// 138 vs ~160, at 256 231 vs 186 (int8 dequantizes with one byte less to read).
+constexpr std::int64_t QuantMixedGemmMaxRows(QuantWeightKind kind) {
+  return kind == QuantWeightKind::kInt4 ? 256 : 128;
+}
 
 // The mixed-input GEMM's columns come in tiles of 128, and each lane's 32 columns of a tile must
 // lie in one scale group: groups of a power of two >= 32 columns (a shift finds them), one a
@@ -81,7 +83,7 @@ inline QuantLinearPath ChooseQuantLinearPath(QuantWeightKind kind, std::int64_t 
                                              bool per_tensor = false, bool g_idx = false) {
   if (QuantGemvTakes(kind, m, k, max_shared_bytes)) return QuantLinearPath::kGemv;
   if (fp8_gemm_available && QuantFp8GemmTakes(kind, k, n)) return QuantLinearPath::kFp8Gemm;
-  if (m <= kQuantMixedGemmMaxRows &&
+  if (m <= QuantMixedGemmMaxRows(kind) &&
       QuantMixedGemmLayoutTakes(kind, k, group_size, per_tensor, g_idx)) {
     return QuantLinearPath::kMixedGemm;
   }

@@ -52,13 +52,13 @@ TEST(QuantLinearPath, Fp8PromptsTakeTheFp8GemmWhereTheDeviceHasOne) {
 
 TEST(QuantLinearPath, WeightOnlyRowsPastTheGemvTakeTheMixedGemmUpToItsLimit) {
   for (QuantWeightKind kind : {QuantWeightKind::kInt8, QuantWeightKind::kInt4}) {
-    for (std::int64_t m : {std::int64_t{9}, std::int64_t{64}, kQuantMixedGemmMaxRows}) {
+    for (std::int64_t m : {std::int64_t{9}, std::int64_t{64}, QuantMixedGemmMaxRows(kind)}) {
       EXPECT_EQ(ChooseQuantLinearPath(kind, m, 4096, 4096, kHopperShared, true, 128),
                 QuantLinearPath::kMixedGemm)
           << static_cast<int>(kind) << " m=" << m;
     }
-    EXPECT_EQ(ChooseQuantLinearPath(kind, kQuantMixedGemmMaxRows + 1, 4096, 4096, kHopperShared,
-                                    true, 128),
+    EXPECT_EQ(ChooseQuantLinearPath(kind, QuantMixedGemmMaxRows(kind) + 1, 4096, 4096,
+                                    kHopperShared, true, 128),
               QuantLinearPath::kDequantGemm);
   }
   // Past the GEMV's shared memory (8 rows of 14336 at 48 KiB) the mixed GEMM takes even 8 rows.
