@@ -105,8 +105,9 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
   // a 19-token and a 1-token prompt joining in round 2.
   add_prompt(37, model::SequenceStep::Logits::kAll);
   add_prompt(5, model::SequenceStep::Logits::kLast);
-  // The CPU and CUDA runners' logits of `step`, checked against each other.
-  const auto compare_step = [&](const std::string& label) {
+  // The CPU and CUDA runners' logits of `step`, checked against each other. max_fp8_fraction: of
+  // the logits allowed past the soft bound with FP8 activations (see below).
+  const auto compare_step = [&](const std::string& label, double max_fp8_fraction) {
     auto want = (*cpu)->Step(step);
     auto got = (*gpu)->Step(step);
     GPU_CHECK(want.ok(), want.status().ToString());
@@ -120,13 +121,14 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
       // kernels alone match the CPU on the same inputs to NMSE ~5e-6 (quant_linear_test); a wrong
       // scale or layout is off by the size of the logits. A tighter check needs a CPU reference
       // that rounds activations as the device does.
-      ExpectCloseThroughFp8(label, got->logits, want->logits, 0.05f * scale, 0.15f * scale, 0.15);
+      ExpectCloseThroughFp8(label, got->logits, want->logits, 0.05f * scale, 0.15f * scale,
+                            max_fp8_fraction);
     } else {
       ExpectClose(label, got->logits, want->logits, 0.05f * scale, 0.0f);
     }
   };
   for (int round = 0; round < 4; ++round) {
-    compare_step(name + " step " + std::to_string(round));
+    compare_step(name + " step " + std::to_string(round), 0.15);
     next_tokens();
     if (round == 1) {
       add_prompt(19, model::SequenceStep::Logits::kLast);
@@ -170,10 +172,13 @@ void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType d
     next_tokens();
   }
   // One sequence alone: batch-1 decode steps, whose quantized linears run the one-row GEMV
-  // (quant_gemv_half.cu), the others' steps having had two rows or more.
+  // (quant_gemv_half.cu), the others' steps having had two rows or more. One row's logits all come
+  // from the same rounded activations, so the share past the soft bound is one correlated sample,
+  // not an average over rows: on an H200 it ran 0-5.6% and once 15.4% (qwen3 fp8 bf16, seed
+  // 11022404322632910873) with nothing near the hard bound, which is what catches a wrong scale.
   step.sequences.resize(1);
   for (int round = 0; round < 2; ++round) {
-    compare_step(name + " one-row step " + std::to_string(round));
+    compare_step(name + " one-row step " + std::to_string(round), 0.25);
     next_tokens();
   }
   std::printf("  %s one-row steps: logits within bound\n", name.c_str());
