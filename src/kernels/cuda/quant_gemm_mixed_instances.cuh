@@ -9,7 +9,8 @@ namespace inflight::kernels::cuda {
 
 template <typename T, QuantWeightKind kKind, int kTokens>
 cudaError_t LaunchQuantMixedGemm(const MixedGemmArgs& args, dim3 grid, cudaStream_t stream) {
-  return LaunchProgrammatic(QuantMixedGemmKernel<T, kKind, kTokens>, grid, dim3(kMixedThreads),
+  return LaunchProgrammatic(QuantMixedGemmKernel<T, kKind, kTokens>, grid,
+                            dim3(MixedTiles<kKind, kTokens>::kThreads),
                             MixedTiles<kKind, kTokens>::kSharedBytes, stream, args);
 }
 
@@ -27,7 +28,7 @@ int QuantMixedGemmBlocksPerSm() {
   int blocks = 0;
   if (SetQuantMixedGemmSharedLimit<T, kKind, kTokens>() != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks, QuantMixedGemmKernel<T, kKind, kTokens>, kMixedThreads,
+          &blocks, QuantMixedGemmKernel<T, kKind, kTokens>, MixedTiles<kKind, kTokens>::kThreads,
           MixedTiles<kKind, kTokens>::kSharedBytes) != cudaSuccess) {
     cudaGetLastError();
     return 1;

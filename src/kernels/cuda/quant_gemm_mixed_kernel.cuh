@@ -3,8 +3,11 @@
 // tensor cores' larger side. Internal to src/kernels/cuda; instantiated in quant_gemm_mixed_int4.cu
 // and quant_gemm_mixed_int8.cu.
 //
-// Block: 8 warps over 128 output rows x kTokens tokens, warp w on rows 16 w .. 16 w + 15 (one m16
-// tile) and every token, so each thread dequantizes two rows and keeps kTokens / 2 accumulators.
+// Block: 128 output rows x kTokens tokens; a warp takes kTilesPerWarp m16 tiles of rows and every
+// token, so each thread dequantizes 2 kTilesPerWarp rows. One tile a warp (8 warps) up to 32
+// tokens, where hiding HBM's latency is the job; two (4 warps) at 64, where each input fragment
+// read from shared memory then feeds two mmas (H200, 8B gate_up int4: 64 rows 67.1 -> 63.1 us,
+// 128 rows 129.9 -> 122.7; at 32 tokens two tiles lost, 41.6 -> 46.0).
 // Stages of (codes, inputs) arrive by cp.async, kStages deep; the first stages' codes are
 // requested before the PDL wait.
 //
@@ -48,7 +51,6 @@ struct MixedGemmArgs {
   bool accumulate;  // splits == 1
 };
 
-constexpr int kMixedThreads = 256;
 constexpr int kMixedRows = 128;  // output rows a block
 
 // A stage holds 128 bytes of codes of each of the block's 128 rows (HBM serves whole 128-byte
@@ -58,6 +60,9 @@ constexpr int kMixedRows = 128;  // output rows a block
 template <QuantWeightKind kKind, int kTokens>
 struct MixedTiles {
   static constexpr int kSub = kKind == QuantWeightKind::kInt4 ? 2 : 1;
+  static constexpr int kTilesPerWarp = kTokens >= 64 ? 2 : 1;
+  static constexpr int kThreads = 32 * kMixedRows / (16 * kTilesPerWarp);
+  static constexpr int kMinBlocks = 2;      // shared memory allows no more from 32 tokens on
   static constexpr int kCols = 128 * kSub;  // input columns a stage
   static constexpr int kCodeRowBytes = 128;
   static constexpr int kCodeBytes = kMixedRows * kCodeRowBytes;
@@ -184,16 +189,21 @@ __device__ __forceinline__ int CodeChunk(int row, int c) {
 
 }  // namespace mixed
 
-// Grid: (ceil(m / kTokens), ceil(n / 128), splits), Block: (256), dynamic shared memory
-// MixedTiles::kSharedBytes. Split z takes stages [z * per, (z + 1) * per) of ceil(k / kCols) and
-// writes fp32 sums to partial[z] when gridDim.z > 1, else finishes y itself.
+// Grid: (ceil(m / kTokens), ceil(n / 128), splits), Block: (MixedTiles::kThreads), dynamic shared
+// memory MixedTiles::kSharedBytes. Split z takes stages [z * per, (z + 1) * per) of ceil(k / kCols)
+// and writes fp32 sums to partial[z] when gridDim.z > 1, else finishes y itself.
 template <typename T, QuantWeightKind kKind, int kTokens>
-__global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGemmArgs args) {
+__global__ void __launch_bounds__(MixedTiles<kKind, kTokens>::kThreads,
+                                  MixedTiles<kKind, kTokens>::kMinBlocks)
+    QuantMixedGemmKernel(MixedGemmArgs args) {
   using Tiles = MixedTiles<kKind, kTokens>;
   using namespace mixed;
   constexpr bool kInt4 = kKind == QuantWeightKind::kInt4;
   constexpr int kSub = Tiles::kSub;
   constexpr int kTokenTiles = kTokens / 8;
+  constexpr int kThreads = Tiles::kThreads;
+  constexpr int kTiles = Tiles::kTilesPerWarp;
+  constexpr int kR = 2 * kTiles;  // rows a thread: rr -> warp rows 16 (rr / 2) + g + 8 (rr % 2)
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -208,11 +218,12 @@ __global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGe
 
   // A cp.async chunk outside the weight, the rows or the columns (the last stage may be half: k a
   // multiple of 128) reads nothing and lands as zeros, whose products are zeros.
-  // Thread tid copies chunk tid % 8 of code rows tid / 8 + 32 j and chunk tid % kXChunksPerRow of
-  // input rows tid / kXChunksPerRow + kXRowsPerPass j: one column and row parity for all j.
-  constexpr int kCodeChunks = kMixedRows * 8 / kMixedThreads;
+  // Thread tid copies chunk tid % 8 of code rows tid / 8 + kThreads / 8 j and chunk tid %
+  // kXChunksPerRow of input rows tid / kXChunksPerRow + kXRowsPerPass j: one column and row parity
+  // for all j.
+  constexpr int kCodeChunks = kMixedRows * 8 / kThreads;
   constexpr int kXChunksPerRow = Tiles::kXRowBytes / 16;
-  constexpr int kXRowsPerPass = kMixedThreads / kXChunksPerRow;
+  constexpr int kXRowsPerPass = kThreads / kXChunksPerRow;
   constexpr int kXChunks = kTokens / kXRowsPerPass;
   const int code_r = tid / 8, code_c = tid % 8;
   const int code_src = code_r * code_row_bytes + code_c * 16;
@@ -232,9 +243,10 @@ __global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGe
     const std::uint32_t base = smem0 + stage * Tiles::kStageBytes + code_dst;
 #pragma unroll
     for (int j = 0; j < kCodeChunks; ++j) {
-      const bool ok = col_ok && n0 + code_r + 32 * j < args.n;
-      detail::CpAsync16(base + j * 32 * Tiles::kCodeRowBytes,
-                        ok ? tile + j * 32 * code_row_bytes : w.codes, ok ? 16 : 0);
+      constexpr int kRowsPerPass = kThreads / 8;
+      const bool ok = col_ok && n0 + code_r + kRowsPerPass * j < args.n;
+      detail::CpAsync16(base + j * kRowsPerPass * Tiles::kCodeRowBytes,
+                        ok ? tile + j * kRowsPerPass * code_row_bytes : w.codes, ok ? 16 : 0);
     }
   };
   auto load_x = [&](int kt, int stage) {
@@ -249,22 +261,23 @@ __global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGe
     }
   };
 
-  // This thread's two rows (r: g or g + 8 of the warp's 16), clamped inside the weight, as offsets
-  // of their first scale group. A lane's group in sub-tile h of stage kt:
-  // (kCols kt + 128 h + 32 q) >> shift (shift 31: one group a row; per tensor: every row's
-  // offset 0); past the last column (a half last stage) the last group.
-  int scale_row[2];
+  // This thread's rows, clamped inside the weight, as offsets of their first scale group. A lane's
+  // group in sub-tile h of stage kt: (kCols kt + 128 h + 32 q) >> shift (shift 31: one group a row;
+  // per tensor: every row's offset 0); past the last column (a half last stage) the last group.
+  const int warp_row = warp * 16 * kTiles;
+  auto row_of = [&](int rr) { return warp_row + 16 * (rr / 2) + g + 8 * (rr % 2); };
+  int scale_row[kR];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    scale_row[r] = min(n0 + warp * 16 + g + 8 * r, args.n - 1) * args.scale_row_stride;
+  for (int rr = 0; rr < kR; ++rr) {
+    scale_row[rr] = min(n0 + row_of(rr), args.n - 1) * args.scale_row_stride;
   }
   const float implicit_zero = kInt4 ? 8.0f : 0.0f;
   auto group_of = [&](int kt, int h) {
     return (min(kt * Tiles::kCols + 128 * h, args.k - 128) + 32 * q) >> args.group_shift;
   };
-  auto load_scales = [&](int group, float(&s)[2], float(&z)[2]) {
+  auto load_scales = [&](int group, float(&s)[kR], float(&z)[kR]) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kR; ++r) {
       const int at = scale_row[r] + group;
       s[r] = __ldg(w.scales + at);
       if (w.zeros == nullptr) {
@@ -288,17 +301,19 @@ __global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGe
     detail::CpAsyncCommit();
   }
 
-  float acc[kTokenTiles][4];
+  float acc[kTiles][kTokenTiles][4];
 #pragma unroll
-  for (int j = 0; j < kTokenTiles; ++j)
+  for (int i = 0; i < kTiles; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+    for (int j = 0; j < kTokenTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
   // The scales of each sub-tile's group are requested a stage ahead, and only when it changes
   // (every stage for groups of 128 columns or fewer, never for one group a row).
-  float s_next[kSub][2], z_next[kSub][2];
+  float s_next[kSub][kR], z_next[kSub][kR];
   int group[kSub], next_group[kSub];
-  RowScale rs[kSub][2];
+  RowScale rs[kSub][kR];
 #pragma unroll
   for (int h = 0; h < kSub; ++h) {
     group[h] = next_group[h] = group_of(kt_begin, h);
@@ -318,7 +333,7 @@ __global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGe
       if (it == 0 || next_group[h] != group[h]) {
         group[h] = next_group[h];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) rs[h][r] = MakeRowScale<T, kKind>(s_next[h][r], z_next[h][r]);
+        for (int r = 0; r < kR; ++r) rs[h][r] = MakeRowScale<T, kKind>(s_next[h][r], z_next[h][r]);
       }
       if (it + 1 < count) {
         next_group[h] = group_of(kt_begin + it + 1, h);
@@ -330,14 +345,14 @@ __global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGe
     const unsigned char* sx = stage + Tiles::kCodeBytes;
 #pragma unroll
     for (int h = 0; h < kSub; ++h) {
-      // The code words of this thread's two rows in sub-tile h: int4 its chunk 4 h + q (word t:
+      // The code words of this thread's rows in sub-tile h: int4 its chunk 4 h + q (word t:
       // columns 128 h + 32 q + 8 t .. + 7, steps 2 t and 2 t + 1); int8 its chunks 2 q, 2 q + 1
       // (word s: step s).
       constexpr int kWords = kInt4 ? 4 : 8;
-      std::uint32_t words[2][kWords];
+      std::uint32_t words[kR][kWords];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = warp * 16 + g + 8 * r;
+      for (int r = 0; r < kR; ++r) {
+        const int row = row_of(r);
 #pragma unroll
         for (int u = 0; u < kWords / 4; ++u) {
           const int chunk = CodeChunk<kInt4>(row, kInt4 ? 4 * h + q : 2 * q + u);
@@ -353,33 +368,40 @@ __global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGe
       }
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
-        // A fragments of steps 2 t (hb 0) and 2 t + 1 (hb 1).
-        std::uint32_t a[2][4];
+        // A fragments of m16 tile i, steps 2 t (hb 0) and 2 t + 1 (hb 1): rows 2 i (g) and
+        // 2 i + 1 (g + 8) of this thread's.
+        std::uint32_t a[kTiles][2][4];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          if constexpr (kInt4) {
-            const std::uint32_t word = words[r][t], shifted = word >> 4;
-            a[0][r] = DequantPair<T, kKind, 0>(word, shifted, rs[h][r]);
-            a[0][2 + r] = DequantPair<T, kKind, 1>(word, shifted, rs[h][r]);
-            a[1][r] = DequantPair<T, kKind, 2>(word, shifted, rs[h][r]);
-            a[1][2 + r] = DequantPair<T, kKind, 3>(word, shifted, rs[h][r]);
-          } else {
+        for (int i = 0; i < kTiles; ++i)
 #pragma unroll
-            for (int hb = 0; hb < 2; ++hb) {
-              const std::uint32_t word = words[r][2 * t + hb];
-              a[hb][r] = DequantPair<T, kKind, 0>(word, 0u, rs[h][r]);
-              a[hb][2 + r] = DequantPair<T, kKind, 1>(word, 0u, rs[h][r]);
+          for (int r = 0; r < 2; ++r) {
+            const int rr = 2 * i + r;
+            if constexpr (kInt4) {
+              const std::uint32_t word = words[rr][t], shifted = word >> 4;
+              a[i][0][r] = DequantPair<T, kKind, 0>(word, shifted, rs[h][rr]);
+              a[i][0][2 + r] = DequantPair<T, kKind, 1>(word, shifted, rs[h][rr]);
+              a[i][1][r] = DequantPair<T, kKind, 2>(word, shifted, rs[h][rr]);
+              a[i][1][2 + r] = DequantPair<T, kKind, 3>(word, shifted, rs[h][rr]);
+            } else {
+#pragma unroll
+              for (int hb = 0; hb < 2; ++hb) {
+                const std::uint32_t word = words[rr][2 * t + hb];
+                a[i][hb][r] = DequantPair<T, kKind, 0>(word, 0u, rs[h][rr]);
+                a[i][hb][2 + r] = DequantPair<T, kKind, 1>(word, 0u, rs[h][rr]);
+              }
             }
           }
-        }
         const int chunk = 16 * h + 4 * q + t;
 #pragma unroll
         for (int j = 0; j < kTokenTiles; ++j) {
           const int row = 8 * j + g;
           const uint4 xv = *reinterpret_cast<const uint4*>(sx + row * Tiles::kXRowBytes +
                                                            XChunk(row, chunk) * 16);
-          detail::MmaM16N8K16<T>(acc[j], a[0], xv.x, xv.y);
-          detail::MmaM16N8K16<T>(acc[j], a[1], xv.z, xv.w);
+#pragma unroll
+          for (int i = 0; i < kTiles; ++i) {
+            detail::MmaM16N8K16<T>(acc[i][j], a[i][0], xv.x, xv.y);
+            detail::MmaM16N8K16<T>(acc[i][j], a[i][1], xv.z, xv.w);
+          }
         }
       }
     }
@@ -389,22 +411,24 @@ __global__ void __launch_bounds__(kMixedThreads, 2) QuantMixedGemmKernel(MixedGe
   const T* bias = static_cast<const T*>(args.bias);
   T* y = static_cast<T*>(args.y);
 #pragma unroll
-  for (int j = 0; j < kTokenTiles; ++j)
+  for (int i = 0; i < kTiles; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int o = n0 + warp * 16 + g + 8 * (e >> 1);
-      const int t = t0 + 8 * j + 2 * q + (e & 1);
-      if (o >= args.n || t >= args.m) continue;
-      float v = acc[j][e];
-      if (gridDim.z > 1) {
-        args.partial[(static_cast<std::int64_t>(blockIdx.z) * args.m + t) * args.n + o] = v;
-        continue;
+    for (int j = 0; j < kTokenTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int o = n0 + row_of(2 * i + (e >> 1));
+        const int t = t0 + 8 * j + 2 * q + (e & 1);
+        if (o >= args.n || t >= args.m) continue;
+        float v = acc[i][j][e];
+        if (gridDim.z > 1) {
+          args.partial[(static_cast<std::int64_t>(blockIdx.z) * args.m + t) * args.n + o] = v;
+          continue;
+        }
+        if (bias != nullptr) v += ToFloat(bias[o]);
+        T* out = y + t * args.y_stride + o;
+        if (args.accumulate) v += ToFloat(*out);
+        *out = FromFloat<T>(v);
       }
-      if (bias != nullptr) v += ToFloat(bias[o]);
-      T* out = y + t * args.y_stride + o;
-      if (args.accumulate) v += ToFloat(*out);
-      *out = FromFloat<T>(v);
-    }
 }
 
 // Launches the kernel for one (T, kind, token tile); defined in quant_gemm_mixed_int4.cu /
