@@ -19,6 +19,14 @@ bool CurrentDevicePrepared() {
   return (g_prepared_devices.load(std::memory_order_acquire) >> device) & 1u;
 }
 
+// Resident blocks an SM of one instantiation, asked of the runtime once (at the first launch, or
+// in QuantMixedGemmPrepareDevice, outside any graph capture).
+template <typename T, QuantWeightKind kKind, int kTokens>
+int CachedBlocksPerSm() {
+  static const int per_sm = QuantMixedGemmBlocksPerSm<T, kKind, kTokens>();
+  return per_sm;
+}
+
 template <typename T, QuantWeightKind kKind>
 cudaError_t SetLimits() {
   for (const cudaError_t err :
@@ -26,6 +34,9 @@ cudaError_t SetLimits() {
         SetQuantMixedGemmSharedLimit<T, kKind, 64>()}) {
     if (err != cudaSuccess) return err;
   }
+  CachedBlocksPerSm<T, kKind, 16>();
+  CachedBlocksPerSm<T, kKind, 32>();
+  CachedBlocksPerSm<T, kKind, 64>();
   return cudaSuccess;
 }
 
@@ -53,7 +64,7 @@ cudaError_t LaunchTiles(MixedGemmArgs args, std::int64_t workspace_bytes, cudaSt
     const cudaError_t err = SetQuantMixedGemmSharedLimit<T, kKind, kTokens>();
     if (err != cudaSuccess) return err;
   }
-  static const int per_sm = QuantMixedGemmBlocksPerSm<T, kKind, kTokens>();
+  const int per_sm = CachedBlocksPerSm<T, kKind, kTokens>();
   const std::int64_t slots =
       static_cast<std::int64_t>(CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132)) *
       per_sm;
