@@ -26,8 +26,8 @@ bool QuantMixedGemmSupports(const QuantWeight& w, DType dtype, std::int64_t m, s
                             const void* x, std::int64_t x_stride);
 
 // y[t, o] = sum_i x[t, i] * w(o, i) (+ bias[o]) (+ y[t, o] when accumulate) for t < m, o < n;
-// each weight dequantized to dtype ((code - zero) exactly, times the scale rounded to dtype: int4;
-// times the fp32 scale, then rounded: int8), fp32 sums, one rounding to dtype. x: device [m, k] in
+// each weight dequantized to dtype ((code - zero) exactly, times the scale rounded to dtype; bf16
+// int8: times the fp32 scale, then rounded), fp32 sums, one rounding to dtype. x: device [m, k] in
 // dtype, row stride x_stride, left as it is; bias: device [n] in dtype or null; y: device [m, n] in
 // dtype, row stride y_stride. workspace: device scratch for partial sums where the grid splits k
 // (up to workspace_bytes; any size works, 0 included: fewer splits). cudaErrorNotSupported when

@@ -154,9 +154,9 @@ __device__ __forceinline__ RowScale MakeRowScale(float s, float zero) {
   }
 }
 
-// The A fragment pair of step half hb (0: columns 4 s, +1; 1: 4 s + 2, +3 once doubled below) for
-// one row, from the row's code word of the step: int4 bytes 2 hb (columns 0, 1) and 2 hb + 1
-// (columns 2, 3) of word; int8 the word's bytes 0, 1 and 2, 3.
+// Pair kPair of one row's A fragments, dequantized from a code word: int4 byte kPair of the word
+// (its low and high nibble: the word's columns 2 kPair, 2 kPair + 1 of 8); int8 bytes 2 kPair and
+// 2 kPair + 1 (of the word's 4 columns).
 template <typename T, QuantWeightKind kKind, int kPair>
 __device__ __forceinline__ std::uint32_t DequantPair(std::uint32_t word, std::uint32_t shifted,
                                                      const RowScale& rs) {
