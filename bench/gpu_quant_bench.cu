@@ -3,7 +3,9 @@
 // — beside the bf16 GEMM of the same shape, each time next to its memory floor: the bytes of its
 // weights (codes, scales, zero points, g_idx) over the read-only stream rate measured at the start
 // of the run. At 1 row a linear is a pass over its weights, so the floor is the target; at 64 rows
-// the tensor cores start to matter and the floor is a bound, not a goal.
+// the tensor cores start to matter and the floor is a bound, not a goal. Weight-only rows past the
+// GEMV run the rule's path and, marked "(forced)", the other of the mixed GEMM and the dequantizing
+// path, so where the rule switches between them can be read off one run.
 //
 //   fp8        E4M3 per output channel, activations per token (quantized in place each call)
 //   int8       per channel, no zero points (inflight-build --qformat int8_wo)
