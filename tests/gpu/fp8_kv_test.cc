@@ -150,6 +150,7 @@ struct AttentionCase {
   float q_range = 1.0f;
   int graph_max_kv_len = 0;  // decode only: launch sized for this max_kv_len (graph capture)
   kernels::cpu::AttentionWindow window = {};
+  float softmax_scale = 0.0f;  // 0: 1 / sqrt(head_dim)
 };
 
 // hb's block tables with rows of `width` entries, the new ones far out of range.
@@ -173,6 +174,7 @@ void CheckAttentionFp8(const AttentionCase& c) {
   }
   if (c.query_lens.size() > 6) name += "...(" + std::to_string(c.query_lens.size()) + ")";
   if (c.decode) name += " partition=" + std::to_string(c.partition_tokens);
+  if (c.q_range != 1.0f) name += " q_range=" + std::to_string(c.q_range);
   if (c.graph_max_kv_len > 0) name += " graph_max_kv_len=" + std::to_string(c.graph_max_kv_len);
   if (c.window.windowed()) {
     name += " window=" + std::to_string(c.window.window) + " sink=" + std::to_string(c.window.sink);
@@ -210,7 +212,8 @@ void CheckAttentionFp8(const AttentionCase& c) {
   const int q_stride = (c.num_heads + 2 * c.num_kv_heads) * D;
   const auto q = RoundTo(
       c.dtype, RandomVector(static_cast<std::size_t>(tokens) * q_stride, -c.q_range, c.q_range));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const float scale =
+      c.softmax_scale > 0.0f ? c.softmax_scale : 1.0f / std::sqrt(static_cast<float>(D));
   const kernels::cuda::KvFp8Scales scales{k_scale, v_scale};
 
   DeviceArray<std::uint8_t> d_k(k_pool), d_v(v_pool);
@@ -310,6 +313,25 @@ GPU_TEST(Fp8DecodeAttentionMatchesCpu) {
         CheckAttentionFp8({dtype, {1, 1, 1}, {2, 130, 700}, 32, 8, D, 16, true, 0, 1.0f, 0, w});
         CheckAttentionFp8({dtype, {1, 1, 1}, {2, 130, 700}, 32, 8, D, 16, true, 64, 1.0f, 0, w});
       }
+    }
+  }
+  // bf16 queries past fp16's range and far below its normal range (the kernel's products are fp16:
+  // it scales each block's queries by a power of two), scores as those of queries in [-8, 8].
+  for (float q_range : {2.0e5f, 1.0e-5f}) {
+    for (int D : {64, 128}) {
+      CheckAttentionFp8({DType::kBFloat16,
+                         {1, 1, 1},
+                         {3000, 500, 9},
+                         16,
+                         4,
+                         D,
+                         32,
+                         true,
+                         0,
+                         q_range,
+                         0,
+                         {},
+                         8.0f / q_range / std::sqrt(static_cast<float>(D))});
     }
   }
   // 8 x 2048, and a batch of 64 of random lengths.

@@ -79,12 +79,12 @@ bool UseBulkKernel(const PagedBatch& batch, std::int64_t num_kv_heads) {
          kBulkBlocksPerSm * sms;
 }
 
-// The FP8 cache's kernel holds 231 registers a thread, so 2 blocks an SM; capped at 168 (3 blocks,
-// a few spills) it ran 14% faster at 1024 x 192 keys and 11% at 1024 x 512, 5% at 256 x 1024, but
-// 24% slower at 64 x 2048 and 5-14% at batches 1-8, where the grid is a wave or two and the third
-// block only splits the last wave (H200, inflight-bench-gpu-fp8-kv; 4 blocks, 128 registers with
-// spills, was slower everywhere). So 3 where the grid is many waves: at least 8 blocks an SM.
-// INFLIGHT_DECODE_FP8_BLOCKS=2|3|4 forces one, an A/B switch.
+// The FP8 cache's register-stream kernel (where the bulk one does not run) held 231 registers a
+// thread when it widened codes to bf16, so 2 blocks an SM; capped at 168 (3 blocks) it ran 14%
+// faster at 1024 x 192 keys, 24% slower at 64 x 2048. With fp16 products it holds 161 and 3 blocks
+// fit either way: 2 and 3 are within 2% of each other at every shape of inflight-bench-gpu-fp8-kv
+// on an H200; 4 (128 registers, spills) was slower except at 64 x 2048. So 3 where the grid is
+// many waves: at least 8 blocks an SM. INFLIGHT_DECODE_FP8_BLOCKS=2|3|4 forces one, an A/B switch.
 int Fp8BlocksPerSm(std::int64_t grid_blocks) {
   static const int from_env = [] {
     const long long n = EnvInteger("INFLIGHT_DECODE_FP8_BLOCKS", 0);
@@ -92,6 +92,18 @@ int Fp8BlocksPerSm(std::int64_t grid_blocks) {
   }();
   if (from_env != 0) return from_env;
   return grid_blocks >= 8 * CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132) ? 3 : 2;
+}
+
+// An FP8 cache's kernel: the bulk-copy one (up to four 64-key stages of its split in flight a
+// block) or the register stream (one step in flight a warp). On an H200 (inflight-bench-gpu-fp8-kv,
+// bench/results/2026-11-30-h200-fp8-decode-attention.md) the bulk kernel took 10-17% off every
+// shape from 1 x 1024 to 1024 x 512 keys (1024 x 192: 185 -> 167 us, 256 x 1024: 173 -> 154) and
+// tied at 8 x 2048; end to end, FP8 + FP8 KV at 128/128 went 25,580 -> 25,921 output tok/s. So it
+// runs everywhere its sm_90a code does. INFLIGHT_DECODE_FP8_BULK=0 or 1 forces one, an A/B switch.
+bool UseFp8BulkKernel() {
+  static const long long from_env = EnvInteger("INFLIGHT_DECODE_FP8_BULK", -1);
+  if (from_env >= 0) return from_env != 0;
+  return true;
 }
 
 // DecodePartitionTokens for a batch whose kernel is already chosen (UseBulkKernel).
@@ -158,9 +170,12 @@ cudaError_t LaunchPagedAttentionDecode(
   if (batch.num_seqs == 0) return cudaSuccess;
   // The split rules see the visible keys: a long sequence with a window is a short one to them.
   const PagedBatch visible = VisibleKeysBatch(batch, window);
-  const bool bulk = fp8 == nullptr && UseBulkKernel(visible, shape.num_kv_heads);
+  // An FP8 cache's splits are the register stream's whichever kernel runs them
+  // (DecodePartitionTokens).
+  const bool bulk =
+      fp8 == nullptr ? UseBulkKernel(visible, shape.num_kv_heads) : UseFp8BulkKernel();
   if (partition_tokens == 0) {
-    partition_tokens = PartitionTokensFor(visible, shape.num_kv_heads, bulk);
+    partition_tokens = PartitionTokensFor(visible, shape.num_kv_heads, fp8 == nullptr && bulk);
   }
   const int max_splits = MaxSplits(batch, partition_tokens, window);
   if (max_splits > 65535) return cudaErrorInvalidValue;

@@ -4,18 +4,21 @@
 // registers one step ahead. The copies of the first stages go out before the block waits on the
 // kernel before it, so a call's reads start while that kernel (or the call before) still runs. On
 // an H100, bulk copies read 16.8 MB of 1 x 4096 paged K/V at the rate of a bare contiguous read
-// (7.4 against 6.9 us), the register stream at 8.0 us.
+// (7.4 against 6.9 us), the register stream at 8.0 us. An FP8 cache (KV = Fp8Code) takes the same
+// path with stages of half the bytes, twice as many of them, and its steps' loads and products
+// (DecodeSteps<T, Fp8Code, D>): there every block of a large batch keeps its whole split in flight
+// at once, where the register stream keeps one step a warp.
 #pragma once
 
 #include "kernels/cuda/hopper_ptx.cuh"
 
 namespace inflight::kernels::cuda::detail {
 
-template <typename T, int D>
+template <typename KV, int D>
 struct DecodeBulkTiling {
   static constexpr int kChunkKeys = kDecWarps * kDecStepKeys;  // a stage: one step for each warp
-  static constexpr int kStages = 2;
-  static constexpr int kRowBytes = D * static_cast<int>(sizeof(T));
+  static constexpr int kStages = sizeof(KV) == 1 ? 4 : 2;      // 64 KB at D = 128 either way
+  static constexpr int kRowBytes = D * static_cast<int>(sizeof(KV));
   static constexpr int kStageBytes = 2 * kChunkKeys * kRowBytes;  // K rows, then V rows
   static constexpr int kSmemBytes = kStages * kStageBytes;
   // The warps' merge reuses the stages once the last one is read.
@@ -27,11 +30,11 @@ struct DecodeBulkTiling {
 
 // Thread 0: the K and V rows of keys [c0, c1) of one kv head into the stage at `dst`, one bulk
 // copy per paged block and pool, completing on `bar`.
-template <typename T, int D>
+template <typename KV, int D>
 __device__ __forceinline__ void DecodeCopyChunk(const DecodeArgs& args, const std::int32_t* table,
                                                 int kv_head, int c0, int c1, std::uint32_t dst,
                                                 std::uint32_t bar) {
-  using Tiling = DecodeBulkTiling<T, D>;
+  using Tiling = DecodeBulkTiling<KV, D>;
   constexpr auto kRowBytes = static_cast<std::uint32_t>(Tiling::kRowBytes);
   MbarrierArriveExpectTx(bar, 2 * static_cast<std::uint32_t>(c1 - c0) * kRowBytes);
   for (int pos = c0; pos < c1;) {
@@ -40,18 +43,21 @@ __device__ __forceinline__ void DecodeCopyChunk(const DecodeArgs& args, const st
         DecodePoolRow(table, pos, args.tokens_per_block, args.num_kv_heads, kv_head);
     const auto bytes = static_cast<std::uint32_t>(next - pos) * kRowBytes;
     const std::uint32_t at = dst + static_cast<std::uint32_t>(pos - c0) * kRowBytes;
-    BulkCopyToShared(at, static_cast<const T*>(args.k_pool) + row * D, bytes, bar);
+    BulkCopyToShared(at, static_cast<const KV*>(args.k_pool) + row * D, bytes, bar);
     BulkCopyToShared(at + Tiling::kChunkKeys * kRowBytes,
-                     static_cast<const T*>(args.v_pool) + row * D, bytes, bar);
+                     static_cast<const KV*>(args.v_pool) + row * D, bytes, bar);
     pos = next;
   }
 }
 
 // Grid, block and kWindow as DecodeAttentionKernel; dynamic shared memory
-// DecodeBulkTiling::kSmemBytes.
-template <typename T, int D, bool kWindow>
-__global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args) {
-  using Tiling = DecodeBulkTiling<T, D>;
+// DecodeBulkTiling::kSmemBytes. An FP8 cache's kernel fits three blocks an SM in registers as its
+// stages do in shared memory.
+template <typename T, int D, bool kWindow, typename KV = T>
+__global__ void __launch_bounds__(kDecThreads, sizeof(KV) == 1 ? 3 : 1)
+    DecodeBulkKernel(DecodeArgs args) {
+  using Tiling = DecodeBulkTiling<KV, D>;
+  using Steps = DecodeSteps<T, KV, D>;
   constexpr int kChunk = Tiling::kChunkKeys, kStages = Tiling::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) std::uint64_t full[kStages];
@@ -77,7 +83,7 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   const auto bar0 = static_cast<std::uint32_t>(__cvta_generic_to_shared(full));
   const auto copy_chunk = [&](int c) {
     const int c0 = b.k_begin + c * kChunk;
-    DecodeCopyChunk<T, D>(
+    DecodeCopyChunk<KV, D>(
         args, b.table, b.kv_head, c0, min(k_end, c0 + kChunk),
         smem_base + static_cast<std::uint32_t>((c % kStages) * Tiling::kStageBytes),
         bar0 + static_cast<std::uint32_t>((c % kStages) * 8));
@@ -93,9 +99,9 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   const int ring_end = b.k_begin + kStages * kChunk;
   const int keys_end = kWindow ? k_end : kv_len;
   if (args.prefetch_tokens > kStages * kChunk && ring_end < keys_end) {
-    PrefetchKeysL2<T, D>(b.table, ring_end, min(keys_end, b.k_begin + args.prefetch_tokens),
-                         args.tokens_per_block, args.num_kv_heads, b.kv_head,
-                         static_cast<const T*>(args.k_pool), static_cast<const T*>(args.v_pool));
+    PrefetchKeysL2<KV, D>(b.table, ring_end, min(keys_end, b.k_begin + args.prefetch_tokens),
+                          args.tokens_per_block, args.num_kv_heads, b.kv_head,
+                          static_cast<const KV*>(args.k_pool), static_cast<const KV*>(args.v_pool));
   }
   __syncthreads();  // the barriers are initialised before any thread waits on them
   GridDependencyWait();
@@ -106,6 +112,7 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   uint4 qf[DecodeLayout<D>::kKPieces];
   uint2 qf_tail;
   DecodeLoadQuery<T, D>(args, b, q_row, qf, qf_tail);
+  const float scale_log2 = Steps::PrepareQuery(qf, qf_tail, args.scale_log2);
   DecodeWarpState<D> st;
   st.Reset();
 
@@ -118,12 +125,12 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
     const int last_row = min(k_end, c0 + kChunk) - 1 - c0;
     const int step_row = b.warp * kDecStepKeys;
     if (step_row <= last_row) {
-      const T* k_rows = reinterpret_cast<const T*>(smem + stage * Tiling::kStageBytes);
-      DecodeStepRegs<D> r;
-      DecodeLoadStep<T, D, DecodeSharedRows>(
+      const KV* k_rows = reinterpret_cast<const KV*>(smem + stage * Tiling::kStageBytes);
+      typename Steps::Regs r;
+      Steps::template Load<DecodeSharedRows>(
           r, [&](int key) { return min(step_row + key, last_row); }, k_rows, k_rows + kChunk * D,
           b.g, b.q);
-      DecodeComputeStep<T, D>(st, r, qf, qf_tail, args.scale_log2, c0 + step_row, k_end, b.g);
+      Steps::Compute(st, r, qf, qf_tail, scale_log2, c0 + step_row, k_end, b.g);
     }
     __syncthreads();  // every warp is done with the stage: it may be refilled
     if (threadIdx.x == 0 && c + kStages < chunks) copy_chunk(c + kStages);
@@ -133,7 +140,7 @@ __global__ void __launch_bounds__(kDecThreads) DecodeBulkKernel(DecodeArgs args)
   constexpr std::size_t kOBytes = sizeof(float) * kDecWarps * kDecTileHeads * D;
   auto* s_m = reinterpret_cast<float(*)[kDecTileHeads]>(smem + kOBytes);
   auto* s_l = s_m + kDecWarps;
-  DecodeMergeWarpsAndStore<T, D>(args, b, st, s_o, s_m, s_l, q_row);
+  DecodeMergeWarpsAndStore<T, D, !std::is_same_v<KV, T>>(args, b, st, s_o, s_m, s_l, q_row);
 }
 
 }  // namespace inflight::kernels::cuda::detail

@@ -10,8 +10,11 @@
 // shared-memory staging, so the loads in flight are bounded by registers alone.
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/paged_attention_decode_fragments.cuh"
+#include "kernels/cuda/paged_attention_decode_step.cuh"
 #include "kernels/cuda/paged_batch.h"
 
 namespace inflight::kernels::cuda::detail {
@@ -56,8 +59,6 @@ struct DecodeArgs {
 
 constexpr int kDecWarps = 4;
 constexpr int kDecThreads = 32 * kDecWarps;
-constexpr int kDecStepKeys = 16;   // keys per warp step: the M side of one mma
-constexpr int kDecTileHeads = 8;   // query heads per block: the N side of one mma
 constexpr int kDecPartition = 64;  // partition_tokens must be a multiple of this
 
 // What a block of either decode kernel attends: query heads [head0, head0 + tile_heads) of kv head
@@ -122,59 +123,6 @@ __device__ __forceinline__ int DecodeNumSplits(const DecodeArgs& args, int kv_le
   const int sink_end = min(args.sink, recent);
   return (sink_end + p - 1) / p + (kv_len - recent + p - 1) / p;
 }
-
-// Where the head-dim elements of K and V rows sit in the mma fragments. The order of the reduction
-// index of an mma is free as long as both operands use the same one, and the order of O's rows is
-// free as long as the output goes back to its place, so each lane loads contiguous pieces:
-//  - K (A of S^T = K Q^T, k = head dim): lane (g, q) loads dims [32p + 8q, +8) of key rows g and
-//    g + 8 for p < D / 32; the first four feed k-step 2p, the last four k-step 2p + 1. When
-//    D % 32 == 16 an 8-byte tail [32 * kKPieces + 4q, +4) feeds one more k-step. Q^T (B) likewise.
-//  - V (A of O^T = V^T P^T, m = head dim): lane (g, q) loads dims [64h + 8g, +8) of its four key
-//    rows (2q, 2q + 1, 2q + 8, 2q + 9) for h < D / 64; word w of piece h holds rows g and g + 8 of
-//    m-tile 4h + w. A tail of W = (D % 64) / 16 words at [64 * kVPieces + 2Wg, +2W) holds m-tiles
-//    4 * kVPieces + w.
-template <int D>
-struct DecodeLayout {
-  static_assert(D % 16 == 0 && D % 64 != 48 && D <= 256, "head dim: D % 64 in {0, 16, 32}");
-  static constexpr int kKPieces = D / 32;
-  static constexpr bool kKTail = D % 32 != 0;
-  static constexpr int kVPieces = D / 64;
-  static constexpr int kVTailWords = (D % 64) / 16;
-  static constexpr int kMTiles = D / 16;
-
-  // The head dim held by row i (0..15) of m-tile t of O^T.
-  __device__ static constexpr int Dim(int t, int i) {
-    return t < 4 * kVPieces
-               ? 64 * (t / 4) + 8 * (i % 8) + 2 * (t % 4) + i / 8
-               : 64 * kVPieces + 2 * kVTailWords * (i % 8) + 2 * (t - 4 * kVPieces) + i / 8;
-  }
-};
-
-// One warp step's K and V in registers (see DecodeLayout).
-template <int D>
-struct DecodeStepRegs {
-  using L = DecodeLayout<D>;
-  uint4 k[2][L::kKPieces];  // key rows g, g + 8
-  uint2 k_tail[2];
-  uint4 v[4][L::kVPieces];  // key rows 2q, 2q + 1, 2q + 8, 2q + 9
-  std::uint32_t v_tail[4][L::kVTailWords > 0 ? L::kVTailWords : 1];
-
-  // Word of m-tile t (rows g, g + 8) of V key row i.
-  __device__ __forceinline__ std::uint32_t VWord(int i, int t) const {
-    if (t >= 4 * L::kVPieces) return v_tail[i][t - 4 * L::kVPieces];
-    const uint4& piece = v[i][t / 4];
-    switch (t % 4) {
-      case 0:
-        return piece.x;
-      case 1:
-        return piece.y;
-      case 2:
-        return piece.z;
-      default:
-        return piece.w;
-    }
-  }
-};
 
 // Pool row (block * num_kv_heads + kv head) * tokens_per_block + slot of position `pos`. 32 bits: a
 // pool of 2^32 rows would hold at least 512 GB.
@@ -255,22 +203,6 @@ __device__ __forceinline__ void DecodeFetchStep(DecodeStepRegs<D>& r, std::uint3
       r, [&](int key) { return __shfl_sync(0xffffffffu, rows, key); }, k_pool, v_pool, g, q);
 }
 
-// One warp's running attention over its steps: O^T fragments and, per query head 2q and 2q + 1 of
-// the tile, the running max (base 2, shared by the lanes of one q) and this lane's part of the sum.
-template <int D>
-struct DecodeWarpState {
-  float o[DecodeLayout<D>::kMTiles][4];
-  float m[2];
-  float l[2];
-
-  __device__ __forceinline__ void Reset() {
-#pragma unroll
-    for (int t = 0; t < DecodeLayout<D>::kMTiles; ++t) o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
-    m[0] = m[1] = -INFINITY;
-    l[0] = l[1] = 0.0f;
-  }
-};
-
 // Q^T fragments of a block's query heads: column g is query head head0 + g (zero past the
 // tile's heads).
 template <typename T, int D>
@@ -290,66 +222,6 @@ __device__ __forceinline__ void DecodeLoadQuery(const DecodeArgs& args, const De
     qf[p] = __ldg(reinterpret_cast<const uint4*>(qp + 32 * p + 8 * b.q));
   if constexpr (L::kKTail)
     qf_tail = __ldg(reinterpret_cast<const uint2*>(qp + 32 * L::kKPieces + 4 * b.q));
-}
-
-template <typename T, int D>
-__device__ __forceinline__ void DecodeComputeStep(DecodeWarpState<D>& st,
-                                                  const DecodeStepRegs<D>& r, const uint4* qf,
-                                                  uint2 qf_tail, float scale_log2, int base,
-                                                  int k_end, int g) {
-  using L = DecodeLayout<D>;
-  // S^T (keys g, g + 8 x heads 2q, 2q + 1) in two partial sums, so that the mma chain is half as
-  // long.
-  float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-  for (int p = 0; p < L::kKPieces; ++p) {
-    MmaM16N8K16<T>(s, r.k[0][p].x, r.k[1][p].x, r.k[0][p].y, r.k[1][p].y, qf[p].x, qf[p].y);
-    MmaM16N8K16<T>(s_odd, r.k[0][p].z, r.k[1][p].z, r.k[0][p].w, r.k[1][p].w, qf[p].z, qf[p].w);
-  }
-  if constexpr (L::kKTail) {
-    MmaM16N8K16<T>(s_odd, r.k_tail[0].x, r.k_tail[1].x, r.k_tail[0].y, r.k_tail[1].y, qf_tail.x,
-                   qf_tail.y);
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) s[i] = (s[i] + s_odd[i]) * scale_log2;
-  if (base + kDecStepKeys > k_end) {  // the split's last step: keys past its end weigh nothing
-    if (base + g >= k_end) s[0] = s[1] = -INFINITY;
-    if (base + g + 8 >= k_end) s[2] = s[3] = -INFINITY;
-  }
-  float step_max[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-#pragma unroll
-    for (int offset = 4; offset < 32; offset <<= 1)
-      step_max[j] = fmaxf(step_max[j], __shfl_xor_sync(0xffffffffu, step_max[j], offset));
-  }
-  float alpha[2];
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    // The step's first key is always in range, so the new max is finite and exp2 of the old (-inf
-    // at first) minus it is a plain 0.
-    const float m_new = fmaxf(st.m[j], step_max[j]);
-    alpha[j] = exp2f(st.m[j] - m_new);
-    st.m[j] = m_new;
-  }
-  const float p00 = exp2f(s[0] - st.m[0]), p01 = exp2f(s[1] - st.m[1]);
-  const float p10 = exp2f(s[2] - st.m[0]), p11 = exp2f(s[3] - st.m[1]);
-  st.l[0] = st.l[0] * alpha[0] + p00 + p10;
-  st.l[1] = st.l[1] * alpha[1] + p01 + p11;
-  // P^T as B of O^T = V^T P^T: the transposes of the (key, head) fragments of S^T.
-  const std::uint32_t pb0 = Transpose8x8(PackPair<T>(p00, p01));
-  const std::uint32_t pb1 = Transpose8x8(PackPair<T>(p10, p11));
-#pragma unroll
-  for (int t = 0; t < L::kMTiles; ++t) {
-    st.o[t][0] *= alpha[0];
-    st.o[t][1] *= alpha[1];
-    st.o[t][2] *= alpha[0];
-    st.o[t][3] *= alpha[1];
-    const std::uint32_t w0 = r.VWord(0, t), w1 = r.VWord(1, t);
-    const std::uint32_t w2 = r.VWord(2, t), w3 = r.VWord(3, t);
-    MmaM16N8K16<T>(st.o[t], LowHalves(w0, w1), HighHalves(w0, w1), LowHalves(w2, w3),
-                   HighHalves(w2, w3), pb0, pb1);
-  }
 }
 
 // Merges the block's four warp states through shared memory (s_o, s_m, s_l: [kDecWarps][...]) and
@@ -420,13 +292,24 @@ __device__ __forceinline__ void DecodeMergeWarpsAndStore(const DecodeArgs& args,
 
 // How the register-stream kernel loads and computes a warp step from pools of KV: T pools straight
 // into the mma fragments, FP8 pools (paged_attention_decode_fp8.cuh) as half the bytes, widened to
-// T fragments when the step computes.
+// fp16 as the step's products ask for them.
 template <typename T, typename KV, int D>
 struct DecodeSteps {
   using Regs = DecodeStepRegs<D>;
+  // The query fragments as the products take them, and the scores' factor that goes with them.
+  __device__ static __forceinline__ float PrepareQuery(uint4* /*qf*/, uint2& /*qf_tail*/,
+                                                       float scale_log2) {
+    return scale_log2;
+  }
   __device__ static __forceinline__ void Fetch(Regs& r, std::uint32_t rows, const T* k_pool,
                                                const T* v_pool, int g, int q) {
     DecodeFetchStep<T, D>(r, rows, k_pool, v_pool, g, q);
+  }
+  // A step's loads from rows in shared memory (the bulk kernel's stages).
+  template <typename Src, typename RowOf>
+  __device__ static __forceinline__ void Load(Regs& r, RowOf row_of, const T* k_rows,
+                                              const T* v_rows, int g, int q) {
+    DecodeLoadStep<T, D, Src>(r, row_of, k_rows, v_rows, g, q);
   }
   __device__ static __forceinline__ void Compute(DecodeWarpState<D>& st, const Regs& r,
                                                  const uint4* qf, uint2 qf_tail, float scale_log2,
@@ -490,6 +373,7 @@ __global__ void __launch_bounds__(kDecThreads, kMinBlocks) DecodeAttentionKernel
   uint4 qf[L::kKPieces];
   uint2 qf_tail;
   DecodeLoadQuery<T, D>(args, b, q_row, qf, qf_tail);
+  const float scale_log2 = Steps::PrepareQuery(qf, qf_tail, args.scale_log2);
   DecodeWarpState<D> st;
   st.Reset();
 
@@ -518,13 +402,13 @@ __global__ void __launch_bounds__(kDecThreads, kMinBlocks) DecodeAttentionKernel
       Steps::Fetch(rb, rows, k_pool, v_pool, b.g, b.q);
       if (j + 2 < my_steps) rows = rows_of(j + 2);
     }
-    Steps::Compute(st, ra, qf, qf_tail, args.scale_log2, step_base(j), k_end, b.g);
+    Steps::Compute(st, ra, qf, qf_tail, scale_log2, step_base(j), k_end, b.g);
     if (j + 1 >= my_steps) break;
     if (j + 2 < my_steps) {
       Steps::Fetch(ra, rows, k_pool, v_pool, b.g, b.q);
       if (j + 3 < my_steps) rows = rows_of(j + 3);
     }
-    Steps::Compute(st, rb, qf, qf_tail, args.scale_log2, step_base(j + 1), k_end, b.g);
+    Steps::Compute(st, rb, qf, qf_tail, scale_log2, step_base(j + 1), k_end, b.g);
   }
 
   DecodeMergeWarpsAndStore<T, D, !std::is_same_v<KV, T>>(args, b, st, s_o, s_m, s_l, q_row);
@@ -551,8 +435,18 @@ cudaError_t LaunchDecodeAttentionFor(const DecodeArgs& args, cudaStream_t stream
   config.attrs = args.programmatic ? &programmatic : nullptr;
   config.numAttrs = args.programmatic ? 1 : 0;
   cudaError_t err = cudaSuccess;
-  if constexpr (!std::is_same_v<KV, T>) {
-    // An FP8 cache has the register-stream kernel only (its caller sets args.bulk false).
+  // NOTE: decided once per process, for the device of the first call (as context attention's).
+  static const bool bulk_runs = Sm90aCodeRuns(DecodeBulkKernel<T, D, kWindow, KV>);
+  if (args.bulk && bulk_runs) {
+    // NOTE: set at every launch: the attribute belongs to the current device's context.
+    config.dynamicSmemBytes = DecodeBulkTiling<KV, D>::kSmemBytes;
+    err = cudaFuncSetAttribute(DecodeBulkKernel<T, D, kWindow, KV>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               DecodeBulkTiling<KV, D>::kSmemBytes);
+    if (err == cudaSuccess)
+      err = cudaLaunchKernelEx(&config, DecodeBulkKernel<T, D, kWindow, KV>, args);
+    config.dynamicSmemBytes = 0;
+  } else if constexpr (!std::is_same_v<KV, T>) {
     switch (args.fp8_blocks_per_sm) {
       case 3:
         err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow, KV, 3>, args);
@@ -564,20 +458,7 @@ cudaError_t LaunchDecodeAttentionFor(const DecodeArgs& args, cudaStream_t stream
         err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow, KV, 2>, args);
     }
   } else {
-    // NOTE: decided once per process, for the device of the first call (as context attention's).
-    static const bool bulk_runs = Sm90aCodeRuns(DecodeBulkKernel<T, D, kWindow>);
-    if (args.bulk && bulk_runs) {
-      // NOTE: set at every launch: the attribute belongs to the current device's context.
-      config.dynamicSmemBytes = DecodeBulkTiling<T, D>::kSmemBytes;
-      err = cudaFuncSetAttribute(DecodeBulkKernel<T, D, kWindow>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 DecodeBulkTiling<T, D>::kSmemBytes);
-      if (err == cudaSuccess)
-        err = cudaLaunchKernelEx(&config, DecodeBulkKernel<T, D, kWindow>, args);
-      config.dynamicSmemBytes = 0;
-    } else {
-      err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow>, args);
-    }
+    err = cudaLaunchKernelEx(&config, DecodeAttentionKernel<T, D, kWindow>, args);
   }
   if (err != cudaSuccess || args.max_splits == 1) return err;
   config.gridDim =
