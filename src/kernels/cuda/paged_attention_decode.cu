@@ -94,12 +94,12 @@ int Fp8BlocksPerSm(std::int64_t grid_blocks) {
   return grid_blocks >= 8 * CurrentDeviceAttribute(cudaDevAttrMultiProcessorCount, 132) ? 3 : 2;
 }
 
-// An FP8 cache's kernel: the bulk-copy one (up to four 64-key stages of its split in flight a
-// block) or the register stream (one step in flight a warp). On an H200 (inflight-bench-gpu-fp8-kv,
-// bench/results/2026-11-30-h200-fp8-decode-attention.md) the bulk kernel took 10-17% off every
-// shape from 1 x 1024 to 1024 x 512 keys (1024 x 192: 185 -> 167 us, 256 x 1024: 173 -> 154) and
-// tied at 8 x 2048; end to end, FP8 + FP8 KV at 128/128 went 25,580 -> 25,921 output tok/s. So it
-// runs everywhere its sm_90a code does. INFLIGHT_DECODE_FP8_BULK=0 or 1 forces one, an A/B switch.
+// An FP8 cache's kernel: the bulk-copy one (three 64-key stages of its split in flight a block) or
+// the register stream (one step in flight a warp). On an H200 (inflight-bench-gpu-fp8-kv,
+// bench/results/2026-11-30-h200-fp8-decode-attention.md) the bulk kernel (then four stages) took
+// 10-17% off every shape from 1 x 1024 to 1024 x 512 keys (1024 x 192: 185 -> 167 us, 256 x 1024:
+// 173 -> 154) and tied at 8 x 2048; with three stages 1024 x 192 took 148 us. So it runs
+// everywhere its sm_90a code does. INFLIGHT_DECODE_FP8_BULK=0 or 1 forces one, an A/B switch.
 bool UseFp8BulkKernel() {
   static const long long from_env = EnvInteger("INFLIGHT_DECODE_FP8_BULK", -1);
   if (from_env >= 0) return from_env != 0;
