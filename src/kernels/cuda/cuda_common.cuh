@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -123,6 +124,26 @@ inline int CurrentDeviceAttribute(cudaDeviceAttr attribute, int fallback) {
 inline bool CurrentDeviceIsSm90OrLater() {
   return CurrentDeviceAttribute(cudaDevAttrComputeCapabilityMajor, 0) >= 9;
 }
+
+// The devices (bit d: device d, d < 64) on which a one-time preparation (raised shared-memory
+// limits, cached occupancy) has run, so that launches there need no runtime call a graph capture
+// would refuse. One instance per kind of preparation, at namespace scope.
+class PreparedDevices {
+ public:
+  bool Current() const {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
+    return ((bits_.load(std::memory_order_acquire) >> device) & 1u) != 0;
+  }
+  void Mark(int device) {
+    if (device >= 0 && device < 64) {
+      bits_.fetch_or(std::uint64_t{1} << device, std::memory_order_acq_rel);
+    }
+  }
+
+ private:
+  std::atomic<std::uint64_t> bits_{0};
+};
 
 // Whether `kernel`'s sm_90a code is what the current device runs: a build without 90a-real, or a
 // device other than compute capability 9.0, has none, and the kernels that need it (wgmma, TMA)

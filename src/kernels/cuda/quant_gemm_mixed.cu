@@ -1,7 +1,6 @@
 #include "kernels/cuda/quant_gemm_mixed.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/quant_gemm_mixed_kernel.cuh"
@@ -10,14 +9,8 @@
 namespace inflight::kernels::cuda {
 namespace {
 
-// Devices (bit d: device d, d < 64) whose kernels have their shared memory limits raised.
-std::atomic<std::uint64_t> g_prepared_devices{0};
-
-bool CurrentDevicePrepared() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
-  return (g_prepared_devices.load(std::memory_order_acquire) >> device) & 1u;
-}
+// The devices whose kernels have their shared memory limits raised (QuantMixedGemmPrepareDevice).
+PreparedDevices g_prepared_devices;
 
 // Resident blocks an SM of one instantiation, asked of the runtime once (at the first launch, or
 // in QuantMixedGemmPrepareDevice, outside any graph capture).
@@ -60,7 +53,7 @@ __global__ void SumSplitsKernel(MixedGemmArgs args, int splits) {
 
 template <typename T, QuantWeightKind kKind, int kTokens>
 cudaError_t LaunchTiles(MixedGemmArgs args, std::int64_t workspace_bytes, cudaStream_t stream) {
-  if (!CurrentDevicePrepared()) {
+  if (!g_prepared_devices.Current()) {
     const cudaError_t err = SetQuantMixedGemmSharedLimit<T, kKind, kTokens>();
     if (err != cudaSuccess) return err;
   }
@@ -109,9 +102,7 @@ cudaError_t QuantMixedGemmPrepareDevice() {
         SetLimits<__nv_bfloat16, QuantWeightKind::kInt8>}) {
     if ((err = set()) != cudaSuccess) return err;
   }
-  if (device >= 0 && device < 64) {
-    g_prepared_devices.fetch_or(std::uint64_t{1} << device, std::memory_order_acq_rel);
-  }
+  g_prepared_devices.Mark(device);
   return cudaSuccess;
 }
 

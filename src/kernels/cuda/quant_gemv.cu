@@ -1,7 +1,6 @@
 #include "kernels/cuda/quant_gemv.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "common/env_switch.h"
 #include "kernels/cuda/cuda_common.cuh"
@@ -136,15 +135,9 @@ int MaxSharedBytes() {
                                 static_cast<int>(kDefaultSharedBytes));
 }
 
-// Devices (bit d: device d, d < 64) whose GEMV kernels all have the device's maximum dynamic shared
-// memory already (QuantGemvPrepareDevice).
-std::atomic<std::uint64_t> g_prepared_devices{0};
-
-bool CurrentDevicePrepared() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return false;
-  return (g_prepared_devices.load(std::memory_order_acquire) >> device) & 1u;
-}
+// The devices whose GEMV kernels all have the device's maximum dynamic shared memory already
+// (QuantGemvPrepareDevice).
+PreparedDevices g_prepared_devices;
 
 template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
 cudaError_t RaiseSharedLimit() {
@@ -193,7 +186,7 @@ template <typename T, QuantWeightKind kKind, int kMaxM, bool kChunkGroups>
 cudaError_t Launch(const QuantGemvArgs& args, cudaStream_t stream) {
   const bool half_row = kMaxM == 1 && kChunkGroups && HalfRowTakes(args.w, args.m, args.n);
   const auto smem = static_cast<std::size_t>(args.m * args.k * 2);
-  if (smem > kDefaultSharedBytes && !CurrentDevicePrepared()) {
+  if (smem > kDefaultSharedBytes && !g_prepared_devices.Current()) {
     // NOTE: always the device's maximum, as gemv.cu (several devices, threads). A prepared device
     // needs no call here, which is what lets a CUDA graph capture these launches.
     const cudaError_t err = half_row ? SetQuantGemvHalfRowSharedLimit<T, kKind>(MaxSharedBytes())
@@ -244,9 +237,7 @@ cudaError_t QuantGemvPrepareDevice() {
                            RaiseSharedLimits<__nv_bfloat16, QuantWeightKind::kInt4>}) {
     if ((err = raise()) != cudaSuccess) return err;
   }
-  if (device >= 0 && device < 64) {
-    g_prepared_devices.fetch_or(std::uint64_t{1} << device, std::memory_order_acq_rel);
-  }
+  g_prepared_devices.Mark(device);
   return cudaSuccess;
 }
 
