@@ -86,7 +86,7 @@ TEST(QuantLinearPath, TheMixedGemmWantsWholeColumnTilesAndLaneSizedGroups) {
 
 TEST(QuantLinearPath, ScratchFitsTheLargestLinearAndChunksFp8Rows) {
   // Llama-3-8B: gate_up [28672, 4096] is the largest linear, down has the largest k (14336).
-  const std::int64_t max_n = 28672, max_k = 14336, max_nk = 28672 * 4096;
+  const std::int64_t max_n = 28672, max_k = 14336, max_nk = std::int64_t{28672} * 4096;
   const QuantScratchBytes int4 =
       QuantLinearScratchBytes(QuantWeightKind::kInt4, 8192, max_n, max_k, max_nk, 2);
   EXPECT_EQ(int4.weight, max_nk * 2);
@@ -103,11 +103,11 @@ TEST(QuantLinearPath, ScratchFitsTheLargestLinearAndChunksFp8Rows) {
   EXPECT_EQ(QuantFp8RowsPerGemm(fp8, 300, 6144, 4096), 300);
 
   // Fewer tokens than a chunk: sized for them, rounded to 256 bytes.
-  const QuantScratchBytes small =
-      QuantLinearScratchBytes(QuantWeightKind::kFp8E4M3, 33, 688, 4224, 688 * 4224, 2);
-  EXPECT_EQ(small.act_codes, RoundUp256(33 * 4224));
+  const QuantScratchBytes small = QuantLinearScratchBytes(QuantWeightKind::kFp8E4M3, 33, 688, 4224,
+                                                          std::int64_t{688} * 4224, 2);
+  EXPECT_EQ(small.act_codes, RoundUp256(std::int64_t{33} * 4224));
   EXPECT_EQ(small.act_scales, 256);
-  EXPECT_EQ(small.raw_out, RoundUp256(33 * 688 * 2));
+  EXPECT_EQ(small.raw_out, RoundUp256(std::int64_t{33} * 688 * 2));
   EXPECT_EQ(QuantFp8RowsPerGemm(small, 33, 688, 4224), 33);
   EXPECT_EQ(small.total(), small.weight + small.act_codes + small.act_scales + small.raw_out);
 }
