@@ -166,7 +166,7 @@ PY
 if want server; then
   work=/tmp/inflight-multi-gpu
   INFLIGHT_DEMO_DTYPE=bfloat16 "$root/tools/prepare_demo.sh" "$pkg/bin" "$root/.testdata/gpt2" "$work/tp1" \
-    >"$logs/prepare_demo.log" 2>&1 || { echo "- prepare_demo.sh FAILED"; status=1; }
+    >"$logs/prepare_demo.log" 2>&1 || { echo "- prepare_demo.sh FAILED: $(tail -1 "$logs/prepare_demo.log")"; status=1; }
   declare -A served
   if serve tp1 "$work/tp1/triton_model_repo" 1; then served[tp1]=1; fi
   for shape in "tp2:--tp_size 2" "pp2:--pp_size 2"; do
