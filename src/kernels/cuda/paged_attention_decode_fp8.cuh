@@ -1,12 +1,13 @@
-// The decode kernel's warp steps over an FP8 KV cache (paged_attention_decode_impl.cuh): the same
-// fragment layout as DecodeStepRegs (DecodeLayout), each 16-byte piece of T loaded as the 8 bytes
-// of its codes, one step ahead of the one computing (so the loads in flight cover twice the keys
-// of a T cache's). The products run in fp16 whatever T is: a pair of codes widens to an fp16 pair
-// in one conversion, exactly (fp8_kv.cuh DecodeFp8x2), as the mma asks for it, where bf16 would
-// take three more instructions a pair and a register file of widened steps (the kernel held 231
-// registers a thread that way). The codes' scales stay outside the mma: k_scale in the launch's
-// scale_log2, v_scale on the output (DecodeMergeWarpsAndStore). Head dims that are a multiple of 64
-// (no 8-byte or 4-byte tails). Included by paged_attention_decode_impl.cuh.
+// The decode kernels' warp steps over an FP8 KV cache (paged_attention_decode_impl.cuh,
+// paged_attention_decode_bulk.cuh): the same fragment layout as DecodeStepRegs (DecodeLayout), each
+// 16-byte piece of T loaded as the 8 bytes of its codes (from the pools one step ahead of the one
+// computing, or from the bulk kernel's stages). The products run in fp16 whatever T is: a pair of
+// codes widens to an fp16 pair in one conversion, exactly (fp8_kv.cuh DecodeFp8x2), as the mma asks
+// for it, where bf16 would take three more instructions a pair and a register file of widened steps
+// (the kernel held 231 registers a thread that way). The codes' scales stay outside the mma:
+// k_scale in the launch's scale_log2, v_scale on the output (DecodeMergeWarpsAndStore). Head dims
+// that are a multiple of 64 (no 8-byte or 4-byte tails). Included by
+// paged_attention_decode_impl.cuh.
 #pragma once
 
 #include <type_traits>
@@ -15,7 +16,7 @@
 
 namespace inflight::kernels::cuda::detail {
 
-// Codes c of word (two codes) w of eight codes, in the low 16 bits (the conversion reads those).
+// Pair w (0..3) of eight codes, in the low 16 bits of the result (the bits DecodeFp8x2 reads).
 __device__ __forceinline__ std::uint32_t Fp8CodePair(const uint2& codes, int w) {
   const std::uint32_t word = w < 2 ? codes.x : codes.y;
   return (w & 1) != 0 ? word >> 16 : word;
