@@ -74,7 +74,8 @@ struct Options {
   std::string latency_shape = "128/64";
   std::int64_t latency_requests = 24;
   bool kv_cache_reuse = true;
-  double kv_fraction = 0.9;  // the executor's default; TensorRT-LLM's table ran at 0.99
+  std::optional<bool> busy_poll;  // ExecutorConfig::busy_poll; unset: auto
+  double kv_fraction = 0.9;       // the executor's default; TensorRT-LLM's table ran at 0.99
   std::int64_t prefill_len = 2048;
   std::int64_t prefill_requests = 32;
   double gemm_tflops = 0;  // the card's measured bf16 GEMM rate, for the prefill row's ratio
@@ -509,6 +510,7 @@ Status Run(const Options& opt) {
   ExecutorConfig config;
   config.scheduler_config.enable_chunked_context = true;
   config.kv_cache_config.enable_block_reuse = opt.kv_cache_reuse;
+  config.busy_poll = opt.busy_poll;
   config.kv_cache_config.free_gpu_memory_fraction = static_cast<float>(opt.kv_fraction);
   config.iter_stats_max_iterations = 100000;
   // The decode floor's copy rate, while the card's memory is still free.
@@ -596,6 +598,16 @@ int main(int argc, char** argv) {
                   "prefix reuse of KV blocks (default true; =false to match a server "
                   "configured without it)",
                   &opt.kv_cache_reuse);
+  flags.Add(
+      "busy_poll", "auto|true|false",
+      "how threads wait for responses and work (ExecutorConfig::busy_poll; default auto: "
+      "spin on a GPU, sleep on the CPU)",
+      [&](const std::string& v) -> Status {
+        std::string choice;
+        RETURN_IF_ERROR(tools::ParseChoice("--busy_poll", v, {"auto", "true", "false"}, &choice));
+        opt.busy_poll = choice == "auto" ? std::nullopt : std::optional<bool>(choice == "true");
+        return Status::Ok();
+      });
   flags.Add("prefill_len", "N", "prefill: prompt length (default 2048)", [&](const std::string& v) {
     return tools::ParseInt("--prefill_len", v, 1, 1 << 20, &opt.prefill_len);
   });

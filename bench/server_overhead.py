@@ -83,6 +83,10 @@ def parse_arguments(argv=None):
     parser.add_argument("--target_ms", type=float, default=1.0, help="target p50 difference (default 1 ms)")
     parser.add_argument("--executor_output", default=None,
                         help="an earlier inflight-bench-executor output with matching \"latency:\" lines")
+    parser.add_argument("--busy_poll", default="auto", choices=["auto", "true", "false"],
+                        help="the model's busy_poll parameter and the executor's (default auto: on a GPU)")
+    parser.add_argument("--http_busy_poll", action="store_true",
+                        help="inflight-server --http-busy-poll: its io threads poll while a request is in flight")
     parser.add_argument("--lib_path", default=None, help="prepended to LD_LIBRARY_PATH of our programs")
     parser.add_argument("--work_dir", default=None, help="scratch folder (default: a new temp folder, removed)")
     parser.add_argument("--startup_timeout", type=float, default=600.0,
@@ -196,7 +200,7 @@ def make_engine(runner, work, args):
     return engine
 
 
-def make_repository(work, engine_dir, config):
+def make_repository(work, engine_dir, config, busy_poll):
     """Only the tensorrt_llm model: token ids in, token ids out, as the token workloads send."""
     repo = os.path.join(work, "repo")
     model = os.path.join(repo, "tensorrt_llm")
@@ -208,7 +212,7 @@ def make_repository(work, engine_dir, config):
         "batching_strategy": "inflight_fused_batching", "max_queue_delay_microseconds": 0,
         "enable_chunked_context": "True", "enable_kv_cache_reuse": "False",
         "exclude_input_in_output": "True", "logits_datatype": "TYPE_FP32",
-        "encoder_input_features_data_type": "TYPE_FP16",
+        "encoder_input_features_data_type": "TYPE_FP16", "busy_poll": busy_poll,
     }
     text = ",".join(f"{k}:{str(v).replace(',', chr(92) + ',').replace(':', chr(92) + ':')}"
                     for k, v in subs.items())
@@ -223,6 +227,8 @@ class Server:
         self.command = [runner.program("inflight-server"), f"--model-repository={repo}",
                         f"--backend-directory={runner.args.backend_dir}", "--http-address=127.0.0.1",
                         "--http-port=0", "--allow-grpc=false", "--allow-metrics=false"]
+        if runner.args.http_busy_poll:
+            self.command.append("--http-busy-poll")
         print("$ " + " ".join(self.command), file=sys.stderr, flush=True)
         self.log = open(self.log_path, "w", encoding="utf-8")
         self.lines = []
@@ -356,7 +362,7 @@ def measure_executor(runner, work, args, engine_dir):
     command = [runner.program("inflight-bench-executor"), "--engine_dir", engine_dir, "--sections", "latency",
                "--latency_concurrency", ",".join(map(str, args.concurrency)),
                "--latency_shape", f"{args.shape[0]}/{args.shape[1]}", "--latency_requests", str(args.requests),
-               "--kv_cache_reuse=false"]
+               "--kv_cache_reuse=false", f"--busy_poll={args.busy_poll}"]
     stdout = runner.run(command, os.path.join(work, "executor.log"))
     measured = parse_executor_latency(stdout, args.shape, args.requests)
     missing = [c for c in args.concurrency if c not in measured]
@@ -380,7 +386,7 @@ def main(argv=None):
         engine_dir = args.engine_dir or make_engine(runner, work, args)
         config = engine_config(engine_dir)
         executor, executor_source = measure_executor(runner, work, args, engine_dir)
-        repo = make_repository(work, os.path.abspath(engine_dir), config)
+        repo = make_repository(work, os.path.abspath(engine_dir), config, args.busy_poll)
         started = time.monotonic()
         server = Server(runner, repo, work, args.startup_timeout)
         ready_s = time.monotonic() - started

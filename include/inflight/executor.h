@@ -136,6 +136,12 @@ struct ExecutorConfig {
   // the stages compute at once, where the runner can (the CPU runner under MPI); false: one step
   // at a time, each stage idle while the others compute (for comparisons).
   bool enable_micro_batching = true;
+  // How the threads wait for each other where a wake-up is latency (a thread that slept a few
+  // milliseconds resumes 20-70 us after its notify on a virtual machine): true spins, a core each,
+  // in awaitResponses while requests are in flight and in the iteration thread for 20 ms after it
+  // runs out of work; false sleeps on condition variables. Unset: on when the model runs on a GPU
+  // (the host's cores are otherwise idle), off on the CPU (its cores run the model).
+  std::optional<bool> busy_poll;
   SchedulerConfig scheduler_config;
   KvCacheConfig kv_cache_config;
   Status Validate() const;

@@ -108,6 +108,7 @@ ExecutorConfig ModelState::MakeExecutorConfig() const {
   c.device = p.device == config::Device::kCuda  ? DeviceKind::kCuda
              : p.device == config::Device::kCpu ? DeviceKind::kCpu
                                                 : DeviceKind::kAuto;
+  c.busy_poll = p.busy_poll;
   if (p.gpu_device_ids && !p.gpu_device_ids->empty()) {
     c.gpu_device_ids =
         std::vector<int>(p.gpu_device_ids->front().begin(), p.gpu_device_ids->front().end());

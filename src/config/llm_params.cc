@@ -265,6 +265,10 @@ const std::vector<ParamSpec>& Table() {
        Choice(&P::device,
               Choices<Device>{
                   {"auto", Device::kAuto}, {"cuda", Device::kCuda}, {"cpu", Device::kCpu}})},
+      {"busy_poll", "auto",
+       Choice(
+           &P::busy_poll,
+           Choices<std::optional<bool>>{{"auto", std::nullopt}, {"true", true}, {"false", false}})},
       {"engine_cache_dir", "none", String(&P::engine_cache_dir)},
       {"build_dtype", "the checkpoint's",
        Choice(&P::build_dtype,

@@ -100,6 +100,7 @@ struct LlmParams {
   int32_t recv_poll_period_ms = 0;            // >= 0; not in the template
   bool force_cpu_only_input_tensors = false;  // key FORCE_CPU_ONLY_INPUT_TENSORS
   Device device = Device::kAuto;              // ours: auto | cuda | cpu
+  std::optional<bool> busy_poll;              // ours: auto (unset) | true | false
   // Ours, for a gpt_model_path that names a Hugging Face checkpoint folder (converted at load,
   // docs/hf_config.md): where converted engines are kept ("" = none: a temporary engine per
   // load), and inflight-build's options for the conversion ("" / unset = its defaults: the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 
 #include "common/logging.h"
 #include "executor/response_builder.h"
@@ -15,12 +16,6 @@ using executor::RequestState;
 using executor::ScheduledItem;
 
 namespace {
-
-std::int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 Result<executor::SchedulerLimits> MakeLimits(const model::EngineConfig& engine,
                                              const ExecutorConfig& config) {
@@ -53,7 +48,9 @@ Executor::Impl::Impl(ExecutorConfig config, std::unique_ptr<model::ModelRunner> 
       limits_(limits),
       blocks_(runner_->num_kv_blocks(), limits.tokens_per_block,
               config_.kv_cache_config.enable_block_reuse),
-      scheduler_(config_.scheduler_config, config_.batching_type, limits_, blocks_) {
+      scheduler_(config_.scheduler_config, config_.batching_type, limits_, blocks_),
+      busy_poll_(config_.busy_poll.value_or(
+          std::string_view(runner_->device_name()).starts_with("cuda"))) {
   kv_stats_snapshot_ = blocks_.Stats();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -128,128 +125,8 @@ Status Executor::Impl::Validate(const Request& r) const {
   return scheduler_.CheckFits(static_cast<SizeType>(prompt_len), r.max_tokens);
 }
 
-Result<IdType> Executor::Impl::Enqueue(const Request& request) {
-  RETURN_IF_ERROR(Validate(request));
-  std::lock_guard<std::mutex> lock(mu_);
-  return EnqueueLocked(request);
-}
-
-std::vector<Result<IdType>> Executor::Impl::EnqueueAll(const std::vector<Request>& requests) {
-  std::vector<Status> valid;
-  valid.reserve(requests.size());
-  for (const Request& r : requests) valid.push_back(Validate(r));
-  std::vector<Result<IdType>> ids;
-  ids.reserve(requests.size());
-  std::lock_guard<std::mutex> lock(mu_);
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    ids.push_back(valid[i].ok() ? EnqueueLocked(requests[i]) : Result<IdType>(valid[i]));
-  }
-  return ids;
-}
-
-Result<IdType> Executor::Impl::EnqueueLocked(const Request& request) {
-  if (shutdown_) return Unavailable("the executor is shut down");
-  if (config_.max_queue_size && *config_.max_queue_size > 0 &&
-      num_queued_ >= static_cast<std::int64_t>(*config_.max_queue_size)) {
-    // NVIDIA's text, so clients that match on it keep working.
-    return Unavailable("Maximum queue size of " + std::to_string(*config_.max_queue_size) +
-                       " has been reached, please try again later");
-  }
-  const IdType id = next_id_++;
-  incoming_.push_back(std::make_unique<RequestState>(id, request, NowNs()));
-  ++num_queued_;
-  work_cv_.notify_one();
-  return id;
-}
-
-void Executor::Impl::Cancel(IdType id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (shutdown_) return;
-  cancels_.insert(id);
-  work_cv_.notify_one();
-}
-
-std::vector<Response> Executor::Impl::Await(std::optional<IdType> id,
-                                            std::optional<std::chrono::milliseconds> timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const auto ready = [&] {
-    if (shutdown_) return true;
-    if (!id) return !responses_.empty();
-    return std::any_of(responses_.begin(), responses_.end(),
-                       [&](const Response& r) { return r.request_id == *id; });
-  };
-  if (timeout) {
-    responses_cv_.wait_for(lock, *timeout, ready);
-  } else {
-    responses_cv_.wait(lock, ready);
-  }
-  std::vector<Response> out;
-  for (auto it = responses_.begin(); it != responses_.end();) {
-    if (!id || it->request_id == *id) {
-      out.push_back(std::move(*it));
-      it = responses_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return out;
-}
-
-std::deque<IterationStats> Executor::Impl::TakeIterationStats() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return std::exchange(iteration_stats_, {});
-}
-
-KvCacheStats Executor::Impl::kv_cache_stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return kv_stats_snapshot_;
-}
-
-bool Executor::Impl::accepting() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !shutdown_;
-}
-
-void Executor::Impl::Shutdown() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (shutdown_) return;
-    shutdown_ = true;
-  }
-  work_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  // The loop has stopped: this thread now owns the scheduler and the states.
-  const Status gone = Cancelled("the executor shut down before the request finished");
-  std::deque<std::unique_ptr<RequestState>> incoming;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    incoming.swap(incoming_);
-  }
-  for (auto& s : incoming) Emit(executor::MakeErrorResponse(s->sequence.id, gone));
-  for (auto& [id, s] : states_) {
-    scheduler_.Cancel(&s->sequence);
-    Emit(executor::MakeErrorResponse(id, gone));
-  }
-  states_.clear();
-  device_inputs_.clear();
-  responses_cv_.notify_all();
-}
-
-void Executor::Impl::Emit(Response response) {
-  std::lock_guard<std::mutex> lock(mu_);
-  responses_.push_back(std::move(response));
-  responses_cv_.notify_all();
-}
-
 void Executor::Impl::Loop() {
-  while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] {
-        return shutdown_ || !incoming_.empty() || !cancels_.empty() || scheduler_.HasWork();
-      });
-      if (shutdown_) break;
-    }
+  while (WaitForWork()) {
     AdmitAndCancel();
     if (scheduler_.HasWork()) {
       RunStep();
@@ -310,7 +187,7 @@ bool Executor::Impl::LaunchStep() {
   f.step = scheduler_.Schedule();
   const executor::ScheduleResult& step = f.step;
   if (step.empty()) return false;
-  const std::int64_t now = NowNs();
+  const std::int64_t now = executor::SteadyNowNs();
   for (const ScheduledItem& item : step.items) {
     RequestState& s = *states_.at(item.seq->id);
     if (s.first_scheduled_time_ns == 0) s.first_scheduled_time_ns = now;
@@ -472,7 +349,7 @@ void Executor::Impl::AcceptToken(RequestState& s, TokenIdType token, float log_p
                                  std::span<const float> row) {
   executor::Sequence& seq = s.sequence;
   const sampling::StepOutcome outcome = sampling::EvaluateStep(token, seq.generated(), s.criteria);
-  const std::int64_t now = NowNs();
+  const std::int64_t now = executor::SteadyNowNs();
   if (s.first_token_time_ns == 0) s.first_token_time_ns = now;
   s.last_token_time_ns = now;
   if (outcome.append_token) {
@@ -517,7 +394,7 @@ void Executor::Impl::RecordIteration(const executor::ScheduleResult& step, doubl
                                      std::int64_t micro_batch_id) {
   IterationStats st;
   st.micro_batch_id = micro_batch_id;
-  st.timestamp_ns = NowNs();
+  st.timestamp_ns = executor::SteadyNowNs();
   st.iter = iteration_++;
   st.iter_latency_ms = latency_ms;
   const executor::ScheduleStats& ss = step.stats;

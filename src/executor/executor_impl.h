@@ -3,6 +3,7 @@
 // states belong to the iteration thread alone.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -54,6 +55,9 @@ class Executor::Impl {
   // Queues a validated request; mu_ is held.
   Result<IdType> EnqueueLocked(const Request& request);
   void Loop();
+  // The loop's wait for work (spinning first while busy_poll_ and within 20 ms of its last work);
+  // false at shutdown.
+  bool WaitForWork();
   // Moves new requests and cancellations from the client queues into the scheduler.
   void AdmitAndCancel();
   // Launches micro-batches while the pipeline has room (one at a time without micro-batching),
@@ -108,6 +112,14 @@ class Executor::Impl {
   std::deque<InFlightStep> in_flight_;       // loop thread only; at most max_micro_batches
   std::unordered_set<IdType> held_cancels_;  // cancels of requests in flight, applied when back
   std::int64_t num_launches_ = 0;
+  // ExecutorConfig::busy_poll resolved, and what the spinning threads read without mu_: responses
+  // ready, requests enqueued and not yet final, and a count of what gives the loop work (enqueues,
+  // cancels, shutdown). Each is written under mu_.
+  const bool busy_poll_;
+  std::atomic<std::size_t> num_ready_{0};
+  std::atomic<std::int64_t> num_unfinished_{0};
+  std::atomic<std::uint64_t> work_events_{0};
+  std::chrono::steady_clock::time_point last_work_;  // loop thread only: when it last had work
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;       // the loop waits here for requests / cancels / shutdown

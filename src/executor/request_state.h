@@ -2,6 +2,7 @@
 // and KV progress), its random stream, and what it has produced but not yet sent.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -11,6 +12,13 @@
 #include "inflight/executor.h"
 
 namespace inflight::executor {
+
+// Now on the steady clock in nanoseconds: the clock of a request's timestamps.
+inline std::int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct RequestState {
   RequestState(IdType id, Request req, std::int64_t arrival_ns)

@@ -234,6 +234,12 @@ void AddHttpOptions(Table& t, CommandLine& cl) {
         "Seconds a client has to send a request's head, and again its body (default 60); "
         "slower is 408.",
         1, 86400, &cl.http_read_timeout_secs);
+  t.Bool({"http-busy-poll"},
+         "An io thread polls its sockets while one of its requests is in flight and for 5 ms after "
+         "its last event, instead of sleeping (default false): a reply or a keep-alive client's "
+         "next request then needs no wake-up (about 0.1 ms a request on a virtual GPU host), at a "
+         "core for each such thread.",
+         &cl.http_busy_poll);
 }
 
 void AddGrpcOptions(Table& t, CommandLine& cl) {

@@ -27,6 +27,7 @@ struct CommandLine {
   std::optional<int> http_thread_count;
   std::optional<std::size_t> http_max_input_bytes;
   std::optional<int> http_read_timeout_secs;
+  bool http_busy_poll = false;
 
   bool allow_grpc = true;
   // Unset: the gRPC service's defaults (0.0.0.0, 8001).

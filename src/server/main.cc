@@ -221,6 +221,7 @@ int Run(int argc, char** argv) {
   if (cl.http_port) http_options.port = *cl.http_port;
   if (cl.http_thread_count) http_options.thread_count = *cl.http_thread_count;
   if (cl.http_max_input_bytes) http_options.max_input_bytes = *cl.http_max_input_bytes;
+  http_options.busy_poll = cl.http_busy_poll;
   if (cl.http_read_timeout_secs)
     http_options.read_timeout = std::chrono::seconds(*cl.http_read_timeout_secs);
   if (cl.allow_http) {

@@ -1,7 +1,7 @@
 """inflight-server's HTTP/1.1 layer over raw sockets: strict RFC 9112 parsing with the status each error
 deserves and a Triton-shaped {"error": ...} body saying what was wrong; chunked bodies, half-closed
 clients, Expect: 100-continue, pipelining; and health checks that stay fast while hundreds of idle or
-trickling connections are open (no thread per connection)."""
+trickling connections are open (no thread per connection); all of it again with --http-busy-poll."""
 
 import http.client
 import json
@@ -46,11 +46,13 @@ def infer_request(body=INFER_BODY, extra=b"", path=b"/v2/models/echo/infer"):
 
 
 class HttpProtocolTest(unittest.TestCase):
+    EXTRA_ARGS = []
+
     @classmethod
     def setUpClass(cls):
         args = ["--model-control-mode=explicit"] + [f"--load-model={m}" for m in MODELS]
         args += [f"--http-max-input-size={MAX_INPUT}", f"--http-read-timeout-secs={READ_TIMEOUT_S}",
-                 "--http-thread-count=2"]
+                 "--http-thread-count=2"] + cls.EXTRA_ARGS
         cls.server = InflightServer(args).start()
         cls.port = cls.server.http_port
 
@@ -234,6 +236,12 @@ class HttpProtocolTest(unittest.TestCase):
             thread.join()
             for s in idle + trickling:
                 s.close()
+
+
+class HttpBusyPollTest(HttpProtocolTest):
+    """The same protocol with --http-busy-poll: io threads that poll their sockets instead of sleeping
+    must still answer, time out slow clients (408) and keep health fast."""
+    EXTRA_ARGS = ["--http-busy-poll"]
 
 
 if __name__ == "__main__":

@@ -127,15 +127,20 @@ class ConnectionExchange : public HttpExchange {
 };
 
 HttpConnection::HttpConnection(net::ip::tcp::socket socket, Strand strand,
-                               std::shared_ptr<HttpServerState> state)
+                               std::shared_ptr<HttpServerState> state,
+                               std::shared_ptr<std::atomic<int>> thread_busy)
     : state_(std::move(state)),
+      thread_busy_(std::move(thread_busy)),
       strand_(std::move(strand)),
       socket_(std::move(socket)),
       timer_(strand_) {}
 
 HttpConnection::~HttpConnection() {
   if (exchange_ && !answer_done_) exchange_->Gone();
-  if (busy_) state_->num_busy.fetch_sub(1);
+  if (busy_) {
+    state_->num_busy.fetch_sub(1);
+    thread_busy_->fetch_sub(1);
+  }
   std::lock_guard lock(state_->connections_mu);
   state_->connections.erase(this);
 }
@@ -189,6 +194,7 @@ void HttpConnection::SetBusy(bool busy) {
   if (busy == busy_) return;
   busy_ = busy;
   state_->num_busy.fetch_add(busy ? 1 : -1);
+  thread_busy_->fetch_add(busy ? 1 : -1);
 }
 
 void HttpConnection::ArmTimer(std::chrono::milliseconds after) {

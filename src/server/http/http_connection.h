@@ -72,8 +72,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
 
+  // `thread_busy` counts the busy connections (a request between its first byte and its answer's
+  // last) of the io thread this connection lives on.
   HttpConnection(boost::asio::ip::tcp::socket socket, Strand strand,
-                 std::shared_ptr<HttpServerState> state);
+                 std::shared_ptr<HttpServerState> state,
+                 std::shared_ptr<std::atomic<int>> thread_busy);
   ~HttpConnection();
 
   void Start();
@@ -117,6 +120,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void DisarmTimer();
 
   std::shared_ptr<HttpServerState> state_;
+  std::shared_ptr<std::atomic<int>> thread_busy_;
   Strand strand_;
   boost::asio::ip::tcp::socket socket_;
   boost::asio::steady_timer timer_;

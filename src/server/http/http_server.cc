@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <memory>
 #include <thread>
@@ -16,6 +17,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "common/logging.h"
+#include "common/spin_wait.h"
 #include "server/http/http_connection.h"
 
 namespace inflight::server::http {
@@ -39,6 +41,32 @@ std::vector<std::unique_ptr<net::io_context>> MakeContexts(int n) {
   for (int i = 0; i < std::max(1, n); ++i) contexts.push_back(std::make_unique<net::io_context>(1));
   return contexts;
 }
+
+// HttpServerOptions::busy_poll: how long an io thread with no busy connection keeps polling after
+// its last handler. A keep-alive client sends its next request well within it.
+constexpr auto kIoPollWindow = std::chrono::milliseconds(5);
+
+// Runs `ioc` until it stops. With `poll`, the thread sleeps in epoll only when none of its
+// connections is busy and it has been idle for kIoPollWindow.
+void RunContext(net::io_context& ioc, const std::atomic<int>& busy, bool poll) {
+  if (!poll) {
+    ioc.run();
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last = Clock::now();
+  while (!ioc.stopped()) {
+    std::size_t ran = ioc.poll();
+    if (ran == 0) {
+      if (busy.load(std::memory_order_relaxed) > 0 || Clock::now() - last < kIoPollWindow) {
+        CpuRelax();
+        continue;
+      }
+      ran = ioc.run_one();  // sleeps until a handler is ready
+    }
+    if (ran > 0) last = Clock::now();
+  }
+}
 }  // namespace
 
 class HttpServer::Impl {
@@ -47,10 +75,12 @@ class HttpServer::Impl {
       : options_(std::move(options)),
         state_(std::make_shared<HttpServerState>()),
         contexts_(MakeContexts(options_.num_io_threads)),
+        busy_(contexts_.size()),
         acceptor_strand_(net::make_strand(*contexts_.front())),
         acceptor_(acceptor_strand_),
         retry_timer_(acceptor_strand_) {
     for (auto& ioc : contexts_) work_.push_back(net::make_work_guard(*ioc));
+    for (auto& busy : busy_) busy = std::make_shared<std::atomic<int>>(0);
     state_->router = &router;
     state_->limits = options_.limits;
     state_->timeouts.read = options_.read_timeout;
@@ -84,11 +114,11 @@ class HttpServer::Impl {
                          ": " + ec.message());
     }
     port_ = acceptor_.local_endpoint().port();
-    for (auto& ioc : contexts_) {
-      threads_.emplace_back([this, ioc = ioc.get()] {
+    for (std::size_t i = 0; i < contexts_.size(); ++i) {
+      threads_.emplace_back([this, ioc = contexts_[i].get(), busy = busy_[i]] {
         pthread_setname_np(pthread_self(), options_.thread_name.substr(0, 15).c_str());
         MarkIoThread(state_.get());
-        ioc->run();
+        RunContext(*ioc, *busy, options_.busy_poll);
       });
     }
     net::post(acceptor_strand_, [this] { Accept(); });
@@ -158,8 +188,9 @@ class HttpServer::Impl {
   void Accept() {
     if (!acceptor_.is_open()) return;
     // Round robin over the contexts: each connection's handlers stay on one thread.
-    auto strand = net::make_strand(*contexts_[next_context_++ % contexts_.size()]);
-    acceptor_.async_accept(strand, [this, strand](error_code ec, tcp::socket socket) {
+    const std::size_t context = next_context_++ % contexts_.size();
+    auto strand = net::make_strand(*contexts_[context]);
+    acceptor_.async_accept(strand, [this, strand, context](error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
       if (ec) {
         // EMFILE/ENFILE: the connection stays in the backlog until a descriptor frees up.
@@ -170,7 +201,7 @@ class HttpServer::Impl {
         });
         return;
       }
-      std::make_shared<HttpConnection>(std::move(socket), strand, state_)->Start();
+      std::make_shared<HttpConnection>(std::move(socket), strand, state_, busy_[context])->Start();
       Accept();
     });
   }
@@ -178,6 +209,8 @@ class HttpServer::Impl {
   HttpServerOptions options_;
   std::shared_ptr<HttpServerState> state_;
   std::vector<std::unique_ptr<net::io_context>> contexts_;
+  // Per context (io thread): its busy connections (HttpConnection's thread_busy).
+  std::vector<std::shared_ptr<std::atomic<int>>> busy_;
   net::strand<net::io_context::executor_type> acceptor_strand_;
   tcp::acceptor acceptor_;
   net::steady_timer retry_timer_;

@@ -40,6 +40,7 @@ HttpService::HttpService(Server& server, HttpServiceOptions options)
   http_options.num_io_threads = options_.thread_count;
   http_options.limits.max_body_bytes = options_.max_input_bytes;
   http_options.read_timeout = options_.read_timeout;
+  http_options.busy_poll = options_.busy_poll;
   http_ = std::make_unique<HttpServer>(*router_, std::move(http_options));
 }
 

@@ -27,6 +27,7 @@ struct HttpServiceOptions {
   std::size_t max_input_bytes = 64u << 20;  // --http-max-input-size; larger bodies get 413
   // --http-read-timeout-secs: a request's head, then its body, must each arrive within this (408).
   std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
+  bool busy_poll = false;  // --http-busy-poll (HttpServerOptions::busy_poll)
 };
 
 // HTTP status for a Status code: kInvalidArgument, kUnsupported and kCancelled 400, kNotFound 404,

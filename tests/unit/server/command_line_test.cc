@@ -65,7 +65,7 @@ TEST(CommandLineTest, SlurmAndComposeSeedCommandLinesParse) {
 TEST(CommandLineTest, PrefixesAliasesAndBothValueForms) {
   auto cl = Parse({"--model-store", "/a", "--model-repo=/b", "--model-reposit", "/c",
                    "--backend-dir=/backends", "--http-a", "127.0.0.1", "--strict-r", "false",
-                   "--exit-on", "--http-thread=4"});
+                   "--exit-on", "--http-thread=4", "--http-busy"});
   ASSERT_TRUE(cl.ok()) << cl.status().message();
   EXPECT_THAT(cl->server.model_repositories, ElementsAre("/a", "/b", "/c"));
   EXPECT_EQ(cl->server.backend_directory, "/backends");
@@ -74,6 +74,7 @@ TEST(CommandLineTest, PrefixesAliasesAndBothValueForms) {
   EXPECT_FALSE(cl->server.strict_readiness);
   EXPECT_TRUE(cl->exit_on_error);  // a boolean option alone means true
   EXPECT_EQ(cl->http_thread_count, 4);
+  EXPECT_TRUE(cl->http_busy_poll);
 }
 
 TEST(CommandLineTest, ExactNameWinsOverLongerNames) {
