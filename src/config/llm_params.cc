@@ -111,6 +111,22 @@ Apply Bool(bool LlmParams::*field) {
   };
 }
 
+// "auto" leaves the field unset; anything else is a boolean as Bool reads it (True, false, 1...).
+Apply AutoBool(std::optional<bool> LlmParams::*field) {
+  return [field](std::string_view key, std::string_view value, LlmParams& p) -> Status {
+    if (value == "auto") {
+      p.*field = std::nullopt;
+      return Status::Ok();
+    }
+    Result<bool> parsed = ParseBoolValue(key, value);
+    if (!parsed.ok()) {
+      return InvalidArgument(fmt::format("{} \"{}\" is not one of: auto, true, false", key, value));
+    }
+    p.*field = *parsed;
+    return Status::Ok();
+  };
+}
+
 Apply String(std::string LlmParams::*field) {
   return [field](std::string_view, std::string_view value, LlmParams& p) -> Status {
     p.*field = std::string(value);
@@ -265,10 +281,7 @@ const std::vector<ParamSpec>& Table() {
        Choice(&P::device,
               Choices<Device>{
                   {"auto", Device::kAuto}, {"cuda", Device::kCuda}, {"cpu", Device::kCpu}})},
-      {"busy_poll", "auto",
-       Choice(
-           &P::busy_poll,
-           Choices<std::optional<bool>>{{"auto", std::nullopt}, {"true", true}, {"false", false}})},
+      {"busy_poll", "auto", AutoBool(&P::busy_poll)},
       {"engine_cache_dir", "none", String(&P::engine_cache_dir)},
       {"build_dtype", "the checkpoint's",
        Choice(&P::build_dtype,

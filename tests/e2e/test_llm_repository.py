@@ -44,6 +44,31 @@ class RepositoryTest(unittest.TestCase):
             finally:
                 self.assertEqual(server.stop(), 0)
 
+    def test_busy_poll_serves_what_sleeping_waits_serve(self):
+        # busy_poll true makes the backend's response thread and the executor spin (the default on a
+        # GPU only): the same greedy answers as with it off, and the server still stops cleanly.
+        with tempfile.TemporaryDirectory() as repo:
+            engine = os.environ["INFLIGHT_LLM_ENGINE"]
+            for name, poll in (("llm_sleeping", "False"), ("llm_spinning", "True")):
+                ic.make_llm_model(repo, name, README_SUBS.format(engine=engine, strategy="inflight_fused_batching") +
+                                  f",busy_poll:{poll}")
+            server = ic.InflightServer(model_repository=repo,
+                                       backend_directory=os.environ["INFLIGHT_BACKEND_DIR"]).start()
+            try:
+                answers = {}
+                for name in ("llm_sleeping", "llm_spinning"):
+                    answers[name] = []
+                    for prompt in ([1, 2, 3], [7, 5, 9, 11, 13], [4]):
+                        status, out = ic.post_json(server.http_port, f"/v2/models/{name}/generate",
+                                                   {"input_ids": [prompt], "input_lengths": [len(prompt)],
+                                                    "request_output_len": [6]})
+                        self.assertEqual(status, 200, out)
+                        answers[name].append(out["output_ids"])
+                self.assertEqual(answers["llm_sleeping"], answers["llm_spinning"])
+                self.assertEqual(len(answers["llm_spinning"][0]), 6)
+            finally:
+                self.assertEqual(server.stop(), 0)
+
 
 if __name__ == "__main__":
     unittest.main()

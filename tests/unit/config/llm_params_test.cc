@@ -165,6 +165,21 @@ TEST(LlmParamsTest, GptModelTypeSpellings) {
   }
 }
 
+TEST(LlmParamsTest, BusyPollIsAutoTrueOrFalse) {
+  EXPECT_EQ(LlmParams::FromModelConfig(Config(Minimal()))->busy_poll, std::nullopt);
+  EXPECT_EQ(LlmParams::FromModelConfig(Config(MinimalWith("busy_poll", "auto")))->busy_poll,
+            std::nullopt);
+  EXPECT_EQ(LlmParams::FromModelConfig(Config(MinimalWith("busy_poll", "true")))->busy_poll,
+            std::optional<bool>(true));
+  EXPECT_EQ(LlmParams::FromModelConfig(Config(MinimalWith("busy_poll", "false")))->busy_poll,
+            std::optional<bool>(false));
+  // As fill_template.py users write booleans (decoupled_mode:False).
+  EXPECT_EQ(LlmParams::FromModelConfig(Config(MinimalWith("busy_poll", "True")))->busy_poll,
+            std::optional<bool>(true));
+  EXPECT_EQ(ErrorOf(MinimalWith("busy_poll", "sometimes")),
+            "busy_poll \"sometimes\" is not one of: auto, true, false");
+}
+
 TEST(LlmParamsTest, ErrorMessages) {
   EXPECT_EQ(
       ErrorOf(MinimalWith("gpt_model_type", "foo")),
