@@ -11,8 +11,8 @@
 #      test_llm_ensemble.py, test_llm_repository.py and test_every_path.py against GPU repositories;
 #   4b. (step hf_folder, not in the default steps) tests/gpu/hf_folder_check.py: a transformers
 #      checkpoint folder as engine_dir, served on the GPU, against transformers' greedy tokens;
-#   5. with 2 or more GPUs, tests/gpu/multi_gpu_round.sh (NCCL test, leader-mode servers at tp 2
-#      and pp 2 against tp 1).
+#   5. with 2 or more GPUs, tests/gpu/multi_gpu_round.sh (NCCL test over all of them, leader-mode
+#      servers at tp 2 and pp 2, and with 4 GPUs tp 4 and tp 2 x pp 2, against tp 1).
 # summary.md, parity.md and parity.json are written straight to the output folder (so that a round cut
 # by its call's limit still brings them back); logs go to a scratch folder, and round-logs.tar.gz
 # (every log) are copied to $OUT (the device tool's output folder, which takes back at most 8 files)

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # The multi-GPU part of a device round (tests/gpu/device_round.sh runs it as the step "multigpu" on a
 # machine with 2 or more GPUs), with the package of tests/gpu/package_for_device.sh and the Open MPI
-# it carries:
-#   1. gpu_nccl_collectives_test under mpirun -n 2: NCCL and CUDA IPC all-reduce / gather / stage
-#      hand-overs on device buffers, the CUDA runner at tp 2 and pp 2 (micro-batches in flight)
-#      against the CPU runner's whole engine; then inflight-bench-allreduce (NCCL vs IPC by size);
-#   2. the server in leader mode through tools/launch_server.py --world_size 2 on the demo model's
-#      engine built at tp 2 and at pp 2, and in orchestrator mode (--multi-model: one process that
-#      spawns its two workers) at tp 2: greedy answers of tensorrt_llm (token ids) and of the
-#      ensemble (text), compared with the same engine built at tp 1 served by one process;
+# it carries. N is the machine's GPU count:
+#   1. gpu_nccl_collectives_test under mpirun -n N: NCCL and CUDA IPC all-reduce / gather / stage
+#      hand-overs on device buffers, the CUDA runner split over the ranks (tp, pp with micro-batches
+#      in flight) against the CPU runner's whole engine; then inflight-bench-allreduce (NCCL vs IPC
+#      by size) on 2 GPUs, and on 4 when there are 4;
+#   2. the server in leader mode through tools/launch_server.py --world_size on the demo model's
+#      engine built at tp 2 and at pp 2 (and, with 4 GPUs, tp 4 and tp 2 x pp 2), and in orchestrator
+#      mode (--multi-model: one process that spawns its two workers) at tp 2: greedy answers of
+#      tensorrt_llm (token ids) and of the ensemble (text), compared with the same engine built at
+#      tp 1 served by one process;
 #   3. (step throughput, not in the default steps) offline throughput of a random Llama-3.1-8B bf16
-#      engine (inflight-build --random_preset, no checkpoint) at tp 1 on one GPU and tp 2 on two,
-#      each served by the launcher and driven by tools/benchmark_core_model.py with all requests at
-#      once (or INFLIGHT_THROUGHPUT_CONCURRENCY at a time), token ids over HTTP; the scaling
-#      efficiency is tp 2's rate / (2 x tp 1's).
+#      engine (inflight-build --random_preset, no checkpoint) in each layout of
+#      INFLIGHT_THROUGHPUT_LAYOUTS (tp 1 on one GPU, tp 2 on two, ...), each served by the launcher
+#      and driven by tools/benchmark_core_model.py with all requests at once (or
+#      INFLIGHT_THROUGHPUT_CONCURRENCY at a time), token ids over HTTP; a layout's scaling efficiency
+#      is its rate / (its GPUs x tp 1's).
 # Prints a markdown section on stdout; logs go to the folder given.
 #
 #   tests/gpu/multi_gpu_round.sh <log_dir>      # INFLIGHT_DEVICE_DIR (.device), as device_round.sh
@@ -25,13 +28,16 @@
 # count, e.g. 128/128:30000), INFLIGHT_THROUGHPUT_REQUESTS (1000 per shape without :N),
 # INFLIGHT_THROUGHPUT_CONCURRENCY (default all of them at once; 1 measures batch-1 decode: 1000 / output
 # tok/s is the step time, less the prompt's share), INFLIGHT_THROUGHPUT_DIR (where engines are written;
-# default the roomier of /dev/shm and /tmp; each is removed after its run), INFLIGHT_THROUGHPUT_TP ("1 2": the tp sizes measured),
+# default the roomier of /dev/shm and /tmp; each is removed after its run), INFLIGHT_THROUGHPUT_LAYOUTS
+# ("tp1 tp2": the layouts measured, each tpT or tpTppP, e.g. "tp1 tp2 tp4 tp2pp2"; INFLIGHT_THROUGHPUT_TP="1 2"
+# is the older spelling of "tp1 tp2"), INFLIGHT_MULTI_GPU_COUNT (the GPUs to use; default all),
 # INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE (256: the engines' and the model's), INFLIGHT_THROUGHPUT_QUANT
 # ("": inflight-build's quantization flags, e.g. "--qformat fp8 --kv_cache_dtype fp8"),
 # INFLIGHT_ACTION_TIMEOUT_S (300: how long one server's requests may take before its ranks' stacks are
 # dumped and it is stopped), INFLIGHT_STEP_PROFILE (N: the executor logs where a step's time goes every N
 # steps, src/executor/step_profile.h; the throughput step prints rank 0's last summary),
-# INFLIGHT_RANK0_NCU (SKIP:COUNT: a kernel profile of rank 0 after each throughput run; see profile_rank0),
+# INFLIGHT_RANK0_NCU (SKIP:COUNT: a kernel profile of rank 0 after each throughput run of more than one
+# rank; see profile_rank0),
 # INFLIGHT_RANK0_NCU_SHAPE (128/128:512), NCU (ncu on PATH, else Nsight Compute's default install).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -44,28 +50,45 @@ status=0
 # shellcheck source=tests/gpu/openmpi_env.sh
 source "$root/tests/gpu/openmpi_env.sh" "$pkg"
 want() { [[ "$steps" == *" $1 "* ]]; }
+# A layout's tp and pp sizes (tp2pp2 -> "2 2", pp2 -> "1 2"), and its ranks (GPUs).
+layout_sizes() {
+  local tp=1 pp=1
+  [[ $1 =~ tp([0-9]+) ]] && tp=${BASH_REMATCH[1]}
+  [[ $1 =~ pp([0-9]+) ]] && pp=${BASH_REMATCH[1]}
+  echo "$tp $pp"
+}
+layout_ranks() {
+  local tp pp
+  read -r tp pp <<<"$(layout_sizes "$1")"
+  echo $((tp * pp))
+}
+gpus=${INFLIGHT_MULTI_GPU_COUNT:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)}
+((gpus >= 2)) || gpus=2 # a dry run on a machine without GPUs plays two
 
-echo "## Multi-GPU (2 GPUs, Open MPI $(mpirun --version 2>/dev/null | head -1 | grep -oE '[0-9.]+$'))"
+echo "## Multi-GPU ($gpus GPUs, Open MPI $(mpirun --version 2>/dev/null | head -1 | grep -oE '[0-9.]+$'))"
 echo
 
 if want nccl; then
   s=$(date +%s)
-  if timeout 150 mpirun -n 2 "$pkg/bin/gpu_nccl_collectives_test" --gtest_color=no >"$logs/nccl_collectives.log" 2>&1; then
+  if timeout 240 mpirun -n "$gpus" "$pkg/bin/gpu_nccl_collectives_test" --gtest_color=no >"$logs/nccl_collectives.log" 2>&1; then
     r=pass
   else
     r="FAIL (exit $?)"; status=1
   fi
-  echo "- gpu_nccl_collectives_test, mpirun -n 2: $r in $(( $(date +%s) - s )) s;" \
-    "$(grep -cE '^\[ +OK \]' "$logs/nccl_collectives.log") OK lines (both ranks)"
+  echo "- gpu_nccl_collectives_test, mpirun -n $gpus: $r in $(( $(date +%s) - s )) s;" \
+    "$(grep -cE '^\[ +OK \]' "$logs/nccl_collectives.log") OK lines (all ranks)"
   grep -E '^\[  FAILED|Failure|error|Error' "$logs/nccl_collectives.log" | head -8 | sed 's/^/  - /'
 fi
 
 if want allreduce && [[ -x "$pkg/bin/inflight-bench-allreduce" ]]; then
-  echo
-  if ! timeout 90 mpirun -n 2 "$pkg/bin/inflight-bench-allreduce" --replays 100 >"$logs/allreduce-bench.txt" 2>&1; then
-    echo "- inflight-bench-allreduce FAILED (exit $?)"; status=1
-  fi
-  grep -v "pcompress\|dlopen\|Perhaps" "$logs/allreduce-bench.txt"
+  for n in 2 4 8; do
+    ((n <= gpus)) || break
+    echo
+    if ! timeout 90 mpirun -n $n "$pkg/bin/inflight-bench-allreduce" --replays 100 >"$logs/allreduce-bench-$n.txt" 2>&1; then
+      echo "- inflight-bench-allreduce on $n GPUs FAILED (exit $?)"; status=1
+    fi
+    grep -v "pcompress\|dlopen\|Perhaps" "$logs/allreduce-bench-$n.txt"
+  done
 fi
 
 # One answer per prompt from a running server: ids from tensorrt_llm, text from the ensemble.
@@ -167,10 +190,15 @@ if want server; then
   work=/tmp/inflight-multi-gpu
   INFLIGHT_DEMO_DTYPE=bfloat16 "$root/tools/prepare_demo.sh" "$pkg/bin" "$root/.testdata/gpt2" "$work/tp1" \
     >"$logs/prepare_demo.log" 2>&1 || { echo "- prepare_demo.sh FAILED: $(tail -1 "$logs/prepare_demo.log")"; status=1; }
-  declare -A served
+  declare -A served ranks_of=([tp1]=1 [orch]="1 + 2 spawned")
   if serve tp1 "$work/tp1/triton_model_repo" 1; then served[tp1]=1; fi
-  for shape in "tp2:--tp_size 2" "pp2:--pp_size 2"; do
+  layouts=("tp2:--tp_size 2" "pp2:--pp_size 2")
+  ((gpus >= 4)) && layouts+=("tp4:--tp_size 4" "tp2pp2:--tp_size 2 --pp_size 2")
+  names=(tp1)
+  for shape in "${layouts[@]}"; do
     name=${shape%%:*}
+    names+=("$name")
+    ranks_of[$name]=$(layout_ranks "$name")
     # The same checkpoint, split; the repository is tp1's with engine_dir pointing at the split engine.
     # shellcheck disable=SC2086
     "$pkg/bin/inflight-build" --checkpoint_dir "$work/tp1/gpt2-random" --output_dir "$work/engine-$name" \
@@ -178,8 +206,9 @@ if want server; then
       ${shape#*:} >"$logs/build-$name.log" 2>&1 || { echo "- inflight-build $name FAILED"; status=1; continue; }
     rm -rf "$work/repo-$name" && cp -r "$work/tp1/triton_model_repo" "$work/repo-$name"
     sed -i "s#$work/tp1/engine#$work/engine-$name#" "$work/repo-$name/tensorrt_llm/config.pbtxt"
-    if serve "$name" "$work/repo-$name" 2; then served[$name]=1; fi
+    if serve "$name" "$work/repo-$name" "${ranks_of[$name]}"; then served[$name]=1; fi
   done
+  names+=(orch)
   # Orchestrator mode: one server process (mpirun -n 1) whose backend spawns the tp 2 engine's workers.
   if [[ -d "$work/repo-tp2" ]] && serve orch "$work/repo-tp2" 1 ask_into --multi-model; then
     served[orch]=1
@@ -187,8 +216,8 @@ if want server; then
   echo
   echo "| engine | ranks | served | tensorrt_llm ids equal tp1's (4 prompts x 32) | ensemble text equal tp1's (2 prompts) |"
   echo "|---|---|---|---|---|"
-  for name in tp1 tp2 pp2 orch; do
-    ranks=2; [[ $name == tp1 ]] && ranks=1; [[ $name == orch ]] && ranks="1 + 2 spawned"
+  for name in "${names[@]}"; do
+    ranks=${ranks_of[$name]}
     if [[ -z "${served[$name]:-}" ]]; then
       echo "| $name | $ranks | FAIL | | |"; status=1
       grep -iE "error|refus|fail" "$logs/server-$name.log" | head -5 | sed 's/^/  - /'
@@ -247,14 +276,14 @@ bench_into() {
 # rank 0's steps by kernel. The other ranks run unprofiled and meet rank 0 at each all-reduce early
 # or late, so rank 0's all-reduce times are not those of a normal run (on 2 x H200 they read ~180
 # us each where ~10-45 is usual): read the other kernels. A 70B-shaped step at tp 2 is ~1,300
-# launches. profile_rank0 TP ENGINE REPO
+# launches. profile_rank0 LAYOUT RANKS ENGINE REPO
 profile_rank0() {
-  local tp=$1 engine=$2 repo=$3 nskip ncount ncu layers ok=0
+  local layout=$1 ranks=$2 engine=$3 repo=$4 nskip ncount ncu layers ok=0
   IFS=: read -r nskip ncount <<<"$INFLIGHT_RANK0_NCU"
   ncu=${NCU:-$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | tail -1)}
   [[ -x "$ncu" ]] || { echo "- no ncu found (set NCU)"; return 1; }
   layers=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['num_layers'])" "$engine/config.json")
-  local s csv="$logs/ncu-tp$tp.csv"
+  local s csv="$logs/ncu-$layout.csv"
   s=$(date +%s)
   (
     export INFLIGHT_CUDA_GRAPHS=0
@@ -264,12 +293,12 @@ profile_rank0() {
     tput_warmup=0
     rank0_wrap="$ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
 --page raw --launch-skip $nskip --launch-count $ncount --log-file $csv"
-    serve "ncu-tp$tp" "$repo" "$tp" bench_into
+    serve "ncu-$layout" "$repo" "$ranks" bench_into
   ) && ok=1
-  echo "- tp $tp, rank 0 under ncu (${INFLIGHT_RANK0_NCU_SHAPE:-128/128:512}, launches $nskip + $ncount):" \
+  echo "- $layout, rank 0 under ncu (${INFLIGHT_RANK0_NCU_SHAPE:-128/128:512}, launches $nskip + $ncount):" \
     "$( ((ok)) && echo served || echo FAILED) in $(( $(date +%s) - s )) s"
   echo
-  python3 "$root/bench/ncu_step_table.py" "$csv" --layers "$layers" --top 20 | tee "$logs/ncu-steps-tp$tp.md" ||
+  python3 "$root/bench/ncu_step_table.py" "$csv" --layers "$layers" --top 20 | tee "$logs/ncu-steps-$layout.md" ||
     return 1
   echo
   ((ok))
@@ -295,49 +324,76 @@ if want throughput; then
   echo
   tput_batch=${INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE:-256}
   tput_quant=${INFLIGHT_THROUGHPUT_QUANT:-}
-  echo "### Throughput, random $preset bf16${tput_quant:+ ($tput_quant)}, tp 1 vs tp 2 (requests per shape as listed, else $tput_requests; ${tput_concurrency:-all} at a time, max batch $tput_batch)"
+  if [[ -n "${INFLIGHT_THROUGHPUT_LAYOUTS:-}" ]]; then
+    tput_layouts=$INFLIGHT_THROUGHPUT_LAYOUTS
+  else
+    tput_layouts=""
+    for tp in ${INFLIGHT_THROUGHPUT_TP:-1 2}; do tput_layouts+="tp$tp "; done
+  fi
+  echo "### Throughput, random $preset bf16${tput_quant:+ ($tput_quant)}, layouts ${tput_layouts% } (requests per shape as listed, else $tput_requests; ${tput_concurrency:-all} at a time, max batch $tput_batch)"
   echo
-  for tp in ${INFLIGHT_THROUGHPUT_TP:-1 2}; do
-    engine="$tput_dir/inflight-tput-engine-tp$tp"
-    repo="$tput_dir/inflight-tput-repo-tp$tp"
+  for layout in $tput_layouts; do
+    read -r tp pp <<<"$(layout_sizes "$layout")"
+    ranks=$((tp * pp))
+    if ((ranks > gpus)); then
+      echo "- $layout: $ranks GPUs, this machine has $gpus: not run"; continue
+    fi
+    engine="$tput_dir/inflight-tput-engine-$layout"
+    repo="$tput_dir/inflight-tput-repo-$layout"
     rm -rf "$engine" "$repo"
     s=$(date +%s)
-    if ! "$pkg/bin/inflight-build" --random_preset "$preset" --dtype bfloat16 --tp_size $tp \
+    # shellcheck disable=SC2086
+    if ! "$pkg/bin/inflight-build" --random_preset "$preset" --dtype bfloat16 --tp_size "$tp" --pp_size "$pp" \
         --max_batch_size "$tput_batch" --max_input_len "$max_in" --max_seq_len "$max_seq" $tput_quant --output_dir "$engine" \
-        >"$logs/build-tput-tp$tp.log" 2>&1; then
-      echo "- inflight-build tp $tp FAILED: $(tail -1 "$logs/build-tput-tp$tp.log")"; status=1; continue
+        >"$logs/build-tput-$layout.log" 2>&1; then
+      echo "- inflight-build $layout FAILED: $(tail -1 "$logs/build-tput-$layout.log")"; status=1; continue
     fi
-    echo "- engine tp $tp written in $(( $(date +%s) - s )) s"
+    echo "- engine $layout written in $(( $(date +%s) - s )) s"
     tput_vocab=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$engine/config.json")
     mkdir -p "$repo" && cp -r "$root/all_models/inflight_batcher_llm/tensorrt_llm" "$repo/"
     python3 "$root/tools/fill_template.py" -i "$repo/tensorrt_llm/config.pbtxt" \
       "triton_backend:inflight,triton_max_batch_size:$tput_batch,decoupled_mode:False,max_beam_width:1,engine_dir:$engine,batching_strategy:inflight_fused_batching,max_queue_delay_microseconds:0,enable_chunked_context:True,enable_kv_cache_reuse:False,exclude_input_in_output:True,kv_cache_free_gpu_mem_fraction:0.9,logits_datatype:TYPE_FP32,encoder_input_features_data_type:TYPE_FP16" \
       >/dev/null
     s=$(date +%s)
-    if ! serve "tput-tp$tp" "$repo" $tp bench_into; then
-      echo "- tp $tp: serving or benchmarking FAILED ($(grep -iE 'error|fail' "$logs/server-tput-tp$tp.log" | head -1))"
+    if ! serve "tput-$layout" "$repo" "$ranks" bench_into; then
+      echo "- $layout: serving or benchmarking FAILED ($(grep -iE 'error|fail' "$logs/server-tput-$layout.log" | head -1))"
       status=1
     fi
-    echo "- tp $tp served and measured in $(( $(date +%s) - s )) s"
+    echo "- $layout served and measured in $(( $(date +%s) - s )) s"
     # With INFLIGHT_STEP_PROFILE=N (inherited by the ranks), rank 0's last summary: host phases, the
     # wait for the device and the device's busy share of a step.
     [[ -n "${INFLIGHT_STEP_PROFILE:-}" ]] &&
-      echo "  - $(grep -o 'step profile.*' "$logs/server-tput-tp$tp.log" | tail -1)"
-    if [[ -n "${INFLIGHT_RANK0_NCU:-}" ]]; then
-      profile_rank0 "$tp" "$engine" "$repo" || status=1
+      echo "  - $(grep -o 'step profile.*' "$logs/server-tput-$layout.log" | tail -1)"
+    if [[ -n "${INFLIGHT_RANK0_NCU:-}" ]] && ((ranks > 1)); then
+      profile_rank0 "$layout" "$ranks" "$engine" "$repo" || status=1
     fi
     rm -rf "$engine" "$repo"
   done
   echo
-  echo "| shape | tp 1 output tok/s (1 GPU) | tp 2 output tok/s (2 GPUs) | tp 2 / tp 1 | scaling efficiency |"
-  echo "|---|---:|---:|---:|---:|"
-  # A tp size left out of INFLIGHT_THROUGHPUT_TP was not run, which is not a failure.
-  missing() { [[ " ${INFLIGHT_THROUGHPUT_TP:-1 2} " == *" $1 "* ]] && echo FAIL || echo "not run"; }
+  # A column a layout: output tok/s, and for a layout of several GPUs its ratio to tp1 and its
+  # scaling efficiency (rate / (GPUs x tp1's rate)). A layout this machine has too few GPUs for was
+  # not run, which is not a failure; one that ran and printed nothing failed.
+  header="| shape |" rule="|---|"
+  for layout in $tput_layouts; do
+    n=$(layout_ranks "$layout")
+    header+=" $layout output tok/s ($n GPU$( ((n > 1)) && echo s)) |"; rule+="---:|"
+  done
+  echo "$header"
+  echo "$rule"
   for shape in ${tput_shapes//,/ }; do
-    a=$(awk -v s="$shape" '$1 == s {print $2}' "$logs/throughput-tput-tp1.txt" 2>/dev/null)
-    b=$(awk -v s="$shape" '$1 == s {print $2}' "$logs/throughput-tput-tp2.txt" 2>/dev/null)
-    ratio=$(awk -v a="${a:-0}" -v b="${b:-0}" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx|%.0f%%", b / a, 100 * b / (2 * a); else print "|" }')
-    echo "| $shape | ${a:-$(missing 1)} | ${b:-$(missing 2)} | ${ratio%%|*} | ${ratio#*|} |"
+    base=$(awk -v s="$shape" '$1 == s {print $2}' "$logs/throughput-tput-tp1.txt" 2>/dev/null)
+    row="| $shape |"
+    for layout in $tput_layouts; do
+      ranks=$(layout_ranks "$layout")
+      rate=$(awk -v s="$shape" '$1 == s {print $2}' "$logs/throughput-tput-$layout.txt" 2>/dev/null)
+      if [[ -z "$rate" ]]; then
+        if ((ranks > gpus)); then row+=" not run |"; else row+=" FAIL |"; fi
+        continue
+      fi
+      row+=" $rate$(awk -v a="${base:-0}" -v b="$rate" -v n="$ranks" \
+        'BEGIN { if (a > 0 && n > 1) printf " (%.2fx, %.0f%%)", b / a, 100 * b / (n * a) }') |"
+    done
+    echo "$row"
   done
 fi
 exit $status
