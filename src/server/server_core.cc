@@ -696,9 +696,15 @@ void ServerCore::Shutdown() {
   };
   if (!wait_idle(std::chrono::steady_clock::now() + timeout)) {
     size_t inflight = 0;
-    for (Model* m : models) inflight += m->tracker->NumInflight();
-    LOG_WARN("shutdown: {} request(s) still in flight after {} s; cancelling them", inflight,
-             options_.exit_timeout_secs);
+    std::string where;  // which models hold them, for whoever reads why a stop took this long
+    for (Model* m : models) {
+      const size_t n = m->tracker->NumInflight();
+      if (n == 0) continue;
+      inflight += n;
+      where += (where.empty() ? "" : ", ") + m->name + ": " + std::to_string(n);
+    }
+    LOG_WARN("shutdown: {} request(s) still in flight after {} s; cancelling them ({})", inflight,
+             options_.exit_timeout_secs, where);
     for (Model* m : models) m->tracker->CancelAll();
     wait_idle(std::chrono::steady_clock::now() + timeout);
   }
