@@ -137,10 +137,7 @@ HttpConnection::HttpConnection(net::ip::tcp::socket socket, Strand strand,
 
 HttpConnection::~HttpConnection() {
   if (exchange_ && !answer_done_) exchange_->Gone();
-  if (busy_) {
-    state_->num_busy.fetch_sub(1);
-    thread_busy_->fetch_sub(1);
-  }
+  if (busy_) thread_busy_->fetch_sub(1);
   std::lock_guard lock(state_->connections_mu);
   state_->connections.erase(this);
 }
@@ -193,7 +190,6 @@ void HttpConnection::Abort() {
 void HttpConnection::SetBusy(bool busy) {
   if (busy == busy_) return;
   busy_ = busy;
-  state_->num_busy.fetch_add(busy ? 1 : -1);
   thread_busy_->fetch_add(busy ? 1 : -1);
 }
 

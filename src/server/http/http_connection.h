@@ -51,8 +51,6 @@ struct HttpServerState {
   HttpLimits limits;
   HttpTimeouts timeouts;
   std::atomic<bool> draining{false};
-  // Connections between a request's first byte and its answer's last: what Stop() waits for.
-  std::atomic<int> num_busy{0};
 
   // Posts reach the io_context only while it exists: the server closes the gate before destroying
   // it, and exchanges that outlive the server then drop what they post.
@@ -73,7 +71,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
 
   // `thread_busy` counts the busy connections (a request between its first byte and its answer's
-  // last) of the io thread this connection lives on.
+  // last) of the io thread this connection lives on: what that thread's polling and the server's
+  // WaitIdle read.
   HttpConnection(boost::asio::ip::tcp::socket socket, Strand strand,
                  std::shared_ptr<HttpServerState> state,
                  std::shared_ptr<std::atomic<int>> thread_busy);

@@ -147,8 +147,15 @@ class HttpServer::Impl {
     for (auto& connection : Connections()) connection->Drain();
   }
 
+  // Connections between a request's first byte and its answer's last, over all io threads.
+  int NumBusy() const {
+    int n = 0;
+    for (const auto& busy : busy_) n += busy->load();
+    return n;
+  }
+
   bool WaitIdle(std::chrono::steady_clock::time_point deadline) const {
-    while (state_->num_busy.load() > 0) {
+    while (NumBusy() > 0) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -209,7 +216,8 @@ class HttpServer::Impl {
   HttpServerOptions options_;
   std::shared_ptr<HttpServerState> state_;
   std::vector<std::unique_ptr<net::io_context>> contexts_;
-  // Per context (io thread): its busy connections (HttpConnection's thread_busy).
+  // Per context (io thread): its busy connections (HttpConnection's thread_busy); their sum is
+  // what WaitIdle waits for.
   std::vector<std::shared_ptr<std::atomic<int>>> busy_;
   net::strand<net::io_context::executor_type> acceptor_strand_;
   tcp::acceptor acceptor_;
