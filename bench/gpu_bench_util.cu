@@ -444,6 +444,10 @@ std::string FmtUs(double us) {
   return Fmt(us, us < 100 ? 2 : 1) + " us";
 }
 
+std::string Range(const Timing& t) {
+  return FmtUs(t.p10_us) + ".." + FmtUs(t.p90_us);
+}
+
 std::string Percent(double value, double ceiling) {
   if (ceiling <= 0) return "-";
   return Fmt(100.0 * value / ceiling, 1) + "%";

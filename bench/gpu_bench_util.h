@@ -166,5 +166,7 @@ void AddBudgetFlag(tools::FlagSet& flags, double* budget_ms);
 // "1.23 us" style durations and GB/s against a ceiling in percent, for the tables.
 std::string FmtUs(double us);
 std::string Percent(double value, double ceiling);
+// A timing's "p10..p90" column.
+std::string Range(const Timing& t);
 
 }  // namespace inflight::bench::gpu

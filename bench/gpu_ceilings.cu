@@ -134,8 +134,8 @@ double PrintFp8Gemms(const Options& opt, const DeviceInfo& dev, double bf16_tflo
           GemmShape{"down 14336->4096", m, 4096, 14336}}) {
       const GemmResult r = TimeFp8Gemm(fp8, s, dev, opt.budget_ms, stream);
       t.AddRow({s.name, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k),
-                FmtUs(r.timing.median_us), FmtUs(r.timing.p10_us) + ".." + FmtUs(r.timing.p90_us),
-                Fmt(r.tflops, 1), Percent(r.tflops, peak), std::to_string(r.rotations)});
+                FmtUs(r.timing.median_us), Range(r.timing), Fmt(r.tflops, 1),
+                Percent(r.tflops, peak), std::to_string(r.rotations)});
     }
   }
   t.Print(std::cout);
@@ -200,9 +200,8 @@ int Run(const Options& opt) {
     const double memory_us = r.bytes / (copy.copy_gbps() * 1e9) * 1e6;
     const double floor_us = std::max(compute_us, memory_us);
     gt.AddRow({s.name, path, std::to_string(s.m), std::to_string(s.n), std::to_string(s.k),
-               FmtUs(r.timing.median_us), FmtUs(r.timing.p10_us) + ".." + FmtUs(r.timing.p90_us),
-               Fmt(r.tflops, 1), Percent(r.tflops, peak_tflops), Fmt(r.gbps, 0),
-               Percent(r.gbps, copy.copy_gbps()),
+               FmtUs(r.timing.median_us), Range(r.timing), Fmt(r.tflops, 1),
+               Percent(r.tflops, peak_tflops), Fmt(r.gbps, 0), Percent(r.gbps, copy.copy_gbps()),
                FmtUs(floor_us) + (compute_us >= memory_us ? " (FLOPs)" : " (bytes)"),
                Fmt(r.timing.median_us / floor_us, 2) + "x", std::to_string(r.rotations),
                r.timing.graph ? "yes" : "no"});

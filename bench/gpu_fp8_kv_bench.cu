@@ -2,12 +2,15 @@
 // (kernels/cuda/paged_attention_decode.h PagedAttentionDecodeFp8) at Llama-3.1-8B shapes (bf16
 // queries, 32 q / 8 kv heads of 128, 64-token blocks), beside the bf16 cache's kernel at the same
 // shape and the floor of the bytes it must read: FP8 K and V bytes / the read-only stream rate of
-// this run, and one read-only kernel over as many bytes (launch and ramp included).
+// this run, and one read-only kernel over as many bytes (launch and ramp included). With
+// --prefill, causal context attention over an FP8 cache (PagedAttentionContextFp8) beside the bf16
+// cache's kernel, in TFLOP/s.
 //
 // Random codes (no NaN code), random non-monotonic block tables, input sets rotated so that L2 does
 // not hold them between calls; medians of CUDA-graph replays.
 //
-//   inflight-bench-gpu-fp8-kv [--shapes 1x4096,1x8192,8x2048] [--budget_ms 200]
+//   inflight-bench-gpu-fp8-kv [--shapes 1x4096,1x8192,8x2048] [--prefill 4x2048,1x8192]
+//       [--budget_ms 200]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "gpu_bench_util.h"
 #include "gpu_llama_shape.h"
 #include "gpu_paged_setup.h"
+#include "kernels/cuda/paged_attention_context.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "table.h"
 
@@ -32,34 +36,41 @@ constexpr std::int64_t kFp8BlockBytes = kKvHeads * kTokensPerBlock * kHeadDim;  
 
 struct Options {
   std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 4096}, {1, 8192}, {8, 2048}};
+  std::vector<std::pair<std::int64_t, std::int64_t>> prefill;  // sequences x prompt tokens
   double budget_ms = 200;
 };
+
+// "AxB,CxD" into (A, B), (C, D): A in 1..65535, B in 1..2^20.
+Status ParseCells(const std::string& flag, const std::string& v,
+                  std::vector<std::pair<std::int64_t, std::int64_t>>* cells) {
+  cells->clear();
+  std::size_t at = 0;
+  while (at <= v.size()) {
+    const std::size_t comma = std::min(v.find(',', at), v.size());
+    const std::string item = v.substr(at, comma - at);
+    const std::size_t x = item.find('x');
+    long batch = 0, context = 0;
+    if (x == std::string::npos || std::sscanf(item.c_str(), "%ldx%ld", &batch, &context) != 2 ||
+        batch < 1 || batch > 65535 || context < 1 || context > (1 << 20)) {
+      return InvalidArgument(flag + " item \"" + item +
+                             "\" is not BATCHxTOKENS (1..65535 x 1..1048576)");
+    }
+    cells->emplace_back(batch, context);
+    at = comma + 1;
+  }
+  return Status::Ok();
+}
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
   tools::FlagSet flags("inflight-bench-gpu-fp8-kv",
                        "Paged decode attention over an FP8 KV cache against the bf16 cache's "
                        "kernel and the FP8 bytes' read floor (Llama-3.1-8B shapes).");
-  flags.Add("shapes", "LIST", "batch x context cells (default 1x4096,1x8192,8x2048)",
-            [&](const std::string& v) -> Status {
-              o.shapes.clear();
-              std::size_t at = 0;
-              while (at <= v.size()) {
-                const std::size_t comma = std::min(v.find(',', at), v.size());
-                const std::string item = v.substr(at, comma - at);
-                const std::size_t x = item.find('x');
-                long batch = 0, context = 0;
-                if (x == std::string::npos ||
-                    std::sscanf(item.c_str(), "%ldx%ld", &batch, &context) != 2 || batch < 1 ||
-                    batch > 65535 || context < 1 || context > (1 << 20)) {
-                  return InvalidArgument("--shapes item \"" + item +
-                                         "\" is not BATCHxCONTEXT (1..65535 x 1..1048576)");
-                }
-                o.shapes.emplace_back(batch, context);
-                at = comma + 1;
-              }
-              return Status::Ok();
-            });
+  flags.Add("shapes", "LIST", "decode: batch x context cells (default 1x4096,1x8192,8x2048)",
+            [&](const std::string& v) { return ParseCells("--shapes", v, &o.shapes); });
+  flags.Add("prefill", "LIST",
+            "context attention: sequences x prompt tokens cells (default none), e.g. 4x2048",
+            [&](const std::string& v) { return ParseCells("--prefill", v, &o.prefill); });
   AddBudgetFlag(flags, &o.budget_ms);
   ParseFlagsOrExit(flags, argc, argv);
   return o;
@@ -74,6 +85,53 @@ __global__ void FillCodes(std::uint8_t* dst, std::size_t n, std::uint32_t seed) 
     h *= 2246822519u;
     dst[i] = static_cast<std::uint8_t>((h >> 13) & 0xf7u);
   }
+}
+
+// Causal context attention of whole prompts (nothing cached) over an FP8 cache and over a bf16
+// one holding the same number of tokens.
+void Prefill(const Options& opt, cudaStream_t stream) {
+  std::cout << "\n## Context attention (causal prefill) over an FP8 KV cache\n\nFLOPs per "
+               "sequence of S tokens = 2 * 2 * S^2 * 128 * 32 / 2 (QK^T and PV, half the square "
+               "under the causal mask). bf16: PagedAttentionContext over a bf16 cache.\n\n";
+  Table t({"sequences x tokens", "fp8 median", "p10..p90", "fp8 TFLOP/s", "bf16 median",
+           "bf16 TFLOP/s", "bf16 / fp8"});
+  for (const auto& [n, s] : opt.prefill) {
+    const auto N = static_cast<std::int32_t>(n), S = static_cast<std::int32_t>(s);
+    PagedSetup p = MakePagedSetup(N, S, 0, kTokensPerBlock, 1, 4000 + N + S);
+    Pools bf16(p.num_blocks, stream);
+    DeviceBuffer k8(static_cast<std::size_t>(p.num_blocks * kFp8BlockBytes));
+    DeviceBuffer v8(static_cast<std::size_t>(p.num_blocks * kFp8BlockBytes));
+    FillCodes<<<1024, 256, 0, stream>>>(k8.get<std::uint8_t>(), k8.bytes(), 701);
+    FillCodes<<<1024, 256, 0, stream>>>(v8.get<std::uint8_t>(), v8.bytes(), 702);
+    BENCH_CUDA(cudaGetLastError());
+    const std::int64_t rows = n * s;
+    DeviceBuffer q(static_cast<std::size_t>(rows * kQkvDim * kBf16));
+    DeviceBuffer out(static_cast<std::size_t>(rows * kHeads * kHeadDim * kBf16));
+    FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, 703, stream);
+    const kc::KvFp8Scales scales{1.0f / 240.0f, 1.0f / 240.0f};
+    TimingOptions to;
+    to.budget_ms = opt.budget_ms;
+    const Timing fp8 = TimeCalls(
+        [&](int) {
+          return kc::PagedAttentionContextFp8(out.get(), q.get(), kQkvDim, k8.get(), v8.get(),
+                                              scales, p.Batch(0), kShape, kHeads, kScale,
+                                              kc::AttentionWindow{}, kDType, stream);
+        },
+        stream, to);
+    const Timing b16 = TimeCalls(
+        [&](int) {
+          return kc::PagedAttentionContext(out.get(), q.get(), kQkvDim, bf16.k.get(), bf16.v.get(),
+                                           p.Batch(0), kShape, kHeads, kScale,
+                                           kc::AttentionWindow{}, kDType, stream);
+        },
+        stream, to);
+    const double flops = static_cast<double>(n) * 2.0 * 2.0 * static_cast<double>(s) *
+                         static_cast<double>(s) * kHeadDim * kHeads / 2.0;
+    t.AddRow({std::to_string(n) + " x " + std::to_string(s), FmtUs(fp8.median_us), Range(fp8),
+              Fmt(flops / (fp8.median_us * 1e6), 1), FmtUs(b16.median_us),
+              Fmt(flops / (b16.median_us * 1e6), 1), Fmt(b16.median_us / fp8.median_us, 2) + "x"});
+  }
+  t.Print(std::cout);
 }
 
 void Run(const Options& opt) {
@@ -142,15 +200,16 @@ void Run(const Options& opt) {
     const Timing read =
         TimeRead(static_cast<std::size_t>(fp8_bytes), sets, device.sm_count, opt.budget_ms, stream);
     t.AddRow({std::to_string(B), std::to_string(C), Fmt(fp8_bytes / 1e6, 1) + " MB",
-              FmtUs(fp8.median_us), FmtUs(fp8.p10_us) + ".." + FmtUs(fp8.p90_us),
-              Fmt(fp8_bytes / (fp8.median_us * 1e3), 1), FmtUs(floor_us),
-              Percent(floor_us, fp8.median_us), FmtUs(read.median_us), FmtUs(bf16_t.median_us),
-              Fmt(bf16_t.median_us / fp8.median_us, 2) + "x", std::to_string(sets)});
+              FmtUs(fp8.median_us), Range(fp8), Fmt(fp8_bytes / (fp8.median_us * 1e3), 1),
+              FmtUs(floor_us), Percent(floor_us, fp8.median_us), FmtUs(read.median_us),
+              FmtUs(bf16_t.median_us), Fmt(bf16_t.median_us / fp8.median_us, 2) + "x",
+              std::to_string(sets)});
   }
   t.Print(std::cout);
   std::cout << "\nTimes are medians over samples of CUDA-graph replays (p10..p90 beside them); "
                "\"sets\": input sets rotated so that L2 does not hold a call's inputs when it runs "
                "again.\n";
+  if (!opt.prefill.empty()) Prefill(opt, stream);
   BENCH_CUDA(cudaStreamDestroy(stream));
 }
 

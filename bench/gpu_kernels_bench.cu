@@ -129,10 +129,6 @@ std::string Gb(double bytes) {
 std::string Mb(double bytes) {
   return Fmt(bytes / 1e6, bytes < 1e7 ? 3 : 1);
 }
-std::string Range(const Timing& t) {
-  return FmtUs(t.p10_us) + ".." + FmtUs(t.p90_us);
-}
-
 void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
   std::cout << "## Paged decode attention (bf16, 32 q / 8 kv heads, head dim 128, 64-token blocks)"
                "\n\nGB/s = K and V bytes read (batch x keys x 8 kv heads x 128 x 2 bytes x 2) / "

@@ -138,10 +138,6 @@ DeviceWeight MakeWeight(const Format& f, std::int64_t n, std::int64_t k, std::mt
   return w;
 }
 
-std::string Range(const Timing& t) {
-  return FmtUs(t.p10_us) + ".." + FmtUs(t.p90_us);
-}
-
 int Run(const Options& opt) {
   cudaStream_t stream = nullptr;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

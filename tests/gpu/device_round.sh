@@ -159,7 +159,7 @@ if want gpu; then
     run_test "$(basename "$exe")" "$out/$(basename "$exe").log" "$exe"
   done
   # As tests/gpu/CMakeLists.txt: decode attention once with each of its Hopper kernels forced, and
-  # context attention with the mma.sync kernel forced at every head dim.
+  # context attention (fp16 / bf16 and FP8 caches) with the mma.sync kernel forced.
   exe="$pkg/libexec/gpu_paged_attention_test"
   if [[ -x "$exe" && "${INFLIGHT_ROUND_ATTENTION_VARIANTS:-1}" != 0 ]]; then
     for bulk in 0 1; do
@@ -168,6 +168,11 @@ if want gpu; then
     done
     run_test "gpu_paged_attention_test INFLIGHT_CONTEXT_WGMMA=0" \
       "$out/gpu_paged_attention_test.mma_sync.log" env INFLIGHT_CONTEXT_WGMMA=0 "$exe"
+  fi
+  exe="$pkg/libexec/gpu_fp8_kv_test"
+  if [[ -x "$exe" && "${INFLIGHT_ROUND_ATTENTION_VARIANTS:-1}" != 0 ]]; then
+    run_test "gpu_fp8_kv_test INFLIGHT_CONTEXT_WGMMA=0" \
+      "$out/gpu_fp8_kv_test.mma_sync.log" env INFLIGHT_CONTEXT_WGMMA=0 "$exe"
   fi
 fi
 

@@ -76,15 +76,6 @@ __device__ __forceinline__ void StoreShared32(std::uint32_t addr, std::uint32_t 
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
-__device__ __forceinline__ uint4 LoadShared128(std::uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(addr)
-               : "memory");
-  return v;
-}
-
 // Rows row0 .. row0 + 63 of a tile from a staging buffer to out: silu(g) u, 8 columns (16 bytes)
 // a thread at a time, rows at or past m skipped.
 template <typename T>
@@ -96,8 +87,8 @@ __device__ __forceinline__ void FinishRows(const GemmSwiGluArgs& args, std::uint
     if (row0 + r >= args.m) break;  // chunks run row by row
     const std::uint32_t at = staging + static_cast<std::uint32_t>(r * kStagingRowBytes + c * 2);
     Vec8<T> g, u, o;
-    g.bits = LoadShared128(at);
-    u.bits = LoadShared128(at + kCols * 2);
+    g.bits = detail::LoadShared128(at);
+    u.bits = detail::LoadShared128(at + kCols * 2);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float gj = ToFloat(g.e[j]);

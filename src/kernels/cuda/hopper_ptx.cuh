@@ -306,6 +306,23 @@ __device__ __forceinline__ void PrefetchTensorMap(const void* tensor_map) {
 #endif
 }
 
+// 16 bytes from / to a shared-memory address (a 32-bit shared-window address, as the descriptors
+// and barriers above take).
+__device__ __forceinline__ uint4 LoadShared128(std::uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void StoreShared128(std::uint32_t addr, const uint4& v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 // Named barrier `id` (1-15; 0 is __syncthreads) over `threads` threads.
 __device__ __forceinline__ void NamedBarrierSync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -32,7 +32,8 @@ cudaError_t PagedAttentionContext(void* out, const void* q, std::int64_t q_token
 // RopeKvWriteFp8): the same batch, windows and preconditions, the keys and values read as code *
 // scale (widened to dtype exactly; k_scale multiplies the fp32 scores, v_scale the output), as
 // cpu::PagedAttentionFp8 does. Head dims 64 and 128 (Fp8KvHeadDimSupported), scales finite and
-// > 0; cudaErrorInvalidValue otherwise. Runs on the mma.sync kernel on every device.
+// > 0; cudaErrorInvalidValue otherwise. Runs on the wgmma kernel where its sm_90a code runs (the
+// codes widened in shared memory), elsewhere (or with INFLIGHT_CONTEXT_WGMMA=0) on mma.sync.
 cudaError_t PagedAttentionContextFp8(void* out, const void* q, std::int64_t q_token_stride,
                                      const void* k_pool, const void* v_pool,
                                      const KvFp8Scales& scales, const PagedBatch& batch,

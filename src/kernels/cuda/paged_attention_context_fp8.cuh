@@ -4,14 +4,16 @@
 // tile j + 1 into registers before tile j computes and, once it has, widens them to T (exactly:
 // fp8_kv.cuh DecodeFp8x8) into the tile's shared-memory stage, so the global loads of the next tile
 // overlap this one's mma as the cp.async double buffer's do. The scales stay outside the mma:
-// k_scale in the launch's scale_log2, v_scale on the output before it is stored. Every device and
-// head dim 64 and 128 (Fp8KvHeadDimSupported) take this kernel (no wgmma variant).
+// k_scale in the launch's scale_log2, v_scale on the output before it is stored. Head dims 64 and
+// 128 (Fp8KvHeadDimSupported) take it on every device but where the wgmma kernel runs (with
+// paged_attention_context_wgmma_fp8.cuh's loader).
 #pragma once
 
 #include <climits>
 #include <cmath>
 
 #include "kernels/cuda/fp8_kv.cuh"
+#include "kernels/cuda/paged_attention_context_impl.cuh"
 #include "kernels/cuda/paged_attention_context_mma_sync.cuh"
 
 namespace inflight::kernels::cuda::detail {
@@ -204,10 +206,23 @@ cudaError_t LaunchContextAttentionFp8For(const ContextArgs& args, cudaStream_t s
   return cudaGetLastError();
 }
 
+// Where the wgmma kernel's sm_90a code runs (and INFLIGHT_CONTEXT_WGMMA is not 0), that kernel
+// with its FP8 loader; elsewhere the mma.sync one above.
+template <typename T, int D, bool kWindow>
+cudaError_t LaunchContextAttentionFp8Kernel(const ContextArgs& args, cudaStream_t stream) {
+  using Tiling = WgmmaContextTiling<D, D >= 128 ? 128 : 64>;
+  // NOTE: decided once per process, for the device of the first call.
+  static const bool wgmma = Sm90aCodeRuns(WgmmaContextKernel<T, D, Tiling, kWindow, true>);
+  if (wgmma && ContextWgmmaAllowed()) {
+    return LaunchContextAttentionWgmma<T, D, kWindow, Tiling, true>(args, stream);
+  }
+  return LaunchContextAttentionFp8For<T, D, kWindow>(args, stream);
+}
+
 template <typename T, int D>
 cudaError_t LaunchContextAttentionFp8(const ContextArgs& args, cudaStream_t stream) {
-  if (args.window > 0) return LaunchContextAttentionFp8For<T, D, true>(args, stream);
-  return LaunchContextAttentionFp8For<T, D, false>(args, stream);
+  if (args.window > 0) return LaunchContextAttentionFp8Kernel<T, D, true>(args, stream);
+  return LaunchContextAttentionFp8Kernel<T, D, false>(args, stream);
 }
 
 // One per head dim, defined in paged_attention_context_fp8_hd<D>.cu.

@@ -11,55 +11,10 @@
 #include "kernels/cuda/hopper_ptx.cuh"
 #include "kernels/cuda/paged_attention_context_common.cuh"
 #include "kernels/cuda/paged_attention_context_ptx.cuh"
+#include "kernels/cuda/paged_attention_context_wgmma_fp8.cuh"
+#include "kernels/cuda/paged_attention_context_wgmma_tiling.cuh"
 
 namespace inflight::kernels::cuda::detail {
-
-// Warp-specialised (after flash attention 3): one loading warpgroup fills Q and a two-stage ring of
-// K and V tiles with cp.async and announces each on an mbarrier; kWarpGroups computing warpgroups
-// of 64 query rows each consume them and hand each stage back on another mbarrier, so no barrier
-// spans the whole CTA inside the key loop. kKeys keys a K/V tile. Shared memory holds Q, K and V as
-// [D / 64 column blocks][rows][64 elements] in 128-byte swizzle atoms (16-byte unit u of row r at
-// u ^ (r % 8)): the canonical layout wgmma reads, K-major for Q and K, MN-major for V (the B
-// operand of P V, whose K dimension is the key).
-template <int D, int kKeysArg = 128, int kWarpGroupsArg = 2>
-struct WgmmaContextTiling {
-  static_assert(D % 64 == 0, "the wgmma kernel needs whole 128-byte swizzle rows");
-  static constexpr int kKeys = kKeysArg;
-  static constexpr int kWarpGroups = kWarpGroupsArg;
-  static constexpr int kLoaderThreads = 128;
-  static constexpr int kMathThreads = 128 * kWarpGroups;
-  static constexpr int kThreads = kLoaderThreads + kMathThreads;
-  static constexpr int kRows = 64 * kWarpGroups;
-  static constexpr int kKeyFrags = kKeys / 8;
-  static constexpr int kQBytes = kRows * D * 2;
-  static constexpr int kTileBytes = kKeys * D * 2;
-  static constexpr int kOffsetBytes = 3 * kKeys * 8;
-  // Barriers: Q full, then K full, K empty, V full and V empty for each of the two stages.
-  static constexpr int kQFull = 0, kKFull = 1, kKEmpty = 3, kVFull = 5, kVEmpty = 7, kBarriers = 9;
-  // Register split (setmaxnreg; multiples of 8 whose total fits the launch's allocation): the
-  // computing warpgroups hold S, O and P (~200 registers), the loaders little more than addresses.
-  static constexpr int kLoaderRegs = 40;
-  static constexpr int kMathRegs = 232;
-  // The launch gives every thread 65536 / kThreads registers (rounded down to 8), and setmaxnreg
-  // only moves them between warpgroups: a split above that total leaves the increase waiting
-  // forever (a hang, not an error), as a 64 / 224 split did.
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static_assert(kLoaderThreads * kLoaderRegs + kMathThreads * kMathRegs <= kThreads * kLaunchRegs,
-                "register split above what the launch allocates");
-  // + 1024: the dynamic shared memory base is aligned up to the swizzle atom by hand.
-  static constexpr int kSmemBytes = kQBytes + 4 * kTileBytes + kOffsetBytes + kBarriers * 8 + 1024;
-};
-
-// Byte offset of 16-byte unit `unit` (along D) of row `row` in a swizzled tile of `rows` rows.
-__device__ __forceinline__ std::uint32_t SwizzledUnitOffset(int row, int unit, int rows) {
-  return static_cast<std::uint32_t>((unit >> 3) * rows * 128 + row * 128 +
-                                    (((unit & 7) ^ (row & 7)) << 4));
-}
-
-// Shared-memory address of barrier `index` (WgmmaContextTiling::kQFull ...) of the array at bars.
-__device__ __forceinline__ std::uint32_t BarrierAt(std::uint32_t bars, int index) {
-  return bars + 8 * static_cast<std::uint32_t>(index);
-}
 
 // The loading warpgroup: Q, then K_0, and per step j K_j (stage j % 2) and V_{j-1}, the order in
 // which the computing warpgroups use them. Each thread copies one fixed 16-byte unit of every
@@ -79,27 +34,12 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
   const int load_unit = tid % kUnits, load_row0 = tid / kUnits;
   const std::uint32_t sK = sQ + Cfg::kQBytes;
   const std::uint32_t sV = sK + 2 * Cfg::kTileBytes;
-  const int kv_end = tile.kv_end, kvh = tile.kvh, tpb = args.tokens_per_block;
   const KeyTileRange key_tiles = ContextKeyTiles<kWindow>(args, tile, Cfg::kKeys);
   const int num_key_tiles = key_tiles.Count();
-  const std::int32_t* table = tile.table;
   const auto bar = [bars](int index) { return BarrierAt(bars, index); };
 
-  {
-    const T* q = static_cast<const T*>(args.q) +
-                 static_cast<std::int64_t>(tile.q_begin + tile.q0) * args.q_token_stride +
-                 static_cast<std::int64_t>(tile.head) * D;
-#pragma unroll
-    for (int k = 0; k < Cfg::kRows / kRowStep; ++k) {
-      const int r = load_row0 + k * kRowStep;
-      const bool valid = r < tile.rows;
-      const T* src = q + (valid ? static_cast<std::int64_t>(r) * args.q_token_stride +
-                                      static_cast<std::int64_t>(load_unit * 8)
-                                : 0);
-      CpAsync16(sQ + SwizzledUnitOffset(r, load_unit, Cfg::kRows), src, valid ? 16 : 0);
-    }
-    CpAsyncMbarrierArrive(bar(Cfg::kQFull));
-  }
+  LoadWgmmaQueryTile<T, D, Cfg>(args, tile, sQ);
+  CpAsyncMbarrierArrive(bar(Cfg::kQFull));
   // Keys below it that are no sink no row of the CTA sees: zero-filled like those past kv_end.
   const int first_seen = kWindow ? max(0, tile.pos0 - args.window + 1) : 0;
   // Pool byte offset of each key of visit j's tile (-1: zero it), in a ring of three slots: step
@@ -108,15 +48,8 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
   // earlier measured 2-4% slower: a second integer division and a longer-lived register.)
   const auto key_offsets = [&](int visit) {
     if (tid < Cfg::kKeys && visit < num_key_tiles) {
-      const int pos = key_tiles.Tile(visit) * Cfg::kKeys + tid;
-      std::int64_t offset = -1;
-      if (pos < kv_end && (!kWindow || pos >= first_seen || pos < args.sink)) {
-        const int block_index = pos / tpb;
-        offset = ((static_cast<std::int64_t>(table[block_index]) * args.num_kv_heads + kvh) * tpb +
-                  (pos - block_index * tpb)) *
-                 (D * static_cast<std::int64_t>(sizeof(T)));
-      }
-      sKeyOffset[(visit % 3) * Cfg::kKeys + tid] = offset;
+      sKeyOffset[(visit % 3) * Cfg::kKeys + tid] = WgmmaKeyOffset<kWindow, D, sizeof(T)>(
+          args, tile, key_tiles, Cfg::kKeys, first_seen, visit, tid);
     }
   };
   // Rows load_row0 + k kRowStep share the swizzle term (kRowStep is a multiple of 8): this
@@ -135,11 +68,8 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
   const auto load_tile = [&](const char* base, std::uint32_t dst, int visit) {
     const std::int64_t* offsets = sKeyOffset + (visit % 3) * Cfg::kKeys + load_row0;
     dst += load_dst;
-    // Every key of the tile exists in all tiles but a sequence's last (and, with a window, those
-    // holding keys no row sees): no checks, no zero fill.
-    const int k0 = key_tiles.Tile(visit) * Cfg::kKeys;
     const bool whole =
-        k0 + Cfg::kKeys <= kv_end && (!kWindow || k0 >= first_seen || k0 + Cfg::kKeys <= args.sink);
+        WgmmaWholeTile<kWindow>(args, tile, key_tiles, Cfg::kKeys, first_seen, visit);
 #pragma unroll
     for (int b = 0; b < kCopies; b += kBatch) {
       std::int64_t batch[kBatch];
@@ -182,8 +112,10 @@ __device__ __forceinline__ void LoadContextTiles(const ContextArgs& args, const 
 }
 
 // kWindow: the key tiles of ContextKeyTiles only (sinks, then the rows' windows), and the tiles on
-// a window's edge masked as those on the diagonal are.
-template <typename T, int D, typename Cfg, bool kWindow>
+// a window's edge masked as those on the diagonal are. kFp8: the pools hold an FP8 cache's codes
+// (LoadContextTilesFp8 widens them to T; k_scale is in args.scale_log2, v_scale multiplies the
+// output).
+template <typename T, int D, typename Cfg, bool kWindow, bool kFp8 = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextArgs args) {
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw_addr = SharedAddress(smem_raw);
@@ -192,8 +124,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   const std::uint32_t sQ = raw_addr + pad;
   const std::uint32_t sK = sQ + Cfg::kQBytes;
   const std::uint32_t sV = sK + 2 * Cfg::kTileBytes;
-  auto* sKeyOffset = reinterpret_cast<std::int64_t*>(smem + Cfg::kQBytes + 4 * Cfg::kTileBytes);
-  const std::uint32_t bars = sQ + Cfg::kQBytes + 4 * Cfg::kTileBytes + Cfg::kOffsetBytes;
+  auto* sKeyOffset = reinterpret_cast<std::int64_t*>(smem + Cfg::kOffsetsAt);
+  const std::uint32_t bars = sQ + Cfg::kBarriersAt;
   const auto bar = [bars](int index) { return BarrierAt(bars, index); };
   constexpr int kMathWarps = Cfg::kMathThreads / 32;
   const int tid = static_cast<int>(threadIdx.x);
@@ -211,7 +143,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   if (!LocateContextTile<Cfg::kRows>(args, &tile)) return;
   if (tid < Cfg::kLoaderThreads) {
     SetMaxRegistersDecrease<Cfg::kLoaderRegs>();
-    LoadContextTiles<T, D, Cfg, kWindow>(args, tile, sQ, bars, sKeyOffset);
+    if constexpr (kFp8) {
+      LoadContextTilesFp8<T, D, Cfg, kWindow>(args, tile, sQ, bars, sKeyOffset, sQ + Cfg::kRawAt);
+    } else {
+      LoadContextTiles<T, D, Cfg, kWindow>(args, tile, sQ, bars, sKeyOffset);
+    }
     return;
   }
   SetMaxRegistersIncrease<Cfg::kMathRegs>();
@@ -344,14 +280,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) WgmmaContextKernel(ContextAr
   T* out_tile =
       static_cast<T*>(args.out) +
       (static_cast<std::int64_t>(tile.q_begin + tile.q0) * args.num_heads + tile.head) * D;
+  if constexpr (kFp8) {
+    const float v_scale[2] = {args.v_scale, args.v_scale};
+    RescaleOutput(o, v_scale);  // V = code * v_scale
+  }
   StoreOutputRows(o, l, out_tile, static_cast<std::int64_t>(args.num_heads) * D, warp_row0,
                   tile.rows, lane);
 }
 
-template <typename T, int D, bool kWindow, typename Cfg = WgmmaContextTiling<D>>
+template <typename T, int D, bool kWindow, typename Cfg = WgmmaContextTiling<D>, bool kFp8 = false>
 cudaError_t LaunchContextAttentionWgmma(const ContextArgs& args, cudaStream_t stream) {
-  constexpr int kSmemBytes = Cfg::kSmemBytes;
-  const auto kernel = WgmmaContextKernel<T, D, Cfg, kWindow>;
+  constexpr int kSmemBytes = kFp8 ? Cfg::kFp8SmemBytes : Cfg::kSmemBytes;
+  const auto kernel = WgmmaContextKernel<T, D, Cfg, kWindow, kFp8>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (err != cudaSuccess) return err;
