@@ -85,12 +85,6 @@ Status CheckPiece(const Checkpoint& ckpt, const EngineWeight& w, const WeightPie
   return Status::Ok();
 }
 
-std::uint64_t WeightBytes(const EngineWeight& w, DType dtype) {
-  std::uint64_t n = DTypeSize(dtype);
-  for (std::int64_t d : w.shape) n *= static_cast<std::uint64_t>(d);
-  return n;
-}
-
 Result<std::string> ReadText(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return NotFound("cannot read " + path.string());
@@ -423,6 +417,26 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
   return summary;
 }
 
+std::uint64_t EngineWeightBytes(const EngineWeight& w, DType dtype) {
+  std::uint64_t n = DTypeSize(dtype);
+  for (std::int64_t d : w.shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+Status WriteEngineRankFile(const EngineConfig& config, const std::vector<EngineWeight>& plan,
+                           const EngineWeightFiller& fill, const std::string& path,
+                           unsigned workers,
+                           const ParallelSafetensorsWriter::ProgressFn& progress) {
+  ParallelSafetensorsWriter writer(workers);
+  for (const EngineWeight& w : plan) {
+    const DType dtype = w.stored_dtype.value_or(config.dtype);
+    RETURN_IF_ERROR(writer.AddLazy(
+        w.name, dtype, w.shape,
+        [&fill, &w, dtype](std::byte* dst, std::size_t) { return fill(w, dtype, dst); }));
+  }
+  return writer.Write(path, progress);
+}
+
 Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWeightFiller& fill,
                                       const std::string& output_dir,
                                       const BuildProgressFn& progress) {
@@ -433,7 +447,7 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
     plans.push_back(QuantizeRankPlan(config, PlanFileWeights(config, rank)));
     for (const EngineWeight& w : plans.back()) {
       summary.num_tensors += 1;
-      summary.num_bytes += WeightBytes(w, w.stored_dtype.value_or(config.dtype));
+      summary.num_bytes += EngineWeightBytes(w, w.stored_dtype.value_or(config.dtype));
     }
   }
 
@@ -462,21 +476,15 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
     return (fs::path(output_dir) / ("rank" + std::to_string(rank) + ".safetensors")).string();
   };
   auto write_rank = [&](std::int32_t rank, unsigned rank_workers) -> Status {
-    ParallelSafetensorsWriter writer(rank_workers);
-    for (const EngineWeight& w : plans[static_cast<std::size_t>(rank)]) {
-      const DType dtype = w.stored_dtype.value_or(config.dtype);
-      RETURN_IF_ERROR(writer.AddLazy(
-          w.name, dtype, w.shape,
-          [&fill, &w, dtype](std::byte* dst, std::size_t) { return fill(w, dtype, dst); }));
-    }
-    return writer.Write(path_of(rank), [&](const std::string& name, std::size_t nbytes) {
-      std::lock_guard<std::mutex> lock(progress_mu);
-      state.rank = rank;
-      state.tensor = name;
-      state.tensors_done += 1;
-      state.bytes_done += nbytes;
-      if (progress) progress(state);
-    });
+    return WriteEngineRankFile(config, plans[static_cast<std::size_t>(rank)], fill, path_of(rank),
+                               rank_workers, [&](const std::string& name, std::size_t nbytes) {
+                                 std::lock_guard<std::mutex> lock(progress_mu);
+                                 state.rank = rank;
+                                 state.tensor = name;
+                                 state.tensors_done += 1;
+                                 state.bytes_done += nbytes;
+                                 if (progress) progress(state);
+                               });
   };
   if (config.quant.quantized_weights() && num_files > 1) {
     // The ranks of a quantized engine are written at once, the workers split between them: each

@@ -16,6 +16,7 @@
 #include "inflight/status.h"
 #include "model/engine_config.h"
 #include "model/hf_quant_config.h"
+#include "model/parallel_safetensors_writer.h"
 #include "model/safetensors.h"
 #include "model/weight_plan.h"
 
@@ -101,6 +102,17 @@ using EngineWeightFiller =
 Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWeightFiller& fill,
                                       const std::string& output_dir,
                                       const BuildProgressFn& progress = nullptr);
+
+// The bytes of engine tensor `w` stored as `dtype`.
+std::uint64_t EngineWeightBytes(const EngineWeight& w, DType dtype);
+
+// One rank file of WriteEngineFiles: `plan` (QuantizeRankPlan(config, PlanFileWeights(config,
+// rank))) filled by `fill` into `path` ("<path>.tmp", renamed when complete). workers: the
+// writer's (0: its default); progress: after each tensor.
+Status WriteEngineRankFile(const EngineConfig& config, const std::vector<EngineWeight>& plan,
+                           const EngineWeightFiller& fill, const std::string& path,
+                           unsigned workers,
+                           const ParallelSafetensorsWriter::ProgressFn& progress = nullptr);
 
 // Writes `piece` of `source` (the checkpoint tensor it names; unused for a zero piece) as `to`:
 // (row_end - row_begin) x (col_end - col_begin) elements, row-major. `scratch` is reused between

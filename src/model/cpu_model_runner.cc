@@ -3,10 +3,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 
 #include "common/logging.h"
 #include "model/attention_windows.h"
+#include "model/rank_weights.h"
 #include "model/step_validation.h"
 
 namespace inflight::model {
@@ -49,8 +49,7 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
                                              group.pp_size()));
   ASSIGN_OR_RETURN(std::vector<kernels::cpu::AttentionWindow> windows,
                    ResolveAttentionWindows(c, options.attention_limits));
-  const std::string path = (std::filesystem::path(engine_dir) / r->shard_.file_name()).string();
-  ASSIGN_OR_RETURN(r->weights_file_, SafetensorsFile::Open(path));
+  ASSIGN_OR_RETURN(r->weights_file_, OpenRankWeights(engine_dir, c, r->shard_));
   ASSIGN_OR_RETURN(TransformerWeights weights,
                    BindTransformerWeights(c, r->shard_, *r->weights_file_));
   r->weight_bytes_ = weights.num_bytes;

@@ -3,12 +3,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "model/cuda_status.h"
+#include "model/rank_weights.h"
 #include "model/rope_frequencies.h"
 #include "model/safetensors.h"
 #include "model/transformer_weights.h"
@@ -17,8 +17,8 @@ namespace inflight::model {
 
 Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config,
                        const ModelShard& shard, DType dtype, CudaWeights& weights) {
-  const std::string path = (std::filesystem::path(engine_dir) / shard.file_name()).string();
-  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                   OpenRankWeights(engine_dir, config, shard));
   ASSIGN_OR_RETURN(TransformerWeights w,
                    BindTransformerWeights(config, shard, *file, QuantizedLinears::kKeepCodes));
   const EngineConfig& c = config;

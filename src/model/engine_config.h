@@ -28,6 +28,15 @@ struct BuildLimits {
   std::int32_t tokens_per_block = 64;
 };
 
+// Weights made at load instead of read from rank files (inflight-build --random_preset P
+// --weights_at_load): the random checkpoint of preset P and seed S, its max_position_embeddings the
+// engine's. Each process makes the bytes its rank<N>.safetensors would hold (model/random_engine.h
+// WriteRandomRankFile), so the engine directory holds config.json alone.
+struct RandomWeightsRecipe {
+  std::string preset;
+  std::uint64_t seed = 0;
+};
+
 struct EngineConfig {
   std::string architecture_name;  // as in HF: "LlamaForCausalLM", ...
   Architecture architecture = Architecture::kLlama;
@@ -63,6 +72,7 @@ struct EngineConfig {
   std::int32_t pp_size = 1;
   // Quantized linears and KV cache (docs/engine_format.md, "Quantization"); none by default.
   QuantConfig quant;
+  std::optional<RandomWeightsRecipe> random_weights;
 
   // Number of (query, key, value) rows of the fused qkv weight on one rank.
   std::int64_t QkvRows(std::int32_t tp) const {

@@ -163,6 +163,10 @@ std::string EngineConfigToJson(const EngineConfig& c) {
   j["parallel"] = {{"tp_size", c.tp_size}, {"pp_size", c.pp_size}};
   // Written only for quantized engines, so the config.json of a float engine is unchanged.
   if (c.quant.any()) j["quantization"] = ojson::parse(QuantConfigToJson(c.quant));
+  if (c.random_weights) {
+    j["random_weights"] = {{"preset", c.random_weights->preset},
+                           {"seed", static_cast<std::int64_t>(c.random_weights->seed)}};
+  }
   return j.dump(2) + "\n";
 }
 
@@ -268,6 +272,19 @@ Result<EngineConfig> EngineConfigFromJson(const std::string& json_text, const st
   RETURN_IF_ERROR(pf.Int32("pp_size", &c.pp_size));
   if (const json* quant = f.Get("quantization")) {
     ASSIGN_OR_RETURN(c.quant, QuantConfigFromJson(quant->dump(), origin + " quantization"));
+  }
+  if (const json* random = f.Get("random_weights")) {
+    if (!random->is_object()) {
+      return f.Error("random_weights", "is " + random->dump() + ", expected an object");
+    }
+    const JsonFields rf(*random, origin + " random_weights");
+    RandomWeightsRecipe recipe;
+    RETURN_IF_ERROR(rf.String("preset", &recipe.preset));
+    std::int64_t seed = 0;
+    RETURN_IF_ERROR(rf.Int("seed", &seed));
+    if (seed < 0) return rf.Error("seed", "is " + std::to_string(seed) + ", expected >= 0");
+    recipe.seed = static_cast<std::uint64_t>(seed);
+    c.random_weights = std::move(recipe);
   }
   Status st = c.Validate();
   if (!st.ok()) return Status(st.code(), origin + ": " + st.message());

@@ -1,14 +1,19 @@
 #include "model/random_engine.h"
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "model/quant_plan.h"
 #include "model/quant_sources.h"
 
 namespace inflight::model {
 namespace {
+
+namespace fs = std::filesystem;
 
 // A checkpoint tensor's recipe: what WriteRandomCheckpoint would fill it with.
 struct RandomTensor {
@@ -109,18 +114,12 @@ class RandomWeights {
   std::map<std::string, const HfTensorSpec*> by_name_;
 };
 
-}  // namespace
-
-Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint,
-                                       const BuildOptions& build, const BuildProgressFn& progress) {
-  if (build.output_dir.empty()) return InvalidArgument("--output_dir is required");
-  ASSIGN_OR_RETURN(const RandomCheckpointOptions o, ResolveCheckpointOptions(checkpoint));
-  ASSIGN_OR_RETURN(const EngineConfig config,
-                   MakeEngineConfigFromJson(CheckpointConfigJson(o),
-                                            "random " + o.arch + " weights", build, o.dtype));
+// The filler of an engine's tensors from the random checkpoint `o` (resolved): float tensors
+// generated (and gathered) as a build from the written checkpoint would read them; quantized
+// linears through inflight-build's own --qformat quantizer reading those weights, so the bytes are
+// a build's of that checkpoint.
+EngineWeightFiller MakeRandomFiller(const RandomCheckpointOptions& o, const EngineConfig& config) {
   const auto weights = std::make_shared<const RandomWeights>(o);
-  // Quantized linears go through inflight-build's own --qformat quantizer, reading the weights
-  // as the written checkpoint would give them, so the bytes are a build's of that checkpoint.
   std::shared_ptr<const QuantizedLinearSource> quant_source;
   if (config.quant.any()) {
     // (--pp_size > 1 with quantization was refused by MakeEngineConfigFromJson, as for a build.)
@@ -134,14 +133,72 @@ Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint
     };
     quant_source = MakeBuildTimeQuantizer(std::move(source), config.quant);
   }
-  return WriteEngineFiles(
-      config,
-      [weights, quant_source, &config](const EngineWeight& w, DType dtype, std::byte* dst) {
-        if (w.quant_part || w.kv_cache_scale)
-          return FillQuantizedWeight(config, *quant_source, w, dst);
-        return weights->Fill(w, dtype, dst);
-      },
-      build.output_dir, progress);
+  return [weights, quant_source, config](const EngineWeight& w, DType dtype, std::byte* dst) {
+    if (w.quant_part || w.kv_cache_scale) return FillQuantizedWeight(config, *quant_source, w, dst);
+    return weights->Fill(w, dtype, dst);
+  };
+}
+
+}  // namespace
+
+Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint,
+                                       const BuildOptions& build, const BuildProgressFn& progress,
+                                       const std::optional<RandomWeightsRecipe>& at_load) {
+  if (build.output_dir.empty()) return InvalidArgument("--output_dir is required");
+  ASSIGN_OR_RETURN(const RandomCheckpointOptions o, ResolveCheckpointOptions(checkpoint));
+  ASSIGN_OR_RETURN(EngineConfig config,
+                   MakeEngineConfigFromJson(CheckpointConfigJson(o),
+                                            "random " + o.arch + " weights", build, o.dtype));
+  if (!at_load)
+    return WriteEngineFiles(config, MakeRandomFiller(o, config), build.output_dir, progress);
+  config.random_weights = *at_load;
+  // The recipe must give back these options at load (RandomOptionsOf).
+  ASSIGN_OR_RETURN(const RandomCheckpointOptions again, RandomOptionsOf(config));
+  if (CheckpointConfigJson(again) != CheckpointConfigJson(o) || again.seed != o.seed) {
+    return InvalidArgument("--weights_at_load: the engine records only the preset \"" +
+                           at_load->preset + "\" and the seed, and these options differ from them");
+  }
+  std::error_code ec;
+  fs::create_directories(build.output_dir, ec);
+  if (ec) return Internal("cannot create --output_dir " + build.output_dir + ": " + ec.message());
+  // Rank files of an earlier build of the same directory would be ignored: remove them.
+  for (std::int32_t r = 0;; ++r) {
+    if (!fs::remove(fs::path(build.output_dir) / ("rank" + std::to_string(r) + ".safetensors"), ec))
+      break;
+  }
+  RETURN_IF_ERROR(SaveEngineConfig(config, build.output_dir));
+  BuildSummary summary;
+  for (std::int32_t rank = 0; rank < config.tp_size * config.pp_size; ++rank) {
+    for (const EngineWeight& w : QuantizeRankPlan(config, PlanFileWeights(config, rank))) {
+      summary.num_tensors += 1;
+      summary.num_bytes += EngineWeightBytes(w, w.stored_dtype.value_or(config.dtype));
+    }
+  }
+  summary.output_files.push_back((fs::path(build.output_dir) / "config.json").string());
+  summary.config = config;
+  return summary;
+}
+
+Result<RandomCheckpointOptions> RandomOptionsOf(const EngineConfig& config) {
+  if (!config.random_weights) return InvalidArgument("the engine has no random_weights recipe");
+  RandomCheckpointOptions o;
+  RETURN_IF_ERROR(ApplyCheckpointPreset(config.random_weights->preset, &o));
+  o.seed = config.random_weights->seed;
+  o.max_position_embeddings = config.max_position_embeddings;
+  return ResolveCheckpointOptions(o);
+}
+
+Status WriteRandomRankFile(const EngineConfig& config, std::int32_t rank, const std::string& path) {
+  ASSIGN_OR_RETURN(const RandomCheckpointOptions o, RandomOptionsOf(config));
+  if (rank < 0 || rank >= config.tp_size * config.pp_size) {
+    return InvalidArgument("rank " + std::to_string(rank) + " is outside the engine's " +
+                           std::to_string(config.tp_size * config.pp_size) + " rank files");
+  }
+  const unsigned workers = config.quant.quantized_weights()
+                               ? std::clamp(std::thread::hardware_concurrency(), 1u, 16u)
+                               : 0;
+  return WriteEngineRankFile(config, QuantizeRankPlan(config, PlanFileWeights(config, rank)),
+                             MakeRandomFiller(o, config), path, workers);
 }
 
 }  // namespace inflight::model

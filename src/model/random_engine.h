@@ -3,6 +3,8 @@
 // checkpoint (half the bytes written, none read back; for Llama-3.1-8B that is 16 GB less of each).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "inflight/status.h"
@@ -14,9 +16,19 @@ namespace inflight::model {
 // `build` as inflight-build takes it, minus checkpoint_dir (unused): dtype, tp_size, limits,
 // output_dir, and qformat / group_size / kv_cache_fp8 (quantized by the builder's own --qformat
 // quantizer, model/quant_sources.h, from the weights as the checkpoint would hold them). The
-// engine's config.json comes from CheckpointConfigJson(checkpoint).
-Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint,
-                                       const BuildOptions& build,
-                                       const BuildProgressFn& progress = nullptr);
+// engine's config.json comes from CheckpointConfigJson(checkpoint). With at_load, only config.json
+// is written, recording the recipe: each process makes its rank file's bytes when it loads
+// (WriteRandomRankFile); the recipe (a preset and a seed) must give back `checkpoint`.
+Result<BuildSummary> WriteRandomEngine(
+    const RandomCheckpointOptions& checkpoint, const BuildOptions& build,
+    const BuildProgressFn& progress = nullptr,
+    const std::optional<RandomWeightsRecipe>& at_load = std::nullopt);
+
+// The random checkpoint options of an engine's random_weights recipe.
+Result<RandomCheckpointOptions> RandomOptionsOf(const EngineConfig& config);
+
+// Rank file `rank` of an engine with a random_weights recipe, written to `path` ("<path>.tmp",
+// renamed when complete): the bytes WriteRandomEngine would have written to rank<rank>.safetensors.
+Status WriteRandomRankFile(const EngineConfig& config, std::int32_t rank, const std::string& path);
 
 }  // namespace inflight::model

@@ -109,11 +109,12 @@ set_tests_properties(e2e_test_every_path PROPERTIES
 
 # Leader and orchestrator modes (docs/multi_gpu.md, "Process modes"): the demo model split over MPI
 # ranks (tp 2, pp 2, tp 2 x pp 2), served under mpirun, through launch_server.py and with spawned
-# workers (TRTLLM_ORCHESTRATOR=1), against the one-rank server; a killed rank ends the job; a world
-# size that does not fit is refused. Label mpi; needs Open MPI's mpirun.
+# workers (TRTLLM_ORCHESTRATOR=1), against the one-rank server; a random engine made at load by each
+# rank answers as its rank files do; a killed rank ends the job; a world size that does not fit is
+# refused. Label mpi; needs Open MPI's mpirun.
 find_program(MPIRUN_EXECUTABLE mpirun)
 if(MPIRUN_EXECUTABLE)
-  foreach(_case TensorParallelTest PipelineParallelTest FaultTest OrchestratorTest)
+  foreach(_case TensorParallelTest PipelineParallelTest WeightsAtLoadTest FaultTest OrchestratorTest)
     add_test(NAME e2e_mpi_leader_${_case}
       COMMAND ${Python3_EXECUTABLE} -m unittest -v test_mpi_leader.${_case}
       WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})

@@ -321,6 +321,49 @@ class PipelineParallelTest(SplitEngineCase):
         self.serve_and_check(MpiServer(repo, 4), 4, "tp 2 x pp 2")
 
 
+class WeightsAtLoadTest(SplitEngineCase):
+    """inflight-build --random_preset tiny --weights_at_load: config.json alone; each rank of the job
+    makes its own weights as it loads, and the job answers as the same engine written to files."""
+
+    TOKEN_PROMPTS = [[1, 5, 17, 2, 901, 44], [7, 3, 3, 650]]
+
+    def random_repo(self, name, at_load):
+        folder = os.path.join(self.tmp, name)
+        engine = os.path.join(folder, "engine")
+        cmd = [os.environ["INFLIGHT_BUILD_TOOL"], "--random_preset", "tiny", "--seed", "7", "--output_dir", engine,
+               "--dtype", "float32", "--max_batch_size", "8", "--max_input_len", "64", "--max_seq_len", "128",
+               "--tp_size", "2"] + (["--weights_at_load"] if at_load else [])
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        return engine, repository_for(os.environ["INFLIGHT_LLM_REPO"], engine, folder)
+
+    def greedy_tokens(self, repo):
+        server = MpiServer(repo, 2)
+        server.start()
+        try:
+            tokens = []
+            for ids in self.TOKEN_PROMPTS:
+                status, out = ic.post_json(server.http_port, "/v2/models/tensorrt_llm/generate",
+                                           llm_inputs(ids, 12), timeout=120)
+                self.assertEqual(status, 200, out)
+                tokens.append(out["output_ids"])
+            log = server.log()
+        finally:
+            code = server.stop_leader()
+        self.assertEqual(code, 0, server.log())
+        return tokens, log
+
+    def test_mpirun_tp2_made_at_load_answers_as_files(self):
+        files_engine, files_repo = self.random_repo("random_files", False)
+        at_load_engine, at_load_repo = self.random_repo("random_at_load", True)
+        self.assertEqual(sorted(os.listdir(at_load_engine)), ["config.json"])
+        self.assertIn("rank1.safetensors", os.listdir(files_engine))
+        want, _ = self.greedy_tokens(files_repo)
+        got, log = self.greedy_tokens(at_load_repo)
+        self.assertEqual(got, want)
+        for rank in (0, 1):
+            self.assertIn(f'rank {rank}: making the random weights of preset "tiny" seed 7', log)
+
+
 class FaultTest(SplitEngineCase):
     def test_killed_follower_ends_the_job(self):
         repo = self.split_repo(2, 1)

@@ -31,6 +31,8 @@
 # default the roomier of /dev/shm and /tmp; each is removed after its run), INFLIGHT_THROUGHPUT_LAYOUTS
 # ("tp1 tp2": the layouts measured, each tpT or tpTppP, e.g. "tp1 tp2 tp4 tp2pp2"; INFLIGHT_THROUGHPUT_TP="1 2"
 # is the older spelling of "tp1 tp2"), INFLIGHT_MULTI_GPU_COUNT (the GPUs to use; default all),
+# INFLIGHT_THROUGHPUT_WEIGHTS_AT_LOAD (1: inflight-build --weights_at_load, each rank makes its
+# random weights in memory as it loads; 0: rank files written first),
 # INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE (256: the engines' and the model's), INFLIGHT_THROUGHPUT_QUANT
 # ("": inflight-build's quantization flags, e.g. "--qformat fp8 --kv_cache_dtype fp8"),
 # INFLIGHT_ACTION_TIMEOUT_S (300: how long one server's requests may take before its ranks' stacks are
@@ -324,6 +326,9 @@ if want throughput; then
   echo
   tput_batch=${INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE:-256}
   tput_quant=${INFLIGHT_THROUGHPUT_QUANT:-}
+  # Weights made by each rank as it loads (config.json alone on disk), unless told to write files.
+  at_load=--weights_at_load
+  [[ "${INFLIGHT_THROUGHPUT_WEIGHTS_AT_LOAD:-1}" == 0 ]] && at_load=
   if [[ -n "${INFLIGHT_THROUGHPUT_LAYOUTS:-}" ]]; then
     tput_layouts=$INFLIGHT_THROUGHPUT_LAYOUTS
   else
@@ -344,7 +349,7 @@ if want throughput; then
     s=$(date +%s)
     # shellcheck disable=SC2086
     if ! "$pkg/bin/inflight-build" --random_preset "$preset" --dtype bfloat16 --tp_size "$tp" --pp_size "$pp" \
-        --max_batch_size "$tput_batch" --max_input_len "$max_in" --max_seq_len "$max_seq" $tput_quant --output_dir "$engine" \
+        --max_batch_size "$tput_batch" --max_input_len "$max_in" --max_seq_len "$max_seq" $tput_quant $at_load --output_dir "$engine" \
         >"$logs/build-tput-$layout.log" 2>&1; then
       echo "- inflight-build $layout FAILED: $(tail -1 "$logs/build-tput-$layout.log")"; status=1; continue
     fi

@@ -19,6 +19,7 @@ using inflight::tools::FlagSet;
 struct RandomSource {
   std::string preset;
   std::int64_t seed = 0;
+  bool at_load = false;
 };
 
 void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
@@ -126,6 +127,11 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
                    "--random_preset", v, {"tiny", "small", "llama-3.1-8b", "llama-3.1-70b"},
                    &random->preset);
              });
+  flags->AddSwitch("weights_at_load",
+                   "with --random_preset: write config.json only, recording the preset and seed; "
+                   "each process makes its rank's weights when it loads the engine (in memory, no "
+                   "rank files: benchmarks of large shapes)",
+                   &random->at_load);
   flags->Add("seed", "N", "with --random_preset: make_checkpoint's --seed (default 0)",
              [random](const std::string& v) {
                return inflight::tools::ParseInt("--seed", v, 0, INT64_MAX, &random->seed);
@@ -154,6 +160,9 @@ int main(int argc, char** argv) {
   if (!parsed.ok()) return Fail(parsed.status());
   if (!*parsed) return 0;
   const bool from_checkpoint = flags.WasSet("checkpoint_dir");
+  if (random.at_load && !flags.WasSet("random_preset")) {
+    return Fail(inflight::InvalidArgument("--weights_at_load needs --random_preset"));
+  }
   if (from_checkpoint == flags.WasSet("random_preset")) {
     return Fail(inflight::InvalidArgument(
         from_checkpoint ? "give --checkpoint_dir or --random_preset, not both"
@@ -181,7 +190,12 @@ int main(int argc, char** argv) {
       checkpoint.max_position_embeddings =
           std::max<std::int64_t>(checkpoint.max_position_embeddings, *options.max_seq_len);
     }
-    summary = inflight::model::WriteRandomEngine(checkpoint, options, on_progress);
+    std::optional<inflight::model::RandomWeightsRecipe> at_load;
+    if (random.at_load) {
+      at_load = inflight::model::RandomWeightsRecipe{random.preset,
+                                                     static_cast<std::uint64_t>(random.seed)};
+    }
+    summary = inflight::model::WriteRandomEngine(checkpoint, options, on_progress, at_load);
   }
   bar.Finish();
   if (!summary.ok()) return Fail(summary.status());

@@ -1,0 +1,81 @@
+#include "model/rank_weights.h"
+
+#include <stdlib.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <system_error>
+
+#include "common/logging.h"
+#include "model/checkpoint_converter.h"
+#include "model/quant_plan.h"
+#include "model/random_engine.h"
+#include "model/weight_plan.h"
+
+namespace inflight::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs st {};
+  if (statvfs(dir.c_str(), &st) != 0) return 0;
+  return static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+// A directory with room for `bytes` (and 1 GiB to spare): /dev/shm first (memory), then $TMPDIR,
+// then /tmp.
+Result<std::string> ScratchParent(std::uint64_t bytes) {
+  std::vector<std::string> candidates = {"/dev/shm"};
+  if (const char* tmp = getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') candidates.push_back(tmp);
+  candidates.push_back("/tmp");
+  const std::uint64_t need = bytes + (std::uint64_t{1} << 30);
+  for (const std::string& dir : candidates) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec) && FreeBytes(dir) >= need) return dir;
+  }
+  return Unavailable("random weights at load: no room for this rank's " +
+                     std::to_string(bytes >> 20) +
+                     " MiB in /dev/shm, $TMPDIR or /tmp (each needs that plus 1 GiB free)");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SafetensorsFile>> OpenRankWeights(const std::string& engine_dir,
+                                                         const EngineConfig& config,
+                                                         const ModelShard& shard) {
+  if (!config.random_weights) {
+    return SafetensorsFile::Open((fs::path(engine_dir) / shard.file_name()).string());
+  }
+  const std::int32_t rank = shard.pp_rank * shard.tp_size + shard.tp_rank;
+  std::uint64_t bytes = 0;
+  for (const EngineWeight& w : QuantizeRankPlan(config, PlanFileWeights(config, rank))) {
+    bytes += EngineWeightBytes(w, w.stored_dtype.value_or(config.dtype));
+  }
+  ASSIGN_OR_RETURN(const std::string parent, ScratchParent(bytes));
+  std::string pattern = (fs::path(parent) / "inflight-weights.XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return Internal("random weights at load: cannot create a directory in " + parent);
+  }
+  const fs::path dir = pattern;
+  const std::string path = (dir / shard.file_name()).string();
+  LOG_INFO("rank {}: making the random weights of preset \"{}\" seed {} ({:.1f} MiB) in {}", rank,
+           config.random_weights->preset, config.random_weights->seed,
+           static_cast<double>(bytes) / 1048576.0, dir.string());
+  Status written = WriteRandomRankFile(config, rank, path);
+  Result<std::unique_ptr<SafetensorsFile>> file =
+      written.ok() ? SafetensorsFile::Open(path)
+                   : Result<std::unique_ptr<SafetensorsFile>>(written);
+  // Mapped (or failed): the directory goes either way; a mapping keeps its pages.
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (!file.ok()) {
+    return Status(file.status().code(),
+                  "random weights at load (engine " + engine_dir + "): " + file.status().message());
+  }
+  return file;
+}
+
+}  // namespace inflight::model
