@@ -8,14 +8,13 @@
 #include "backend/triton_error.h"
 #include "backend/triton_io.h"
 #include "common/logging.h"
+#include "common/steady_clock.h"
 
 namespace inflight::backend {
 namespace {
 
 std::uint64_t NowNs() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
+  return static_cast<std::uint64_t>(SteadyNowNs());
 }
 
 void LogTritonError(TRITONSERVER_Error* err, const char* what) {

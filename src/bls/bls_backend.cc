@@ -18,6 +18,7 @@
 #include "bls/bls_inputs.h"
 #include "bls/bls_request.h"
 #include "common/logging.h"
+#include "common/steady_clock.h"
 #include "config/model_config_loader.h"
 #include "triton/core/tritonbackend.h"
 
@@ -150,11 +151,7 @@ Status LoadModel(TRITONBACKEND_Model* triton_model) {
 // Starts one request; answers it with an error when it cannot start. Always releases it.
 void Execute(ModelState& state, TRITONBACKEND_ModelInstance* instance,
              TRITONBACKEND_Request* request) {
-  const auto now = [] {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
-                                     .count());
-  };
+  const auto now = [] { return static_cast<uint64_t>(SteadyNowNs()); };
   const uint64_t start_ns = now();
   const char* id = "";
   (void)FromTritonError(TRITONBACKEND_RequestId(request, &id));

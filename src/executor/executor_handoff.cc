@@ -48,7 +48,7 @@ Result<IdType> Executor::Impl::EnqueueLocked(const Request& request) {
                        " has been reached, please try again later");
   }
   const IdType id = next_id_++;
-  incoming_.push_back(std::make_unique<RequestState>(id, request, executor::SteadyNowNs()));
+  incoming_.push_back(std::make_unique<RequestState>(id, request, SteadyNowNs()));
   ++num_queued_;
   work_events_.fetch_add(1, std::memory_order_release);
   work_cv_.notify_one();

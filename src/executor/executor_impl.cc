@@ -187,7 +187,7 @@ bool Executor::Impl::LaunchStep() {
   f.step = scheduler_.Schedule();
   const executor::ScheduleResult& step = f.step;
   if (step.empty()) return false;
-  const std::int64_t now = executor::SteadyNowNs();
+  const std::int64_t now = SteadyNowNs();
   for (const ScheduledItem& item : step.items) {
     RequestState& s = *states_.at(item.seq->id);
     if (s.first_scheduled_time_ns == 0) s.first_scheduled_time_ns = now;
@@ -349,7 +349,7 @@ void Executor::Impl::AcceptToken(RequestState& s, TokenIdType token, float log_p
                                  std::span<const float> row) {
   executor::Sequence& seq = s.sequence;
   const sampling::StepOutcome outcome = sampling::EvaluateStep(token, seq.generated(), s.criteria);
-  const std::int64_t now = executor::SteadyNowNs();
+  const std::int64_t now = SteadyNowNs();
   if (s.first_token_time_ns == 0) s.first_token_time_ns = now;
   s.last_token_time_ns = now;
   if (outcome.append_token) {
@@ -394,7 +394,7 @@ void Executor::Impl::RecordIteration(const executor::ScheduleResult& step, doubl
                                      std::int64_t micro_batch_id) {
   IterationStats st;
   st.micro_batch_id = micro_batch_id;
-  st.timestamp_ns = executor::SteadyNowNs();
+  st.timestamp_ns = SteadyNowNs();
   st.iter = iteration_++;
   st.iter_latency_ms = latency_ms;
   const executor::ScheduleStats& ss = step.stats;

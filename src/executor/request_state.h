@@ -2,23 +2,16 @@
 // and KV progress), its random stream, and what it has produced but not yet sent.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
+#include "common/steady_clock.h"
 #include "executor/sampling/sampler.h"
 #include "executor/sampling/stop_criteria.h"
 #include "executor/sequence.h"
 #include "inflight/executor.h"
 
 namespace inflight::executor {
-
-// Now on the steady clock in nanoseconds: the clock of a request's timestamps.
-inline std::int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 struct RequestState {
   RequestState(IdType id, Request req, std::int64_t arrival_ns)

@@ -1,16 +1,14 @@
 #include "server/inference_request.h"
 
-#include <chrono>
 #include <cstring>
 
+#include "common/steady_clock.h"
 #include "server/backend_objects.h"
 
 namespace inflight::server {
 
 uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
+  return static_cast<uint64_t>(SteadyNowNs());
 }
 
 const void* RequestParameter::ValuePointer() const {

@@ -1,11 +1,11 @@
 // libtriton_inflight_tokenizer.so: the preprocessing and postprocessing models of the LLM ensemble.
 // The entry points only move data between Triton and host tensors; TextModelState does the work.
-#include <chrono>
 #include <exception>
 
 #include "backend/api_version.h"
 #include "backend/triton_log.h"
 #include "common/logging.h"
+#include "common/steady_clock.h"
 #include "tokenizer/backend/model_state.h"
 #include "tokenizer/backend/triton_io.h"
 #include "triton/core/tritonbackend.h"
@@ -14,9 +14,7 @@ namespace inflight::tokenizer::backend {
 namespace {
 
 uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
+  return static_cast<uint64_t>(SteadyNowNs());
 }
 
 Status LoadModel(TRITONBACKEND_Model* model) {
