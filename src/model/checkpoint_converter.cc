@@ -423,6 +423,33 @@ std::uint64_t EngineWeightBytes(const EngineWeight& w, DType dtype) {
   return n;
 }
 
+std::vector<EngineWeight> RankFilePlan(const EngineConfig& config, std::int32_t rank) {
+  return QuantizeRankPlan(config, PlanFileWeights(config, rank));
+}
+
+void CountPlan(const EngineConfig& config, const std::vector<EngineWeight>& plan,
+               BuildSummary* summary) {
+  for (const EngineWeight& w : plan) {
+    summary->num_tensors += 1;
+    summary->num_bytes += EngineWeightBytes(w, w.stored_dtype.value_or(config.dtype));
+  }
+}
+
+void RemoveRankFilesFrom(const std::string& dir, std::int32_t first) {
+  std::error_code ec;
+  for (std::int32_t r = first;; ++r) {
+    if (!fs::remove(fs::path(dir) / ("rank" + std::to_string(r) + ".safetensors"), ec)) break;
+  }
+}
+
+unsigned RankFileWorkers(const EngineConfig& config) {
+  // Quantizing is the build's CPU-bound part (an 8B engine's FP8 build took 67 s with 4 workers
+  // on a 16-core device host, bf16 9 s): one worker a core, up to 16 (each holds the float copy
+  // of the largest linear it quantizes: 0.9 GB for a 70B gate or up, so 16 hold 15 GB).
+  return config.quant.quantized_weights() ? std::clamp(std::thread::hardware_concurrency(), 1u, 16u)
+                                          : 0;
+}
+
 Status WriteEngineRankFile(const EngineConfig& config, const std::vector<EngineWeight>& plan,
                            const EngineWeightFiller& fill, const std::string& path,
                            unsigned workers,
@@ -444,33 +471,20 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
   BuildSummary summary;
   const std::int32_t num_files = config.tp_size * config.pp_size;
   for (std::int32_t rank = 0; rank < num_files; ++rank) {
-    plans.push_back(QuantizeRankPlan(config, PlanFileWeights(config, rank)));
-    for (const EngineWeight& w : plans.back()) {
-      summary.num_tensors += 1;
-      summary.num_bytes += EngineWeightBytes(w, w.stored_dtype.value_or(config.dtype));
-    }
+    plans.push_back(RankFilePlan(config, rank));
+    CountPlan(config, plans.back(), &summary);
   }
 
   std::error_code ec;
   fs::create_directories(output_dir, ec);
   if (ec) return Internal("cannot create --output_dir " + output_dir + ": " + ec.message());
   fs::remove(fs::path(output_dir) / "config.json", ec);  // an interrupted build leaves no engine
-  // Rank files beyond this tp_size x pp_size are left from an earlier build of the same directory.
-  for (std::int32_t r = num_files;; ++r) {
-    if (!fs::remove(fs::path(output_dir) / ("rank" + std::to_string(r) + ".safetensors"), ec))
-      break;
-  }
+  RemoveRankFilesFrom(output_dir, num_files);            // the rank<N> files below are replaced
 
   BuildProgress state;
   state.tensors_total = summary.num_tensors;
   state.bytes_total = summary.num_bytes;
-  // Quantizing is the build's CPU-bound part (an 8B engine's FP8 build took 67 s with 4 workers
-  // on a 16-core device host, bf16 9 s): one worker a core, up to 16 (each holds the float copy
-  // of the largest linear it quantizes: 0.9 GB for a 70B gate or up, so 16 hold 15 GB);
-  // otherwise the writer's default.
-  const unsigned workers = config.quant.quantized_weights()
-                               ? std::clamp(std::thread::hardware_concurrency(), 1u, 16u)
-                               : 0;
+  const unsigned workers = RankFileWorkers(config);
   std::mutex progress_mu;
   auto path_of = [&](std::int32_t rank) {
     return (fs::path(output_dir) / ("rank" + std::to_string(rank) + ".safetensors")).string();

@@ -106,6 +106,23 @@ Result<BuildSummary> WriteEngineFiles(const EngineConfig& config, const EngineWe
 // The bytes of engine tensor `w` stored as `dtype`.
 std::uint64_t EngineWeightBytes(const EngineWeight& w, DType dtype);
 
+// The tensors of rank file `rank` as stored: QuantizeRankPlan(config, PlanFileWeights(config,
+// rank)).
+std::vector<EngineWeight> RankFilePlan(const EngineConfig& config, std::int32_t rank);
+
+// The number and bytes of the tensors in `plan` as stored, added to summary->num_tensors and
+// summary->num_bytes.
+void CountPlan(const EngineConfig& config, const std::vector<EngineWeight>& plan,
+               BuildSummary* summary);
+
+// Removes rank<first>.safetensors, rank<first + 1>.safetensors, ... from `dir` up to the first one
+// that is not there (files of an earlier build of the same directory).
+void RemoveRankFilesFrom(const std::string& dir, std::int32_t first);
+
+// The writer threads for building `config`'s rank files: one a core up to 16 when quantizing (the
+// CPU-bound part), else 0 (the writer's default).
+unsigned RankFileWorkers(const EngineConfig& config);
+
 // One rank file of WriteEngineFiles: `plan` (QuantizeRankPlan(config, PlanFileWeights(config,
 // rank))) filled by `fill` into `path` ("<path>.tmp", renamed when complete). workers: the
 // writer's (0: its default); progress: after each tensor.

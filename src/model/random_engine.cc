@@ -1,11 +1,10 @@
 #include "model/random_engine.h"
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <thread>
+#include <utility>
 
 #include "model/quant_plan.h"
 #include "model/quant_sources.h"
@@ -162,18 +161,11 @@ Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint
   fs::create_directories(build.output_dir, ec);
   if (ec) return Internal("cannot create --output_dir " + build.output_dir + ": " + ec.message());
   // Rank files of an earlier build of the same directory would be ignored: remove them.
-  for (std::int32_t r = 0;; ++r) {
-    if (!fs::remove(fs::path(build.output_dir) / ("rank" + std::to_string(r) + ".safetensors"), ec))
-      break;
-  }
+  RemoveRankFilesFrom(build.output_dir, 0);
   RETURN_IF_ERROR(SaveEngineConfig(config, build.output_dir));
   BuildSummary summary;
-  for (std::int32_t rank = 0; rank < config.tp_size * config.pp_size; ++rank) {
-    for (const EngineWeight& w : QuantizeRankPlan(config, PlanFileWeights(config, rank))) {
-      summary.num_tensors += 1;
-      summary.num_bytes += EngineWeightBytes(w, w.stored_dtype.value_or(config.dtype));
-    }
-  }
+  for (std::int32_t rank = 0; rank < config.tp_size * config.pp_size; ++rank)
+    CountPlan(config, RankFilePlan(config, rank), &summary);
   summary.output_files.push_back((fs::path(build.output_dir) / "config.json").string());
   summary.config = config;
   return summary;
@@ -188,17 +180,11 @@ Result<RandomCheckpointOptions> RandomOptionsOf(const EngineConfig& config) {
   return ResolveCheckpointOptions(o);
 }
 
-Status WriteRandomRankFile(const EngineConfig& config, std::int32_t rank, const std::string& path) {
+Status WriteRandomRankFile(const EngineConfig& config, const std::vector<EngineWeight>& plan,
+                           const std::string& path) {
   ASSIGN_OR_RETURN(const RandomCheckpointOptions o, RandomOptionsOf(config));
-  if (rank < 0 || rank >= config.tp_size * config.pp_size) {
-    return InvalidArgument("rank " + std::to_string(rank) + " is outside the engine's " +
-                           std::to_string(config.tp_size * config.pp_size) + " rank files");
-  }
-  const unsigned workers = config.quant.quantized_weights()
-                               ? std::clamp(std::thread::hardware_concurrency(), 1u, 16u)
-                               : 0;
-  return WriteEngineRankFile(config, QuantizeRankPlan(config, PlanFileWeights(config, rank)),
-                             MakeRandomFiller(o, config), path, workers);
+  return WriteEngineRankFile(config, plan, MakeRandomFiller(o, config), path,
+                             RankFileWorkers(config));
 }
 
 }  // namespace inflight::model

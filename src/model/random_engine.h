@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "inflight/status.h"
 #include "model/checkpoint_converter.h"
@@ -27,8 +28,10 @@ Result<BuildSummary> WriteRandomEngine(
 // The random checkpoint options of an engine's random_weights recipe.
 Result<RandomCheckpointOptions> RandomOptionsOf(const EngineConfig& config);
 
-// Rank file `rank` of an engine with a random_weights recipe, written to `path` ("<path>.tmp",
-// renamed when complete): the bytes WriteRandomEngine would have written to rank<rank>.safetensors.
-Status WriteRandomRankFile(const EngineConfig& config, std::int32_t rank, const std::string& path);
+// A rank file of an engine with a random_weights recipe, written to `path` ("<path>.tmp", renamed
+// when complete): `plan` is the rank's RankFilePlan (model/checkpoint_converter.h), and the bytes
+// are those WriteRandomEngine would have written to its rank<N>.safetensors.
+Status WriteRandomRankFile(const EngineConfig& config, const std::vector<EngineWeight>& plan,
+                           const std::string& path);
 
 }  // namespace inflight::model

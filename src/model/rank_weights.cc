@@ -10,7 +10,6 @@
 
 #include "common/logging.h"
 #include "model/checkpoint_converter.h"
-#include "model/quant_plan.h"
 #include "model/random_engine.h"
 #include "model/weight_plan.h"
 
@@ -50,10 +49,14 @@ Result<std::unique_ptr<SafetensorsFile>> OpenRankWeights(const std::string& engi
     return SafetensorsFile::Open((fs::path(engine_dir) / shard.file_name()).string());
   }
   const std::int32_t rank = shard.pp_rank * shard.tp_size + shard.tp_rank;
-  std::uint64_t bytes = 0;
-  for (const EngineWeight& w : QuantizeRankPlan(config, PlanFileWeights(config, rank))) {
-    bytes += EngineWeightBytes(w, w.stored_dtype.value_or(config.dtype));
+  if (rank < 0 || rank >= config.tp_size * config.pp_size) {
+    return InvalidArgument("rank " + std::to_string(rank) + " is outside the engine's " +
+                           std::to_string(config.tp_size * config.pp_size) + " rank files");
   }
+  const std::vector<EngineWeight> plan = RankFilePlan(config, rank);
+  BuildSummary counted;
+  CountPlan(config, plan, &counted);
+  const std::uint64_t bytes = counted.num_bytes;
   ASSIGN_OR_RETURN(const std::string parent, ScratchParent(bytes));
   std::string pattern = (fs::path(parent) / "inflight-weights.XXXXXX").string();
   if (mkdtemp(pattern.data()) == nullptr) {
@@ -64,7 +67,7 @@ Result<std::unique_ptr<SafetensorsFile>> OpenRankWeights(const std::string& engi
   LOG_INFO("rank {}: making the random weights of preset \"{}\" seed {} ({:.1f} MiB) in {}", rank,
            config.random_weights->preset, config.random_weights->seed,
            static_cast<double>(bytes) / 1048576.0, dir.string());
-  Status written = WriteRandomRankFile(config, rank, path);
+  Status written = WriteRandomRankFile(config, plan, path);
   Result<std::unique_ptr<SafetensorsFile>> file =
       written.ok() ? SafetensorsFile::Open(path)
                    : Result<std::unique_ptr<SafetensorsFile>>(written);
