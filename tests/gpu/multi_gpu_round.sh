@@ -10,7 +10,8 @@
 #      engine built at tp 2 and at pp 2 (and, with 4 GPUs, tp 4 and tp 2 x pp 2), and in orchestrator
 #      mode (--multi-model: one process that spawns its two workers) at tp 2: greedy answers of
 #      tensorrt_llm (token ids) and of the ensemble (text), compared with the same engine built at
-#      tp 1 served by one process;
+#      tp 1 served by one process; then (step fault) that tp 2 server's rank 1 killed with SIGKILL
+#      while clients ask: the job must end within seconds and no client may hang;
 #   3. (step throughput, not in the default steps) offline throughput of a random Llama-3.1-8B bf16
 #      engine (inflight-build --random_preset, no checkpoint) in each layout of
 #      INFLIGHT_THROUGHPUT_LAYOUTS (tp 1 on one GPU, tp 2 on two, ...), each served by the launcher
@@ -21,7 +22,8 @@
 #
 #   tests/gpu/multi_gpu_round.sh <log_dir>      # INFLIGHT_DEVICE_DIR (.device), as device_round.sh
 #
-# Environment: INFLIGHT_MULTI_GPU_STEPS (default "nccl allreduce server"; "throughput" adds step 3),
+# Environment: INFLIGHT_MULTI_GPU_STEPS (default "nccl allreduce server fault"; "throughput" adds step 3;
+# "fault" kills rank 1 of the server step's tp 2 server while clients ask, INFLIGHT_FAULT_BOUND_S),
 # INFLIGHT_CUDA_LIB_DIRS (CUDA's and NCCL's library folders for our programs, as device_round.sh sets
 # it), INFLIGHT_THROUGHPUT_PRESET (llama-3.1-8b; tiny for a dry run on a CPU),
 # INFLIGHT_THROUGHPUT_SHAPES (128/128,2048/128: input/output tokens, each with :N for its own request
@@ -45,7 +47,7 @@ set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 pkg=${INFLIGHT_DEVICE_DIR:-$root/.device}
 logs=${1:?log folder}
-steps=" ${INFLIGHT_MULTI_GPU_STEPS:-nccl allreduce server} "
+steps=" ${INFLIGHT_MULTI_GPU_STEPS:-nccl allreduce server fault} "
 action_timeout=${INFLIGHT_ACTION_TIMEOUT_S:-300}
 mkdir -p "$logs"
 status=0
@@ -245,6 +247,81 @@ PY
   done
   echo
   echo "Answers (tp1): $(head -c 400 "$logs/answers-tp1.json" 2>/dev/null)"
+fi
+
+# Rank death on the GPUs (issue 23's fault rule; tests/e2e/test_mpi_leader.py is the CPU twin): the
+# tp 2 engine served by the launcher with requests in flight, rank 1 killed with SIGKILL; the job
+# must end within $fault_bound s (no rank left spinning in a collective) and the clients must get an
+# answer or an error, not hang. fault_kill NAME REPO
+fault_bound=${INFLIGHT_FAULT_BOUND_S:-30}
+fault_kill() {
+  local name=$1 repo=$2 port=8000 lpid cpid pid rank1="" killed ended code
+  python3 "$root/tools/launch_server.py" --world_size 2 --model_repo "$repo" --tritonserver "$pkg/bin/inflight-server" \
+    --backend_directory "$pkg/backends" --http_port $port --grpc_port 8001 --metrics_port 8002 -f --wait \
+    >"$logs/server-$name.log" 2>&1 &
+  lpid=$!
+  for _ in $(seq 1 600); do
+    python3 -c "import urllib.request as u; u.urlopen('http://localhost:$port/v2/health/ready', timeout=2)" 2>/dev/null && break
+    kill -0 "$lpid" 2>/dev/null || { echo "- $name: the server did not start"; return 1; }
+    sleep 0.5
+  done
+  # Four clients asking for long answers, one after another, until the server goes.
+  python3 - "$port" >"$logs/clients-$name.log" 2>&1 <<'PY' &
+import json, sys, threading, urllib.request
+port = sys.argv[1]
+outcomes = []
+def client(i):
+    answered = 0
+    while True:
+        body = {"input_ids": [list(range(100 + i, 160 + i))], "input_lengths": [60], "request_output_len": [900]}
+        req = urllib.request.Request(f"http://localhost:{port}/v2/models/tensorrt_llm/generate",
+                                     data=json.dumps(body).encode(), method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                json.load(r)
+            answered += 1
+        except Exception as e:  # the end we wait for: refused, reset or an error status
+            outcomes.append(f"client {i}: {answered} answered, then {type(e).__name__}: {str(e)[:80]}")
+            return
+threads = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("\n".join(outcomes))
+PY
+  cpid=$!
+  sleep 3
+  for pid in $(pgrep -f "libexec/inflight-server"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$pid
+  done
+  if [[ -z "$rank1" ]]; then
+    echo "- $name: no rank 1 process found"; kill -KILL "$lpid" "$cpid" 2>/dev/null; return 1
+  fi
+  killed=$(date +%s.%N)
+  kill -KILL "$rank1"
+  for _ in $(seq 1 $((fault_bound * 10))); do kill -0 "$lpid" 2>/dev/null || break; sleep 0.1; done
+  ended=$(date +%s.%N)
+  if kill -0 "$lpid" 2>/dev/null; then
+    echo "- $name: FAIL, the job still runs ${fault_bound} s after rank 1 (pid $rank1) was killed; stacks in stacks-$name.txt"
+    dump_stacks >"$logs/stacks-$name.txt" 2>&1
+    kill -KILL "$lpid" 2>/dev/null; pkill -KILL -f "libexec/inflight-server" 2>/dev/null
+    wait "$lpid" 2>/dev/null; wait "$cpid" 2>/dev/null
+    return 1
+  fi
+  wait "$lpid"; code=$?
+  # The clients' timeout is 60 s: one still waiting then would be a hang.
+  if ! timeout 75 tail --pid="$cpid" -f /dev/null; then
+    echo "- $name: FAIL, a client still waits 75 s after the kill"; kill -KILL "$cpid"; return 1
+  fi
+  echo "- $name: rank 1 killed with SIGKILL while 4 clients were asking; the job ended" \
+    "$(awk -v a="$killed" -v b="$ended" 'BEGIN { printf "%.1f", b - a }') s later, exit $code" \
+    "(bound $fault_bound s); clients: $(sed 's/$/;/' "$logs/clients-$name.log" | tr '\n' ' ' | cut -c1-400)"
+  ((code != 0)) || { echo "  - FAIL: exit 0 after a rank died"; return 1; }
+}
+
+if want fault; then
+  [[ -d /tmp/inflight-multi-gpu/repo-tp2 ]] ||
+    { echo "- fault: needs the server step's tp 2 repository (INFLIGHT_MULTI_GPU_STEPS with server)"; status=1; }
+  [[ -d /tmp/inflight-multi-gpu/repo-tp2 ]] && { fault_kill fault-tp2 /tmp/inflight-multi-gpu/repo-tp2 || status=1; }
 fi
 
 # tools/benchmark_core_model.py offline on the served tensorrt_llm, one run per shape in $shapes;
