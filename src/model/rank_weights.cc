@@ -4,7 +4,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 
@@ -24,23 +26,46 @@ std::uint64_t FreeBytes(const std::string& dir) {
   return static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
-// A directory with room for `bytes` (and 1 GiB to spare): /dev/shm first (memory), then $TMPDIR,
-// then /tmp.
-Result<std::string> ScratchParent(std::uint64_t bytes) {
-  std::vector<std::string> candidates = {"/dev/shm"};
-  if (const char* tmp = getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') candidates.push_back(tmp);
-  candidates.push_back("/tmp");
-  const std::uint64_t need = bytes + (std::uint64_t{1} << 30);
-  for (const std::string& dir : candidates) {
-    std::error_code ec;
-    if (fs::is_directory(dir, ec) && FreeBytes(dir) >= need) return dir;
+// The ranks of this job on this host, as the MPI launchers export it (Open MPI, MPICH's Hydra);
+// 1 outside MPI.
+int HostRanks() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* v = getenv(name);
+    if (v != nullptr && std::atoi(v) > 0) return std::atoi(v);
   }
+  return 1;
+}
+
+// /dev/shm first (memory), then $TMPDIR, then /tmp.
+Result<std::string> ScratchParent(std::uint64_t bytes) {
+  std::vector<ScratchCandidate> candidates;
+  std::vector<std::string> dirs = {"/dev/shm"};
+  if (const char* tmp = getenv("TMPDIR"); tmp != nullptr && *tmp != '\0') dirs.push_back(tmp);
+  dirs.push_back("/tmp");
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    if (fs::is_directory(dir, ec)) candidates.push_back({dir, FreeBytes(dir)});
+  }
+  std::string dir = PickScratchDir(candidates, bytes, HostRanks());
+  if (!dir.empty()) return dir;
   return Unavailable("random weights at load: no room for this rank's " +
                      std::to_string(bytes >> 20) +
                      " MiB in /dev/shm, $TMPDIR or /tmp (each needs that plus 1 GiB free)");
 }
 
 }  // namespace
+
+std::string PickScratchDir(const std::vector<ScratchCandidate>& candidates, std::uint64_t bytes,
+                           int host_ranks) {
+  const std::uint64_t one = bytes + (std::uint64_t{1} << 30);
+  const std::uint64_t all = one * static_cast<std::uint64_t>(std::max(host_ranks, 1));
+  for (std::uint64_t need : {all, one}) {
+    for (const ScratchCandidate& c : candidates) {
+      if (c.free_bytes >= need) return c.dir;
+    }
+  }
+  return "";
+}
 
 Result<std::unique_ptr<SafetensorsFile>> OpenRankWeights(const std::string& engine_dir,
                                                          const EngineConfig& config,

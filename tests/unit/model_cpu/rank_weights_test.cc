@@ -6,8 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "model/model_runner.h"
 #include "model/random_engine.h"
@@ -157,6 +159,27 @@ TEST(RankWeightsTest, AnUnknownPresetFailsAtLoadNamingIt) {
   auto made = OpenRankWeights(dir / "e", *config, *shard);
   ASSERT_FALSE(made.ok());
   EXPECT_THAT(made.status().message(), HasSubstr("huge"));
+}
+
+TEST(PickScratchDirTest, PrefersADirectoryWithRoomForEveryRankOfTheHost) {
+  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+  const std::uint64_t rank_bytes = 70 * kGiB;
+  // Two 70 GiB ranks on one host: /dev/shm holds one of them, /tmp both.
+  const std::vector<ScratchCandidate> dirs = {{"/dev/shm", 128 * kGiB}, {"/tmp", 400 * kGiB}};
+  EXPECT_EQ(PickScratchDir(dirs, rank_bytes, 2), "/tmp");
+  EXPECT_EQ(PickScratchDir(dirs, rank_bytes, 1), "/dev/shm");
+  EXPECT_EQ(PickScratchDir(dirs, rank_bytes, 0), "/dev/shm");  // no launcher count: one
+}
+
+TEST(PickScratchDirTest, FallsBackToRoomForThisRankAlone) {
+  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+  // Nothing holds four ranks' 35 GiB at once: the first with room for one (and 1 GiB) is taken.
+  const std::vector<ScratchCandidate> dirs = {
+      {"/dev/shm", 30 * kGiB}, {"/scratch", 100 * kGiB}, {"/tmp", 120 * kGiB}};
+  EXPECT_EQ(PickScratchDir(dirs, 35 * kGiB, 4), "/scratch");
+  EXPECT_EQ(PickScratchDir(dirs, 100 * kGiB, 4), "/tmp");  // 100 + 1 GiB: more than /scratch has
+  EXPECT_EQ(PickScratchDir(dirs, 120 * kGiB, 1), "");
+  EXPECT_EQ(PickScratchDir({}, 1, 1), "");
 }
 
 }  // namespace
