@@ -4,7 +4,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <filesystem>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "common/logging.h"
@@ -127,6 +129,27 @@ class Interpreter {
       Status st = LoadRenderer();
       PyGILState_Release(gil);
       return st;
+    }
+    // CPython finds its standard library from the program name: <prefix>/lib/pythonX.Y beside
+    // <prefix>/bin/python3. A server built against one libpython and started on a host whose
+    // python3 is another version (a binary carried from the build machine, a distribution upgrade)
+    // would otherwise fail with CPython's "failed to get the Python codec of the filesystem
+    // encoding", which names neither.
+    const std::string version =
+        std::to_string(PY_MAJOR_VERSION) + "." + std::to_string(PY_MINOR_VERSION);
+    const std::filesystem::path lib =
+        std::filesystem::path(INFLIGHT_EMBED_PYTHON).parent_path().parent_path() / "lib";
+    std::error_code ec;
+    if (!std::filesystem::is_directory(lib / ("python" + version), ec) &&
+        !std::filesystem::exists(lib / ("python" + std::to_string(PY_MAJOR_VERSION) +
+                                        std::to_string(PY_MINOR_VERSION) + ".zip"),
+                                 ec)) {
+      return Unavailable(
+          "cannot start the embedded Python for chat templates: the server was built "
+          "against Python " +
+          version + " and its standard library " + (lib / ("python" + version)).string() +
+          " is not on this host (install python" + version +
+          " here, or build the server on this host)");
     }
     PyConfig config;
     // Isolated: PYTHONPATH, PYTHONHOME and the user's site-packages of whoever starts the server do
