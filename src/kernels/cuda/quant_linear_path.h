@@ -1,7 +1,8 @@
 // Which kernel a quantized linear of m rows takes (quant_linear.h), and the scratch the three paths
 // need. Plain C++ so the rule is unit-tested on the CPU (tests/unit/quant/quant_linear_path_test).
 //
-//   kGemv        m <= kQuantGemvMaxRows: codes streamed once and dequantized in registers (decode
+//   kGemv        m == 1 (and up to kQuantGemvMaxRows where no tensor-core path takes the weight):
+//                codes streamed once and dequantized in registers (decode
 //                is a pass over the weights, so 1 byte (fp8, int8) or half a byte (int4) per
 //                weight instead of 2 is where the speed comes from)
 //   kFp8Gemm     fp8 at larger m: activations quantized to E4M3, cuBLASLt's FP8 GEMM, scales
@@ -81,13 +82,19 @@ inline QuantLinearPath ChooseQuantLinearPath(QuantWeightKind kind, std::int64_t 
                                              std::int64_t k, std::int64_t max_shared_bytes,
                                              bool fp8_gemm_available, std::int64_t group_size = 0,
                                              bool per_tensor = false, bool g_idx = false) {
-  if (QuantGemvTakes(kind, m, k, max_shared_bytes)) return QuantLinearPath::kGemv;
+  // One row: the GEMV (its one-row kernel streams the codes at 50-87% of their floor). From two
+  // rows on the tensor-core paths win by 3-10x: on the 8B's gate_up the GEMV took 110 / 119 / 202
+  // us at 2 rows (fp8 / int8 / int4), the FP8 GEMM and the mixed GEMM 35 / 42 / 34 us at 9 (H200,
+  // inflight-bench-gpu-quant, 2026-12-01). The GEMV keeps the 2-8 rows no tensor-core path takes
+  // (act-order g_idx, odd groups, no FP8 GEMM on the device).
+  const bool gemv = QuantGemvTakes(kind, m, k, max_shared_bytes);
+  if (gemv && m == 1) return QuantLinearPath::kGemv;
   if (fp8_gemm_available && QuantFp8GemmTakes(kind, k, n)) return QuantLinearPath::kFp8Gemm;
   if (m <= QuantMixedGemmMaxRows(kind) &&
       QuantMixedGemmLayoutTakes(kind, k, group_size, per_tensor, g_idx)) {
     return QuantLinearPath::kMixedGemm;
   }
-  return QuantLinearPath::kDequantGemm;
+  return gemv ? QuantLinearPath::kGemv : QuantLinearPath::kDequantGemm;
 }
 
 // The FP8 path runs at most this many rows per GEMM: its scratch (codes, unscaled products) then

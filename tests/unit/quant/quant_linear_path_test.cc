@@ -9,22 +9,35 @@ namespace {
 
 constexpr std::int64_t kHopperShared = 227 << 10;  // sm_90's opt-in shared memory per block
 
-TEST(QuantLinearPath, DecodeRowsTakeTheGemvUpToEightRows) {
+TEST(QuantLinearPath, OneRowTakesTheGemvAndMoreRowsTheTensorCores) {
   for (QuantWeightKind kind :
        {QuantWeightKind::kFp8E4M3, QuantWeightKind::kInt8, QuantWeightKind::kInt4}) {
-    for (std::int64_t m : {1, 3, 8}) {
-      EXPECT_EQ(ChooseQuantLinearPath(kind, m, 4096, 4096, kHopperShared, true),
-                QuantLinearPath::kGemv)
+    EXPECT_EQ(ChooseQuantLinearPath(kind, 1, 4096, 4096, kHopperShared, true),
+              QuantLinearPath::kGemv)
+        << static_cast<int>(kind);
+    const QuantLinearPath tensor_cores =
+        kind == QuantWeightKind::kFp8E4M3 ? QuantLinearPath::kFp8Gemm : QuantLinearPath::kMixedGemm;
+    for (std::int64_t m : {2, 3, 8, 9}) {
+      EXPECT_EQ(ChooseQuantLinearPath(kind, m, 4096, 4096, kHopperShared, true), tensor_cores)
           << static_cast<int>(kind) << " m=" << m;
     }
-    EXPECT_NE(ChooseQuantLinearPath(kind, 9, 4096, 4096, kHopperShared, true),
-              QuantLinearPath::kGemv);
   }
+  // Rows no tensor-core path takes stay on the GEMV up to eight: act-order int4 (the mixed GEMM
+  // wants whole groups a lane), FP8 on a device without an FP8 GEMM.
+  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kInt4, 3, 4096, 4096, kHopperShared, true, 128,
+                                  false, true),
+            QuantLinearPath::kGemv);
+  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kFp8E4M3, 8, 4096, 4096, kHopperShared, false),
+            QuantLinearPath::kGemv);
+  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kFp8E4M3, 9, 4096, 4096, kHopperShared, false),
+            QuantLinearPath::kDequantGemm);
   // Llama-3-8B's down projection at 8 rows: 8 x 14336 x 2 bytes fit sm_90's 227 KiB, not 48 KiB.
-  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kInt4, 8, 4096, 14336, kHopperShared, true),
+  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kInt4, 8, 4096, 14336, kHopperShared, true, 128,
+                                  false, true),
             QuantLinearPath::kGemv);
-  EXPECT_NE(ChooseQuantLinearPath(QuantWeightKind::kInt4, 8, 4096, 14336, 48 << 10, true),
-            QuantLinearPath::kGemv);
+  EXPECT_EQ(ChooseQuantLinearPath(QuantWeightKind::kInt4, 8, 4096, 14336, 48 << 10, true, 128,
+                                  false, true),
+            QuantLinearPath::kDequantGemm);
 }
 
 TEST(QuantLinearPath, ColumnsMustBeWholeCodeChunksForTheGemv) {
