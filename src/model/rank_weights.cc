@@ -31,7 +31,8 @@ std::uint64_t FreeBytes(const std::string& dir) {
 int HostRanks() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
     const char* v = getenv(name);
-    if (v != nullptr && std::atoi(v) > 0) return std::atoi(v);
+    const int n = v != nullptr ? std::atoi(v) : 0;
+    if (n > 0) return n;
   }
   return 1;
 }
