@@ -45,8 +45,10 @@ for run in $runs; do
       --sections throughput --shapes "$shape" --num_requests "$n" --kv_cache_reuse=false \
       --kv_cache_free_gpu_mem_fraction "${INFLIGHT_BENCH_KV_FRACTION:-0.9}" \
       >"$dest/profile-$tag.md" 2>"$dest/profile-$tag.log" || rc=1
-    sed -n '/^| shape/,$p' "$dest/profile-$tag.md"
-    grep -E "step profile|KV pool|executor:" "$dest/profile-$tag.log" | cut -c1-330 | awk 'NR % 4 == 1'
+    grep -E '^\| *([0-9]+/[0-9]+|in/out) ' "$dest/profile-$tag.md"
+    # The executor logs to stdout beside its tables (spdlog's default logger), failures to stderr.
+    grep -hE "step profile|KV pool|executor:" "$dest/profile-$tag.md" "$dest/profile-$tag.log" |
+      cut -c1-400 | awk 'NR % 4 == 1'
   done
 done
 exit $rc

@@ -277,7 +277,7 @@ void Executor::Impl::CompleteStep() {
   RecordIteration(step, ms, f.micro_batch_id);
   if (profile_.enabled()) {
     profile_.Mark(executor::StepProfile::kStats);
-    profile_.EndStep(static_cast<std::int64_t>(step.items.size()));
+    profile_.EndStep(static_cast<std::int64_t>(step.items.size()), step.stats.num_context_tokens);
   }
 }
 

@@ -30,13 +30,16 @@ class StepProfile {
   // kRunnerHost to kDeviceWait, and the device's busy time, which the summary sets against the
   // step's wall time (the rest is device idle time that host work causes).
   void AddRunnerTimes(double wait_ms, double device_ms);
-  void EndStep(std::int64_t num_sequences);
+  // num_context_tokens: the prompt (chunk) and recompute tokens among the step's sequences (the
+  // rest are one-token decodes), so that a summary says what its mean step was made of.
+  void EndStep(std::int64_t num_sequences, std::int64_t num_context_tokens);
 
  private:
   using Clock = std::chrono::steady_clock;
   std::int64_t every_ = 0;
   std::int64_t steps_ = 0;
   std::int64_t sequences_ = 0;
+  std::int64_t context_tokens_ = 0;
   Clock::time_point last_;
   std::array<double, kNumPhases> ms_{};
   double device_ms_ = 0;
