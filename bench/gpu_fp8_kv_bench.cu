@@ -87,6 +87,27 @@ __global__ void FillCodes(std::uint8_t* dst, std::size_t n, std::uint32_t seed) 
   }
 }
 
+// The scales of the random codes (magnitudes up to 240: dequantized values up to 1).
+const kc::KvFp8Scales kCodeScales{1.0f / 240.0f, 1.0f / 240.0f};
+
+// One cell's inputs: a bf16 cache (Pools) and an FP8 one of num_blocks blocks each (FillCodes,
+// seeds `seed` and seed + 1), and queries (seed + 2) and outputs of `rows` tokens.
+struct CellBuffers {
+  Pools bf16;
+  DeviceBuffer k8, v8, q, out;
+  CellBuffers(std::int64_t num_blocks, std::int64_t rows, std::uint32_t seed, cudaStream_t stream)
+      : bf16(num_blocks, stream),
+        k8(static_cast<std::size_t>(num_blocks * kFp8BlockBytes)),
+        v8(static_cast<std::size_t>(num_blocks * kFp8BlockBytes)),
+        q(static_cast<std::size_t>(rows * kQkvDim * kBf16)),
+        out(static_cast<std::size_t>(rows * kHeads * kHeadDim * kBf16)) {
+    FillCodes<<<1024, 256, 0, stream>>>(k8.get<std::uint8_t>(), k8.bytes(), seed);
+    FillCodes<<<1024, 256, 0, stream>>>(v8.get<std::uint8_t>(), v8.bytes(), seed + 1);
+    BENCH_CUDA(cudaGetLastError());
+    FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, seed + 2, stream);
+  }
+};
+
 // Causal context attention of whole prompts (nothing cached) over an FP8 cache and over a bf16
 // one holding the same number of tokens.
 void Prefill(const Options& opt, cudaStream_t stream) {
@@ -98,30 +119,20 @@ void Prefill(const Options& opt, cudaStream_t stream) {
   for (const auto& [n, s] : opt.prefill) {
     const auto N = static_cast<std::int32_t>(n), S = static_cast<std::int32_t>(s);
     PagedSetup p = MakePagedSetup(N, S, 0, kTokensPerBlock, 1, 4000 + N + S);
-    Pools bf16(p.num_blocks, stream);
-    DeviceBuffer k8(static_cast<std::size_t>(p.num_blocks * kFp8BlockBytes));
-    DeviceBuffer v8(static_cast<std::size_t>(p.num_blocks * kFp8BlockBytes));
-    FillCodes<<<1024, 256, 0, stream>>>(k8.get<std::uint8_t>(), k8.bytes(), 701);
-    FillCodes<<<1024, 256, 0, stream>>>(v8.get<std::uint8_t>(), v8.bytes(), 702);
-    BENCH_CUDA(cudaGetLastError());
-    const std::int64_t rows = n * s;
-    DeviceBuffer q(static_cast<std::size_t>(rows * kQkvDim * kBf16));
-    DeviceBuffer out(static_cast<std::size_t>(rows * kHeads * kHeadDim * kBf16));
-    FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, 703, stream);
-    const kc::KvFp8Scales scales{1.0f / 240.0f, 1.0f / 240.0f};
+    CellBuffers b(p.num_blocks, n * s, 701, stream);
     TimingOptions to;
     to.budget_ms = opt.budget_ms;
     const Timing fp8 = TimeCalls(
         [&](int) {
-          return kc::PagedAttentionContextFp8(out.get(), q.get(), kQkvDim, k8.get(), v8.get(),
-                                              scales, p.Batch(0), kShape, kHeads, kScale,
-                                              kc::AttentionWindow{}, kDType, stream);
+          return kc::PagedAttentionContextFp8(b.out.get(), b.q.get(), kQkvDim, b.k8.get(),
+                                              b.v8.get(), kCodeScales, p.Batch(0), kShape, kHeads,
+                                              kScale, kc::AttentionWindow{}, kDType, stream);
         },
         stream, to);
     const Timing b16 = TimeCalls(
         [&](int) {
-          return kc::PagedAttentionContext(out.get(), q.get(), kQkvDim, bf16.k.get(), bf16.v.get(),
-                                           p.Batch(0), kShape, kHeads, kScale,
+          return kc::PagedAttentionContext(b.out.get(), b.q.get(), kQkvDim, b.bf16.k.get(),
+                                           b.bf16.v.get(), p.Batch(0), kShape, kHeads, kScale,
                                            kc::AttentionWindow{}, kDType, stream);
         },
         stream, to);
@@ -156,18 +167,9 @@ void Run(const Options& opt) {
     const int sets = Rotations(set_bytes, device.l2_bytes,
                                std::min<std::size_t>(FreeBytes() / 4, std::size_t{4} << 30));
     PagedSetup p = MakePagedSetup(B, 1, C - 1, kTokensPerBlock, sets, 3000 + B * 7 + C);
-    Pools bf16(p.num_blocks, stream);
-    DeviceBuffer k8(static_cast<std::size_t>(p.num_blocks * kFp8BlockBytes));
-    DeviceBuffer v8(static_cast<std::size_t>(p.num_blocks * kFp8BlockBytes));
-    FillCodes<<<1024, 256, 0, stream>>>(k8.get<std::uint8_t>(), k8.bytes(), 601);
-    FillCodes<<<1024, 256, 0, stream>>>(v8.get<std::uint8_t>(), v8.bytes(), 602);
-    BENCH_CUDA(cudaGetLastError());
-    DeviceBuffer q(static_cast<std::size_t>(B * kQkvDim * kBf16));
-    DeviceBuffer out(static_cast<std::size_t>(B * kHeads * kHeadDim * kBf16));
-    FillUniform(q.get(), kDType, q.bytes() / kBf16, -1.0f, 1.0f, 603, stream);
+    CellBuffers b(p.num_blocks, B, 601, stream);
     const kc::PagedBatch first = p.Batch(0);
     const kc::AttentionWindow window{};
-    const kc::KvFp8Scales scales{1.0f / 240.0f, 1.0f / 240.0f};
     TimingOptions to;
     to.budget_ms = opt.budget_ms;
     to.rotations = sets;
@@ -178,9 +180,10 @@ void Run(const Options& opt) {
     DeviceBuffer fp8_ws(fp8_ws_bytes);
     const Timing fp8 = TimeCalls(
         [&](int call) {
-          return kc::PagedAttentionDecodeFp8(
-              out.get(), q.get(), kQkvDim, k8.get(), v8.get(), scales, p.Batch(call % sets), kShape,
-              kHeads, kScale, window, kDType, fp8_partition, fp8_ws.get(), fp8_ws_bytes, stream);
+          return kc::PagedAttentionDecodeFp8(b.out.get(), b.q.get(), kQkvDim, b.k8.get(),
+                                             b.v8.get(), kCodeScales, p.Batch(call % sets), kShape,
+                                             kHeads, kScale, window, kDType, fp8_partition,
+                                             fp8_ws.get(), fp8_ws_bytes, stream);
         },
         stream, to);
     const std::int32_t bf16_partition = kc::DecodePartitionTokens(first, kKvHeads, window);
@@ -189,9 +192,10 @@ void Run(const Options& opt) {
     DeviceBuffer bf16_ws(bf16_ws_bytes);
     const Timing bf16_t = TimeCalls(
         [&](int call) {
-          return kc::PagedAttentionDecode(
-              out.get(), q.get(), kQkvDim, bf16.k.get(), bf16.v.get(), p.Batch(call % sets), kShape,
-              kHeads, kScale, window, kDType, bf16_partition, bf16_ws.get(), bf16_ws_bytes, stream);
+          return kc::PagedAttentionDecode(b.out.get(), b.q.get(), kQkvDim, b.bf16.k.get(),
+                                          b.bf16.v.get(), p.Batch(call % sets), kShape, kHeads,
+                                          kScale, window, kDType, bf16_partition, bf16_ws.get(),
+                                          bf16_ws_bytes, stream);
         },
         stream, to);
 
