@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -83,8 +84,12 @@ class InstallPrefixTest(unittest.TestCase):
                      "bin/fill_template.py", "bin/launch_server.py",
                      "all_models/inflight_batcher_llm/tensorrt_llm/config.pbtxt"):
             self.assertTrue(os.path.isfile(self.p(path)), path)
-        for program in ("inflight-server", "fill_template.py", "launch_server.py"):
+        for program in ("inflight-server", "fill_template.py", "launch_server.py",
+                        "benchmark_core_model.py"):
             self.assertTrue(os.access(self.p("bin", program), os.X_OK), program)
+        # The benchmark client imports its report module from its own folder.
+        usage = run(sys.executable, self.p("bin", "benchmark_core_model.py"), "--help", cwd="/")
+        self.assertIn("--max-input-len", usage)
         copies = [os.path.join(d, n) for d, _, names in os.walk(self.prefix) for n in names
                   if n.startswith("libinflight_proto.so")]
         self.assertEqual(copies, [self.p("backends", "inflight", "libinflight_proto.so")])
