@@ -27,19 +27,15 @@
 #include <optional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/dtype.h"
 #include "common/flags.h"
+#include "executor_bench_floors.h"
 #include "inflight/executor.h"
-#include "memcpy_bandwidth.h"
 #include "model/engine_config.h"
 #include "random_bench_engine.h"
 #include "table.h"
-#ifdef INFLIGHT_BENCH_HAVE_GPU
-#include "gpu_bench_util.h"
-#endif
 
 namespace fs = std::filesystem;
 
@@ -128,28 +124,6 @@ Result<std::string> MakeEngine(const Options& opt, const std::vector<Shape>& sha
     max_seq = std::max(max_seq, s.input_len + s.output_len);
   }
   return WriteRandomBenchEngine(opt.engine, max_input, max_seq, work);
-}
-
-// Bytes of weights one batch-1 decode step reads: every matrix, but only one row of the embedding
-// table (unless it doubles as the output projection).
-std::int64_t WeightBytesPerStep(const std::string& engine_dir, const model::EngineConfig& cfg) {
-  std::int64_t total = 0;
-  for (const auto& entry : fs::directory_iterator(engine_dir)) {
-    if (entry.path().extension() == ".safetensors")
-      total += static_cast<std::int64_t>(entry.file_size());
-  }
-  if (!cfg.tie_word_embeddings) {
-    total -= cfg.vocab_size * cfg.hidden_size * static_cast<std::int64_t>(DTypeSize(cfg.dtype));
-  }
-  return total;
-}
-
-// K and V of every layer for `context` positions, bytes_per_value each (the CPU runner keeps the
-// cache in fp32, the CUDA runner in the engine's dtype, both in one byte when it is FP8).
-std::int64_t KvBytes(const model::EngineConfig& cfg, double context, std::int64_t bytes_per_value) {
-  return static_cast<std::int64_t>(
-      2.0 * static_cast<double>(cfg.num_layers * cfg.num_kv_heads * cfg.head_dim) * context *
-      static_cast<double>(bytes_per_value));
 }
 
 VecTokens RandomPrompt(SizeType length, SizeType vocab, std::uint64_t seed) {
@@ -348,47 +322,11 @@ Status RunLatency(Executor& ex, const Options& opt) {
   return Status::Ok();
 }
 
-// The bandwidth the decode floor divides by, and where it came from.
-struct FloorBandwidth {
-  double gbps = 0;
-  std::string source;
-};
-
-// The card's device-to-device copy rate (the better of cudaMemcpy and a copy kernel over 1 GiB, as
-// inflight-bench-gpu-ceilings reports it), or nothing when this build or machine has no GPU.
-// Measured before the executor takes most of the card's memory for its KV cache.
-std::optional<FloorBandwidth> MeasureDeviceCopy() {
-#ifdef INFLIGHT_BENCH_HAVE_GPU
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    cudaGetLastError();
-    return std::nullopt;
-  }
-  cudaStream_t stream = nullptr;
-  if (cudaStreamCreate(&stream) != cudaSuccess) return std::nullopt;
-  const gpu::CopyCeiling copy = gpu::MeasureCopyCeiling(std::size_t{1} << 30, stream);
-  cudaStreamDestroy(stream);
-  return FloorBandwidth{copy.copy_gbps(), "device-to-device copy, 1 GiB, read+written (" +
-                                              gpu::QueryDevice().name + ")"};
-#else
-  return std::nullopt;
-#endif
-}
-
-// --bandwidth_gbps, else the device copy rate when the model runs on a GPU, else host memcpy.
-FloorBandwidth DecodeFloorBandwidth(const Options& opt, bool on_gpu,
-                                    const std::optional<FloorBandwidth>& device_copy) {
-  if (opt.bandwidth_gbps > 0) return {opt.bandwidth_gbps, "--bandwidth_gbps"};
-  if (on_gpu && device_copy) return *device_copy;
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return {MeasureMemcpyGBps(std::size_t{512} << 20, threads, 5),
-          "memcpy, 512 MiB, " + std::to_string(threads) + " threads, read+write"};
-}
-
 Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir,
                  const model::EngineConfig& cfg, const std::optional<FloorBandwidth>& device_copy) {
   const bool on_gpu = ex.deviceName() != "cpu";
-  const FloorBandwidth floor_bandwidth = DecodeFloorBandwidth(opt, on_gpu, device_copy);
+  const FloorBandwidth floor_bandwidth =
+      DecodeFloorBandwidth(opt.bandwidth_gbps, on_gpu, device_copy);
   const double bandwidth = floor_bandwidth.gbps;
   ASSIGN_OR_RETURN(DecodeResult decode, MeasureDecode(ex, opt));
   const std::int64_t weight_bytes = WeightBytesPerStep(engine_dir, cfg);
@@ -412,21 +350,6 @@ Status RunDecode(Executor& ex, const Options& opt, const std::string& engine_dir
             << " generation-only iterations (executor iteration stats).\n\n"
             << std::flush;
   return Status::Ok();
-}
-
-// FLOPs of one prompt of `len` tokens through the model: the dense layers for every token, causal
-// attention (q·k and p·v over the keys at or before each row) and lm_head for the last row only.
-double PrefillFlops(const model::EngineConfig& c, std::int64_t len) {
-  const double H = static_cast<double>(c.hidden_size), hd = static_cast<double>(c.head_dim);
-  const double nq = static_cast<double>(c.num_attention_heads);
-  const double inter = static_cast<double>(c.intermediate_size);
-  const double mlp_in = c.activation == model::Activation::kSwiGlu ? 2 * inter : inter;
-  const double per_layer =
-      H * static_cast<double>(c.QkvRows(1)) + nq * hd * H + H * mlp_in + inter * H;
-  const double L = static_cast<double>(len);
-  const double dense = 2.0 * L * per_layer * static_cast<double>(c.num_layers);
-  const double attention = 4.0 * nq * hd * (L * (L + 1) / 2) * static_cast<double>(c.num_layers);
-  return dense + attention + 2.0 * H * static_cast<double>(c.vocab_size);
 }
 
 // Prefill alone: --prefill_requests prompts of --prefill_len tokens and one output token each,
