@@ -1,6 +1,7 @@
 // TRITONSERVER_InferenceRequest*, _InferenceResponse*, _ResponseAllocator* and ServerInferAsync:
 // what a backend uses to call another model of the server (Triton's BLS C API), on the core's
-// Server::Infer. Semantics as tritonserver's:
+// Server::Infer; the responses and their allocator are c_api_inference_response.cc's. Semantics as
+// tritonserver's:
 //   - input data is read when appended (copied: the caller's buffer may go right after);
 //   - every response gets its output buffers from the request's allocator (start_fn once, then
 //     alloc_fn per output; release_fn when the response is deleted); only host memory is served;
@@ -17,19 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "server/c_api_inference_response.h"
 #include "server/c_api_objects.h"
 #include "server/server_api.h"
 #include "server/server_core.h"
 
-struct TRITONSERVER_ResponseAllocator {
-  TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn = nullptr;
-  TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn = nullptr;
-  TRITONSERVER_ResponseAllocatorStartFn_t start_fn = nullptr;
-};
-
 namespace {
 
-using inflight::Status;
 using inflight::server::InferRequest;
 using inflight::server::InferResponse;
 using inflight::server::InflightRequest;
@@ -83,37 +78,6 @@ struct TRITONSERVER_InferenceRequest {
   }
 };
 
-struct TRITONSERVER_InferenceResponse {
-  InferResponse response;
-  TRITONSERVER_Error error{};  // meaningful when response.error is set
-  struct Buffer {
-    void* base = nullptr;
-    void* userp = nullptr;
-    size_t byte_size = 0;
-    TRITONSERVER_MemoryType memory_type = TRITONSERVER_MEMORY_CPU;
-    int64_t memory_type_id = 0;
-  };
-  std::vector<Buffer> buffers;  // one per output
-  TRITONSERVER_ResponseAllocator* allocator = nullptr;
-  // What TRITONSERVER_InferenceResponseParameter hands out.
-  std::vector<std::pair<std::string, ParameterValue>> parameters;
-  std::vector<std::string> parameter_strings;
-  std::vector<int64_t> parameter_ints;
-  std::vector<double> parameter_doubles;
-  std::unique_ptr<bool[]> parameter_bools;
-
-  ~TRITONSERVER_InferenceResponse() {
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      const Buffer& b = buffers[i];
-      if (allocator != nullptr && allocator->release_fn != nullptr && b.base != nullptr) {
-        TRITONSERVER_Error* err = allocator->release_fn(allocator, b.base, b.userp, b.byte_size,
-                                                        b.memory_type, b.memory_type_id);
-        if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-      }
-    }
-  }
-};
-
 namespace {
 
 // TRITONBACKEND_ModelServer hands out the core (a ServerCore) as the TRITONSERVER_Server handle.
@@ -133,93 +97,9 @@ TRITONSERVER_Error* SetParameter(TRITONSERVER_InferenceRequest* r, const char* k
   return nullptr;
 }
 
-// Moves the core's response into a TRITONSERVER_InferenceResponse, its outputs into buffers from
-// the request's allocator. An allocation failure turns the response into that error.
-std::unique_ptr<TRITONSERVER_InferenceResponse> MakeResponse(InferResponse core,
-                                                             TRITONSERVER_ResponseAllocator* alloc,
-                                                             void* alloc_userp) {
-  auto out = std::make_unique<TRITONSERVER_InferenceResponse>();
-  out->allocator = alloc;
-  for (const auto& [key, value] : core.parameters) out->parameters.emplace_back(key, value);
-  out->parameter_bools = std::make_unique<bool[]>(out->parameters.size() + 1);
-  out->parameter_strings.reserve(out->parameters.size());
-  out->parameter_ints.reserve(out->parameters.size());
-  out->parameter_doubles.reserve(out->parameters.size());
-  for (size_t i = 0; i < out->parameters.size(); ++i) {
-    const ParameterValue& v = out->parameters[i].second;
-    if (const auto* b = std::get_if<bool>(&v)) out->parameter_bools[i] = *b;
-  }
-  if (core.error) {
-    out->error = TRITONSERVER_Error{ToTritonCode(core.error->code()), core.error->message()};
-    out->response = std::move(core);
-    return out;
-  }
-  if (alloc == nullptr) {
-    core.error = Status(inflight::StatusCode::kInvalidArgument,
-                        "the request has no response allocator "
-                        "(TRITONSERVER_InferenceRequestSetResponseCallback)");
-  } else if (alloc->start_fn != nullptr) {
-    core.error = inflight::server::TakeTritonError(alloc->start_fn(alloc, alloc_userp));
-    if (core.error->ok()) core.error.reset();
-  }
-  for (size_t i = 0; i < core.outputs.size() && !core.error; ++i) {
-    const Tensor& t = core.outputs[i];
-    TRITONSERVER_InferenceResponse::Buffer b;
-    b.byte_size = t.data.size();
-    TRITONSERVER_MemoryType actual = TRITONSERVER_MEMORY_CPU;
-    int64_t actual_id = 0;
-    Status st = inflight::server::TakeTritonError(
-        alloc->alloc_fn(alloc, t.name.c_str(), b.byte_size, TRITONSERVER_MEMORY_CPU, 0, alloc_userp,
-                        &b.base, &b.userp, &actual, &actual_id));
-    b.memory_type = actual;
-    b.memory_type_id = actual_id;
-    out->buffers.push_back(b);  // released with the response, whatever happens next
-    if (!st.ok()) {
-      core.error = Status(st.code(), "allocating output '" + t.name + "' (" +
-                                         std::to_string(b.byte_size) + " bytes): " + st.message());
-    } else if (b.byte_size > 0 && b.base == nullptr) {
-      core.error = Status(inflight::StatusCode::kInternal,
-                          "the response allocator gave no buffer for output '" + t.name + "'");
-    } else if (b.byte_size > 0 && actual == TRITONSERVER_MEMORY_GPU) {
-      core.error = Status(inflight::StatusCode::kUnsupported,
-                          "the response allocator gave GPU memory for output '" + t.name +
-                              "'; inflight-server delivers outputs in host memory only");
-    } else if (b.byte_size > 0) {
-      std::memcpy(b.base, t.data.data(), b.byte_size);
-    }
-  }
-  if (core.error) {
-    out->error = TRITONSERVER_Error{ToTritonCode(core.error->code()), core.error->message()};
-  }
-  out->response = std::move(core);
-  return out;
-}
-
-TRITONSERVER_InferenceResponse::Buffer* OutputBuffer(TRITONSERVER_InferenceResponse* r,
-                                                     uint32_t index) {
-  return index < r->buffers.size() ? &r->buffers[index] : nullptr;
-}
-
 }  // namespace
 
 extern "C" {
-
-TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(
-    TRITONSERVER_ResponseAllocator** allocator, TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn,
-    TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn,
-    TRITONSERVER_ResponseAllocatorStartFn_t start_fn) {
-  INFLIGHT_API_REQUIRE(allocator);
-  INFLIGHT_API_REQUIRE(alloc_fn);
-  INFLIGHT_API_REQUIRE(release_fn);
-  *allocator = new TRITONSERVER_ResponseAllocator{alloc_fn, release_fn, start_fn};
-  return nullptr;
-}
-
-TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorDelete(
-    TRITONSERVER_ResponseAllocator* allocator) {
-  delete allocator;
-  return nullptr;
-}
 
 TRITONSERVER_Error* TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceRequest** request,
                                                      TRITONSERVER_Server* server,
@@ -485,110 +365,6 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetDoubleParameter(
   return SetParameter(r, key, value);
 }
 
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceResponse* response) {
-  delete response;
-  return nullptr;
-}
-
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseError(TRITONSERVER_InferenceResponse* response) {
-  // As Triton: the error belongs to the response and lives as long as it.
-  if (response == nullptr || !response->response.error) return nullptr;
-  return &response->error;
-}
-
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseModel(TRITONSERVER_InferenceResponse* response,
-                                                        const char** model_name,
-                                                        int64_t* model_version) {
-  INFLIGHT_API_REQUIRE(response);
-  INFLIGHT_API_REQUIRE(model_name);
-  INFLIGHT_API_REQUIRE(model_version);
-  *model_name = response->response.model_name.c_str();
-  *model_version = response->response.model_version;
-  return nullptr;
-}
-
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseId(TRITONSERVER_InferenceResponse* response,
-                                                     const char** request_id) {
-  INFLIGHT_API_REQUIRE(response);
-  INFLIGHT_API_REQUIRE(request_id);
-  *request_id = response->response.id.c_str();
-  return nullptr;
-}
-
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseParameterCount(
-    TRITONSERVER_InferenceResponse* response, uint32_t* count) {
-  INFLIGHT_API_REQUIRE(response);
-  INFLIGHT_API_REQUIRE(count);
-  *count = static_cast<uint32_t>(response->parameters.size());
-  return nullptr;
-}
-
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseParameter(
-    TRITONSERVER_InferenceResponse* response, const uint32_t index, const char** name,
-    TRITONSERVER_ParameterType* type, const void** vvalue) {
-  INFLIGHT_API_REQUIRE(response);
-  INFLIGHT_API_REQUIRE(name);
-  INFLIGHT_API_REQUIRE(type);
-  INFLIGHT_API_REQUIRE(vvalue);
-  if (index >= response->parameters.size()) {
-    return Err(TRITONSERVER_ERROR_INVALID_ARG, "parameter index " + std::to_string(index) +
-                                                   " is out of range: the response has " +
-                                                   std::to_string(response->parameters.size()));
-  }
-  const auto& [key, value] = response->parameters[index];
-  *name = key.c_str();
-  if (const auto* s = std::get_if<std::string>(&value)) {
-    *type = TRITONSERVER_PARAMETER_STRING;
-    *vvalue = s->c_str();
-  } else if (const auto* i = std::get_if<int64_t>(&value)) {
-    *type = TRITONSERVER_PARAMETER_INT;
-    *vvalue = i;
-  } else if (std::holds_alternative<bool>(value)) {
-    *type = TRITONSERVER_PARAMETER_BOOL;
-    *vvalue = &response->parameter_bools[index];
-  } else {
-    *type = TRITONSERVER_PARAMETER_DOUBLE;
-    *vvalue = &std::get<double>(value);
-  }
-  return nullptr;
-}
-
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutputCount(
-    TRITONSERVER_InferenceResponse* response, uint32_t* count) {
-  INFLIGHT_API_REQUIRE(response);
-  INFLIGHT_API_REQUIRE(count);
-  *count = response->response.error ? 0 : static_cast<uint32_t>(response->response.outputs.size());
-  return nullptr;
-}
-
-TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutput(TRITONSERVER_InferenceResponse* response,
-                                                         const uint32_t index, const char** name,
-                                                         TRITONSERVER_DataType* datatype,
-                                                         const int64_t** shape, uint64_t* dim_count,
-                                                         const void** base, size_t* byte_size,
-                                                         TRITONSERVER_MemoryType* memory_type,
-                                                         int64_t* memory_type_id, void** userp) {
-  INFLIGHT_API_REQUIRE(response);
-  const auto* buffer = OutputBuffer(response, index);
-  if (response->response.error || buffer == nullptr || index >= response->response.outputs.size()) {
-    return Err(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "output index " + std::to_string(index) + " is out of range: the response has " +
-            std::to_string(response->response.error ? 0 : response->response.outputs.size()));
-  }
-  const Tensor& t = response->response.outputs[index];
-  if (name != nullptr) *name = t.name.c_str();
-  if (datatype != nullptr) *datatype = t.datatype;
-  if (shape != nullptr) *shape = t.shape.data();
-  if (dim_count != nullptr) *dim_count = t.shape.size();
-  if (base != nullptr) *base = buffer->base;
-  if (byte_size != nullptr) *byte_size = buffer->byte_size;
-  if (memory_type != nullptr) *memory_type = buffer->memory_type;
-  if (memory_type_id != nullptr) *memory_type_id = buffer->memory_type_id;
-  if (userp != nullptr) *userp = buffer->userp;
-  return nullptr;
-}
-
 TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(TRITONSERVER_Server* server,
                                                   TRITONSERVER_InferenceRequest* r,
                                                   TRITONSERVER_InferenceTrace* trace) {
@@ -621,7 +397,8 @@ TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(TRITONSERVER_Server* server,
     if (flag_only) {
       response_fn(nullptr, flags, response_userp);
     } else {
-      auto made = MakeResponse(std::move(response), allocator, allocator_userp);
+      auto made =
+          inflight::server::MakeInferenceResponse(std::move(response), allocator, allocator_userp);
       response_fn(made.release(), flags, response_userp);  // the callee owns and deletes it
     }
     if (last) release_fn(r, TRITONSERVER_REQUEST_RELEASE_ALL, release_userp);
