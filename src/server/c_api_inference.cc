@@ -11,7 +11,6 @@
 //   - errors found before the request reaches the model are ServerInferAsync's return value (the
 //     request is then not released: it is still the caller's).
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -135,19 +135,19 @@ class Interpreter {
     // python3 is another version (a binary carried from the build machine, a distribution upgrade)
     // would otherwise fail with CPython's "failed to get the Python codec of the filesystem
     // encoding", which names neither.
-    const std::string version =
-        std::to_string(PY_MAJOR_VERSION) + "." + std::to_string(PY_MINOR_VERSION);
+    const std::string major = std::to_string(PY_MAJOR_VERSION);
+    const std::string minor = std::to_string(PY_MINOR_VERSION);
+    const std::string version = major + "." + minor;
     const std::filesystem::path lib =
         std::filesystem::path(INFLIGHT_EMBED_PYTHON).parent_path().parent_path() / "lib";
+    const std::filesystem::path stdlib = lib / ("python" + version);
     std::error_code ec;
-    if (!std::filesystem::is_directory(lib / ("python" + version), ec) &&
-        !std::filesystem::exists(lib / ("python" + std::to_string(PY_MAJOR_VERSION) +
-                                        std::to_string(PY_MINOR_VERSION) + ".zip"),
-                                 ec)) {
+    if (!std::filesystem::is_directory(stdlib, ec) &&
+        !std::filesystem::exists(lib / ("python" + major + minor + ".zip"), ec)) {
       return Unavailable(
           "cannot start the embedded Python for chat templates: the server was built "
           "against Python " +
-          version + " and its standard library " + (lib / ("python" + version)).string() +
+          version + " and its standard library " + stdlib.string() +
           " is not on this host (install python" + version +
           " here, or build the server on this host)");
     }
