@@ -1,6 +1,6 @@
-# The GPU benchmarks (inflight-bench-gpu-ceilings, -kernels, -overlap, -fp8-kv). Included by
-# bench/CMakeLists.txt in the main build and by bench/gpu_standalone (CMake + CUDA toolkit only),
-# so both need the same few targets: inflight_kernels_cuda, inflight_warnings, Threads.
+# The GPU benchmarks (inflight-bench-gpu-ceilings, -kernels, -overlap, -quant, -fp8-kv,
+# -fp8-producers). Included by bench/CMakeLists.txt in the main build and by bench/gpu_standalone
+# (CMake + CUDA toolkit only), so both need the same few targets: inflight_kernels_cuda, inflight_warnings, Threads.
 if(NOT TARGET inflight_kernels_cuda)
   return()
 endif()
@@ -22,7 +22,8 @@ target_link_libraries(inflight_bench_gpu PUBLIC inflight_bench_common inflight_k
 # NOTE: C++17 for CUDA sources, as src/kernels/cuda (CMake 3.25 knows no cuda_std_20 for nvcc 13).
 set_target_properties(inflight_bench_gpu PROPERTIES CUDA_STANDARD 17)
 
-foreach(_bench gpu_ceilings gpu_kernels_bench gpu_overlap_bench gpu_quant_bench gpu_fp8_kv_bench)
+foreach(_bench gpu_ceilings gpu_kernels_bench gpu_overlap_bench gpu_quant_bench gpu_fp8_kv_bench
+    gpu_fp8_producers_bench)
   string(REPLACE "_bench" "" _name ${_bench})
   string(REPLACE "_" "-" _name ${_name})
   add_executable(inflight-bench-${_name} ${_inflight_bench_dir}/${_bench}.cu)

@@ -13,7 +13,7 @@
 # .device/bench/ layout (.device/ is in .gitignore; carry ".device/bench" with the device call):
 #   libexec/    inflight-bench-executor, inflight-build, inflight-server,
 #               inflight-bench-gpu-ceilings, inflight-bench-gpu-kernels, inflight-bench-gpu-overlap,
-#               inflight-bench-gpu-quant inflight-bench-gpu-fp8-kv
+#               inflight-bench-gpu-quant, inflight-bench-gpu-fp8-kv, inflight-bench-gpu-fp8-producers
 #   backends/   inflight/libtriton_inflight.so, as inflight-server's --backend-directory expects
 #   lib/        libprotobuf, libspdlog, libfmt, libinflight_proto, ... as ldd resolves them here
 #   commit.txt  the commit and whether the tree had changes, for the results' header
@@ -31,7 +31,7 @@ jobs=${INFLIGHT_JOBS:-2}
 max_mib=${INFLIGHT_PACKAGE_MAX_MIB:-40}
 programs=(inflight-bench-executor inflight-build inflight-server inflight-bench-gpu-ceilings
   inflight-bench-gpu-kernels inflight-bench-gpu-overlap inflight-bench-gpu-quant
-  inflight-bench-gpu-fp8-kv)
+  inflight-bench-gpu-fp8-kv inflight-bench-gpu-fp8-producers)
 backends=(inflight)
 
 generator=()

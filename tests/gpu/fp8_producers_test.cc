@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fp8_e4m3.h"
 #include "gpu_test_util.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cuda/fp8_activation_producers.h"
@@ -93,6 +94,58 @@ GPU_TEST(RmsNormQuantFp8EqualsTwoPasses) {
     for (int tokens : {1, 7, 300})
       for (int hidden : {1032, 4096, 8192}) CheckRmsNorm(dtype, tokens, hidden, 0.0f);
   CheckRmsNorm(DType::kBFloat16, 33, 4096, 4.0f / 448.0f);
+  // A decode step's rows and more.
+  CheckRmsNorm(DType::kBFloat16, 1029, 4096, 0.0f);
+  CheckRmsNorm(DType::kBFloat16, 2050, 4096, 4.0f / 448.0f);
+}
+
+// The codes every FP8 activation kernel writes (quant_codes.cuh's ActivationCodes8) against the
+// host's conversion of the true division (the CPU runner's and the builder's rule), code for code:
+// values of every magnitude from 2^-40 to bf16's largest, signed zeros and E4M3 midpoints (ties),
+// under scales from 2^-95 to 2^95, so quotients below E4M3's smallest subnormal and past the float
+// range are among them.
+void CheckCodesOfTrueDivision(float static_scale) {
+  const int k = 4096;
+  std::vector<float> x(k);
+  std::uniform_real_distribution<float> exponent(-40.0f, 40.0f), unit(0.0f, 1.0f);
+  for (int i = 0; i < k; ++i) {
+    const float magnitude = std::exp2(exponent(Rng()));
+    x[static_cast<std::size_t>(i)] = unit(Rng()) < 0.5f ? -magnitude : magnitude;
+  }
+  x[0] = 0.0f, x[1] = -0.0f, x[2] = 3.3895e38f, x[3] = -3.3895e38f;
+  // Midpoints between neighbouring E4M3 values times the scale: exact ties where s is a power of
+  // two and the product fits bf16's 8 bits.
+  const float s = static_scale > 0.0f ? static_scale : 1.0f;
+  for (std::size_t i = 0; i < 64; ++i) {
+    const float lo = Fp8E4M3ToFloat(static_cast<std::uint8_t>(i)),
+                hi = Fp8E4M3ToFloat(static_cast<std::uint8_t>(i + 1));
+    x[8 + i] = (lo + hi) / 2.0f * s;
+  }
+  const auto xb = RoundTo(DType::kBFloat16, x);
+  DeviceArray<std::uint16_t> d_x(ToBits(DType::kBFloat16, xb));
+  DeviceArray<std::uint8_t> codes(static_cast<std::size_t>(k));
+  DeviceArray<float> scales(1);
+  CUDA_OK(kc::QuantizeActivationsFp8(d_x.get(), k, DType::kBFloat16, 1, k, static_scale,
+                                     codes.get(), scales.get(), nullptr));
+  const std::vector<std::uint8_t> got = codes.Download();
+  const float row_scale = scales.Download()[0];
+  std::size_t differ = 0, first = 0;
+  for (int i = 0; i < k; ++i) {
+    const std::uint8_t want = FloatToFp8E4M3(xb[static_cast<std::size_t>(i)] / row_scale);
+    if (got[static_cast<std::size_t>(i)] != want && differ++ == 0)
+      first = static_cast<std::size_t>(i);
+  }
+  std::printf("  codes of x / s, s = %-12g %zu of %d differ from the true division\n", row_scale,
+              differ, k);
+  GPU_CHECK(differ == 0, "x = " + std::to_string(xb[first]) + " s = " + std::to_string(row_scale) +
+                             ": code " + std::to_string(got[first]) + ", true division's " +
+                             std::to_string(FloatToFp8E4M3(xb[first] / row_scale)));
+}
+
+GPU_TEST(ActivationCodesAreThoseOfTheTrueDivision) {
+  for (float s : {0.0f, 0x1p-95f, 1e-30f, 3.7e-5f, 0.0123f, 1.0f, 0.5f, 448.0f, 1e20f, 0x1p95f}) {
+    CheckCodesOfTrueDivision(s);
+  }
 }
 
 // static_scale: one scale for every row, the largest of the dynamic rule's (as a calibrated
@@ -142,6 +195,9 @@ GPU_TEST(SwiGluEpilogueCodesEqualsTwoPasses) {
   }
   CheckSwiGlu(DType::kBFloat16, 3, 32768, true, true, false);  // 64 KiB of shared memory a row
   CheckSwiGlu(DType::kBFloat16, 17, 7168, true, false, true);
+  // A decode step's rows and more.
+  CheckSwiGlu(DType::kBFloat16, 1031, 14336, true, false, false);
+  CheckSwiGlu(DType::kFloat16, 601, 1032, true, true, true);
   // Past the largest row: refused, not run.
   GPU_CHECK(!kc::Fp8SwiGluCodesTakes(32776, nullptr, nullptr, false, nullptr, nullptr),
             "a row past 32768 is not refused");

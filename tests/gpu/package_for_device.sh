@@ -30,7 +30,8 @@ archs=${INFLIGHT_CUDA_ARCHS:-90a-real}
 jobs=${INFLIGHT_JOBS:-2}
 
 programs=(inflight-server inflight-build make_checkpoint inflight-parity inflight-bench-allreduce
-  inflight-bench-gpu-quant inflight-bench-gpu-fp8-kv inflight-bench-executor inflight-bench-quant-quality
+  inflight-bench-gpu-quant inflight-bench-gpu-fp8-kv inflight-bench-gpu-fp8-producers
+  inflight-bench-executor inflight-bench-quant-quality
   inflight-bench-gpu-ceilings inflight-bench-gpu-kernels)
 # gpu_nccl_collectives_test and inflight-bench-allreduce run under mpirun -n 2 (2 GPUs).
 gpu_tests=(gpu_norm_test gpu_elementwise_test gpu_rope_kv_write_test gpu_paged_attention_test
