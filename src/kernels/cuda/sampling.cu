@@ -1,6 +1,6 @@
 #include "kernels/cuda/sampling.h"
 
-#include "kernels/cuda/sampling_select.cuh"
+#include "kernels/cuda/sampling_row.cuh"
 
 namespace inflight::kernels::cuda {
 namespace {

@@ -1,10 +1,10 @@
 // SampleRows (sampling.h): the logits processors rewrite the row in place, then the shared
-// selection code (sampling_select.cuh) picks the token and its log-probability.
+// row sampler (sampling_row.cuh) picks the token and its log-probability.
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/sampling.h"
-#include "kernels/cuda/sampling_select.cuh"
+#include "kernels/cuda/sampling_row.cuh"
 
 namespace inflight::kernels::cuda {
 namespace {
