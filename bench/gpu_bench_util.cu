@@ -420,6 +420,14 @@ GemmResult TimeGemmCalls(const GemmShape& s, const std::string& what, int rotati
   return r;
 }
 
+void ExitUnlessDeviceVisible(const char* program) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "%s: no CUDA device visible\n", program);
+    std::exit(77);
+  }
+}
+
 void ParseFlagsOrExit(tools::FlagSet& flags, int argc, char** argv) {
   const Result<bool> parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) {

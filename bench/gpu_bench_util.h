@@ -159,6 +159,9 @@ const char* CublasStatusName(cublasStatus_t status);
 // Parses the command line into `flags`' targets: exits 0 after --help, 2 (with the error on
 // stderr) on a bad flag.
 void ParseFlagsOrExit(tools::FlagSet& flags, int argc, char** argv);
+// Exits 77 (what the rounds read as "skipped") with "<program>: no CUDA device visible" when the
+// runtime sees no device.
+void ExitUnlessDeviceVisible(const char* program);
 // --budget_ms: the timing budget of a row, whole milliseconds in [1, 10000]; *budget_ms holds the
 // default.
 void AddBudgetFlag(tools::FlagSet& flags, double* budget_ms);

@@ -14,7 +14,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -222,11 +221,7 @@ void Run(const Options& opt) {
 
 int main(int argc, char** argv) {
   const auto options = inflight::bench::gpu::ParseArgs(argc, argv);
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "inflight-bench-gpu-fp8-kv: no CUDA device visible\n");
-    return 77;
-  }
+  inflight::bench::gpu::ExitUnlessDeviceVisible("inflight-bench-gpu-fp8-kv");
   inflight::bench::gpu::Run(options);
   return 0;
 }

@@ -16,7 +16,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <set>
@@ -163,10 +162,6 @@ int Run(const Options& opt) {
 
 int main(int argc, char** argv) {
   const auto options = inflight::bench::gpu::ParseArgs(argc, argv);
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "inflight-bench-gpu-fp8-producers: no CUDA device visible\n");
-    return 77;
-  }
+  inflight::bench::gpu::ExitUnlessDeviceVisible("inflight-bench-gpu-fp8-producers");
   return inflight::bench::gpu::Run(options);
 }

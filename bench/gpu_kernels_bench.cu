@@ -603,10 +603,6 @@ int Run(const Options& opt) {
 
 int main(int argc, char** argv) {
   const auto options = inflight::bench::gpu::ParseArgs(argc, argv);
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "inflight-bench-gpu-kernels: no CUDA device visible\n");
-    return 77;
-  }
+  inflight::bench::gpu::ExitUnlessDeviceVisible("inflight-bench-gpu-kernels");
   return inflight::bench::gpu::Run(options);
 }

@@ -473,11 +473,7 @@ void Algos(const Options& opt, cudaStream_t stream) {
 int main(int argc, char** argv) {
   using namespace inflight::bench::gpu;
   const Options opt = ParseArgs(argc, argv);
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "inflight-bench-gpu-overlap: no CUDA device visible\n");
-    return 77;
-  }
+  ExitUnlessDeviceVisible("inflight-bench-gpu-overlap");
   cudaStream_t stream = nullptr;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::cout << "# Overlap of decode and prompt work, and cuBLASLt's candidates\n\nDevice: "
