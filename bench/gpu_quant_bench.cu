@@ -8,6 +8,7 @@
 // path, so where the rule switches between them can be read off one run.
 //
 //   fp8        E4M3 per output channel, activations per token (quantized in place each call)
+//   fp8-static E4M3 per tensor, one static input scale (ModelOpt's and llm-compressor's FP8)
 //   int8       per channel, no zero points (inflight-build --qformat int8_wo)
 //   int4       groups of 128 with zero points (AutoAWQ / GPTQ's layout)
 //   int4-gidx  the same with act-order g_idx (GPTQ desc_act)
@@ -47,7 +48,7 @@ namespace kc = kernels::cuda;
 struct Options {
   std::vector<std::int64_t> rows = {1, 64};
   std::string model = "llama-3.1-8b";
-  std::set<std::string> formats = {"fp8", "int8", "int4", "int4-gidx"};
+  std::set<std::string> formats = {"fp8", "fp8-static", "int8", "int4", "int4-gidx"};
   std::set<std::string> linears = {"qkv", "attn_out", "gate_up", "down"};
   double budget_ms = 200;
 };
@@ -66,10 +67,10 @@ Options ParseArgs(int argc, char** argv) {
       [&](const std::string& v) {
         return tools::ParseChoice("--model", v, {"llama-3.1-8b", "llama-3.1-70b-tp2"}, &o.model);
       });
-  flags.Add("formats", "LIST", "of fp8, int8, int4, int4-gidx (default all)",
+  flags.Add("formats", "LIST", "of fp8, fp8-static, int8, int4, int4-gidx (default all)",
             [&](const std::string& v) {
-              return tools::ParseChoiceSet("--formats", v, {"fp8", "int8", "int4", "int4-gidx"},
-                                           &o.formats);
+              return tools::ParseChoiceSet(
+                  "--formats", v, {"fp8", "fp8-static", "int8", "int4", "int4-gidx"}, &o.formats);
             });
   flags.Add("linears", "LIST", "of qkv (70B only), attn_out, gate_up, down (default all)",
             [&](const std::string& v) {
@@ -86,6 +87,7 @@ struct Format {
   kc::QuantWeightKind kind;
   std::int64_t group_size;  // 0: per channel
   bool zeros, g_idx;
+  bool static_fp8 = false;  // one weight scale, one static input scale
 };
 
 // One weight set on the device and its bytes.
@@ -105,7 +107,7 @@ DeviceWeight MakeWeight(const Format& f, std::int64_t n, std::int64_t k, std::mt
     if (f.kind == kc::QuantWeightKind::kFp8E4M3 && (b & 0x7f) == 0x7f) b ^= 1;  // no NaN
   }
   std::uniform_real_distribution<float> scale(0.001f, 0.01f);
-  std::vector<float> scales(static_cast<std::size_t>(n * groups));
+  std::vector<float> scales(static_cast<std::size_t>(f.static_fp8 ? 1 : n * groups));
   for (auto& s : scales) s = scale(rng);
   w.codes = DeviceBuffer(codes.size());
   w.scales = DeviceBuffer(scales.size() * 4);
@@ -116,6 +118,8 @@ DeviceWeight MakeWeight(const Format& f, std::int64_t n, std::int64_t k, std::mt
   w.view.scales = w.scales.get<float>();
   w.view.num_groups = groups;
   w.view.group_size = f.group_size;
+  w.view.per_tensor = f.static_fp8;
+  w.view.input_scale = f.static_fp8 ? 1.0f / 448.0f : 0.0f;  // the inputs lie in [-1, 1]
   w.bytes = static_cast<std::int64_t>(codes.size() + scales.size() * 4);
   if (f.zeros) {
     std::vector<std::uint8_t> zeros(scales.size());
@@ -154,10 +158,12 @@ int Run(const Options& opt) {
   }
   kc::QuantLinear linear(gemm, kc::CublasLtFp8Gemm::DeviceSupportsFp8() ? &fp8_gemm : nullptr);
   std::vector<Format> formats;
-  for (const Format& f : {Format{"fp8", kc::QuantWeightKind::kFp8E4M3, 0, false, false},
-                          Format{"int8", kc::QuantWeightKind::kInt8, 0, false, false},
-                          Format{"int4", kc::QuantWeightKind::kInt4, 128, true, false},
-                          Format{"int4-gidx", kc::QuantWeightKind::kInt4, 128, true, true}}) {
+  for (const Format& f :
+       {Format{"fp8", kc::QuantWeightKind::kFp8E4M3, 0, false, false},
+        Format{"fp8-static", kc::QuantWeightKind::kFp8E4M3, 0, false, false, true},
+        Format{"int8", kc::QuantWeightKind::kInt8, 0, false, false},
+        Format{"int4", kc::QuantWeightKind::kInt4, 128, true, false},
+        Format{"int4-gidx", kc::QuantWeightKind::kInt4, 128, true, true}}) {
     if (opt.formats.count(f.name) != 0) formats.push_back(f);
   }
   struct Shape {
@@ -246,11 +252,14 @@ int Run(const Options& opt) {
         }
         for (const kc::QuantLinearPath path : runs) {
           linear.force_path(path);
-          // fp8 at GEMM sizes once more with the scales applied inside cuBLASLt, where offered.
-          const bool outer = path == kc::QuantLinearPath::kFp8Gemm &&
-                             fp8_gemm.OffersScaled(kDType, m, s.n, s.k, true, false);
-          for (int variant = 0; variant < (outer ? 2 : 1); ++variant) {
+          // fp8 at GEMM sizes once more with the scales applied inside cuBLASLt, where offered:
+          // outer vectors (fp8), scalars (fp8-static).
+          const kc::CublasLtFp8Gemm::ScaleModes modes{!f.static_fp8, !f.static_fp8};
+          const bool in_gemm = path == kc::QuantLinearPath::kFp8Gemm &&
+                               fp8_gemm.OffersScaled(kDType, m, s.n, s.k, modes, false);
+          for (int variant = 0; variant < (in_gemm ? 2 : 1); ++variant) {
             linear.set_fp8_outer_vector_scales(variant == 1);
+            linear.set_fp8_scalar_scales(variant == 1);
             const Timing tm = TimeCalls(
                 [&](int call) {
                   return linear.Run(y.get(), s.n, x.get(), s.k,
@@ -268,6 +277,7 @@ int Run(const Options& opt) {
         }
         linear.force_path(std::nullopt);
         linear.set_fp8_outer_vector_scales(false);
+        linear.set_fp8_scalar_scales(true);
       }
     }
   }

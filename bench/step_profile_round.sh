@@ -10,7 +10,9 @@
 # INFLIGHT_BENCH_MAX_BATCH_SIZE (256: the engine's), INFLIGHT_BENCH_KV_FRACTION (0.9),
 # INFLIGHT_STEP_PROFILE (64: steps per logged summary), INFLIGHT_BENCH_OUT ($OUT),
 # INFLIGHT_BENCH_QUANT ("": inflight-build's quantization flags for the engine, e.g. "--qformat fp8
-# --kv_cache_dtype fp8"), and any INFLIGHT_* switch the executor reads (INFLIGHT_CUDA_GRAPHS=0,
+# --kv_cache_dtype fp8"), INFLIGHT_BENCH_CHECKPOINT=modelopt-fp8 (the engine from the FP8 checkpoint
+# bench/make_fp8_checkpoint.py writes, ModelOpt's layout with calibrated static scales, instead of
+# --random_preset; INFLIGHT_BENCH_QUANT then adds e.g. "--kv_cache_dtype fp8"), and any INFLIGHT_* switch the executor reads (INFLIGHT_CUDA_GRAPHS=0,
 # INFLIGHT_DISABLE_PDL=1, ...); INFLIGHT_BENCH_VARIANTS (space-separated NAME=VALUE settings: each
 # run once per setting, for A/B comparisons in one engine build, e.g. "INFLIGHT_DECODE_FP8_BLOCKS=2
 # INFLIGHT_DECODE_FP8_BLOCKS=3").
@@ -31,9 +33,20 @@ for run in $runs; do
 done
 engine=$(mktemp -d /dev/shm/inflight-profile.XXXXXX)
 trap 'rm -rf "$engine"' EXIT
-"$pkg/libexec/inflight-build" --random_preset llama-3.1-8b --dtype bfloat16 --max_input_len "$max_in" \
+source_flags=(--random_preset llama-3.1-8b)
+case "${INFLIGHT_BENCH_CHECKPOINT:-}" in
+  "") ;;
+  modelopt-fp8)
+    python3 "$root/bench/make_fp8_checkpoint.py" --out "$engine/ckpt" >"$dest/checkpoint.log" 2>&1 ||
+      { tail "$dest/checkpoint.log"; exit 1; }
+    tail -1 "$dest/checkpoint.log"
+    source_flags=(--checkpoint_dir "$engine/ckpt") ;;
+  *) echo "INFLIGHT_BENCH_CHECKPOINT=$INFLIGHT_BENCH_CHECKPOINT: accepted: modelopt-fp8" >&2; exit 2 ;;
+esac
+"$pkg/libexec/inflight-build" "${source_flags[@]}" --dtype bfloat16 --max_input_len "$max_in" \
   --max_seq_len "$max_seq" --max_batch_size "${INFLIGHT_BENCH_MAX_BATCH_SIZE:-256}" \
   ${INFLIGHT_BENCH_QUANT:-} --output_dir "$engine/e" >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
+rm -rf "$engine/ckpt"
 rc=0
 for run in $runs; do
   for variant in ${INFLIGHT_BENCH_VARIANTS:-none}; do

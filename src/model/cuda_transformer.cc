@@ -152,6 +152,8 @@ Status CudaTransformer::AllocateQuantScratch(std::int64_t max_tokens) {
   // INFLIGHT_FP8_OUTER_VEC=1: FP8 GEMMs apply their scales in cuBLASLt (where it offers that)
   // rather than in the epilogue kernel; an A/B switch until the device has measured both.
   quant_linear_->set_fp8_outer_vector_scales(EnvSwitchSet("INFLIGHT_FP8_OUTER_VEC"));
+  // INFLIGHT_FP8_SCALAR_SCALES=0: per-tensor static linears through the epilogue kernel too (A/B).
+  quant_linear_->set_fp8_scalar_scales(EnvSwitchOn("INFLIGHT_FP8_SCALAR_SCALES"));
   const kc::QuantScratchBytes sizes = kc::QuantLinearScratchBytes(
       kind, max_tokens, max_n, max_k, max_nk, static_cast<std::int64_t>(DTypeSize(dtype_)));
   RETURN_IF_ERROR(quant_scratch_buffer_.Allocate(sizes.total()));

@@ -14,7 +14,6 @@
 #include "model/transformer_weights.h"
 
 namespace inflight::model {
-
 Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config,
                        const ModelShard& shard, DType dtype, CudaWeights& weights) {
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
@@ -51,7 +50,7 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
               : p.view.kind == kernels::cpu::QuantizedWeightKind::kInt8
                   ? kernels::cuda::QuantWeightKind::kInt8
                   : kernels::cuda::QuantWeightKind::kInt4;
-    q->per_tensor = p.view.per_tensor;
+    q->per_tensor = p.view.per_tensor || SharesOneFp8Scale(p);
     q->num_groups = p.view.num_groups;
     q->group_size = p.view.group_size;
     raw_items.push_back({p.view.codes, p.code_bytes, [q](const char* d) {

@@ -209,4 +209,16 @@ Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c, const M
   return w;
 }
 
+bool SharesOneFp8Scale(const QuantizedLinearParts& p) {
+  const kernels::cpu::QuantizedWeightView& v = p.view;
+  if (v.kind != kernels::cpu::QuantizedWeightKind::kFp8E4M3 || v.num_groups != 1 ||
+      v.scales == nullptr || p.num_scales < 1) {
+    return false;
+  }
+  for (std::int64_t i = 1; i < p.num_scales; ++i) {
+    if (v.scales[i] != v.scales[0]) return false;  // NaN too: it shares nothing
+  }
+  return true;
+}
+
 }  // namespace inflight::model

@@ -27,6 +27,12 @@ struct QuantizedLinearParts {
   bool present() const { return view.codes != nullptr; }
 };
 
+// An FP8 linear whose per-channel scales are all one value: a per-tensor scale the engine format
+// expanded (a checkpoint's per-tensor attention-output or down weight; q/k/v or gate/up parts that
+// share theirs). The CUDA runner then takes it as per tensor: the same values, and its FP8 GEMM
+// applies a scalar weight scale itself (kernels/cuda/quant_linear.h set_fp8_scalar_scales).
+bool SharesOneFp8Scale(const QuantizedLinearParts& p);
+
 // Names and shapes as in docs/engine_format.md, of one rank (nq, nkv and inter are the shard's);
 // an absent optional weight has null data.
 struct LayerWeights {

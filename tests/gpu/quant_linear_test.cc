@@ -196,9 +196,10 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
       }
     }
     DeviceArray<std::uint16_t> d_bias(ToBits(c.dtype, bias));
-    // Each path; the FP8 GEMM twice: scales in the epilogue kernel, and in cuBLASLt (outer-vector
-    // scales) where the library offers that (else the epilogue again, said so); the mixed GEMM
-    // twice: k split over the grid into the scratch, and whole (no scratch).
+    // Each path; the FP8 GEMM twice: scales in the epilogue kernel, and in cuBLASLt (scalars for a
+    // per-tensor weight under a static scale, else outer vectors) where the library offers that
+    // (else the epilogue again, said so); the mixed GEMM twice: k split over the grid into the
+    // scratch, and whole (no scratch).
     struct Variant {
       kc::QuantLinearPath path;
       bool alternate;  // the FP8 GEMM's cuBLASLt scales, the mixed GEMM's whole k
@@ -221,18 +222,25 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
       DeviceArray<std::uint16_t> d_y(
           accumulate ? ToBits(c.dtype, y0) : std::vector<std::uint16_t>(n_y, NanBits(c.dtype)));
       linear.force_path(path);
-      const bool outer_vector = alternate && path == kc::QuantLinearPath::kFp8Gemm;
+      const bool gemm_scales = alternate && path == kc::QuantLinearPath::kFp8Gemm;
       const bool whole_k = alternate && path == kc::QuantLinearPath::kMixedGemm;
-      linear.set_fp8_outer_vector_scales(outer_vector);
+      linear.set_fp8_outer_vector_scales(gemm_scales);
+      linear.set_fp8_scalar_scales(gemm_scales);
       std::string variant;
       kc::QuantScratch run_scratch = scratch.view;
       if (whole_k) {
         variant = " k whole";
         run_scratch.weight_bytes = 0;
-      } else if (outer_vector) {
-        variant = fp8_gemm->OffersScaled(c.dtype, m, c.n, c.k, !c.per_tensor, with_bias)
-                      ? " outer-vector scales"
-                      : " outer-vector scales not offered: epilogue";
+      } else if (gemm_scales) {
+        const bool scalars = c.per_tensor && c.static_scale;
+        const bool offered =
+            fp8_gemm->OffersScaled(c.dtype, m, c.n, c.k, {!c.per_tensor, !scalars}, with_bias);
+        variant = std::string(scalars ? " scalar" : " outer-vector") + " scales" +
+                  (offered ? "" : " not offered: epilogue");
+        // Every FP8 device has the scalar-scaled GEMM (the classic FP8 mode).
+        if (scalars && !offered && !with_bias) {
+          Fail(c.name + " m=" + std::to_string(m) + ": cuBLASLt offers no scalar-scaled FP8 GEMM");
+        }
       }
       const kc::QuantLinearPath ran = linear.PathFor(w, c.dtype, m, c.n, c.k, d_x.get(), c.k);
       const std::string name = c.name + " " + Describe(c.dtype) + " m=" + std::to_string(m) +
@@ -270,6 +278,7 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
     }
     linear.force_path(std::nullopt);
     linear.set_fp8_outer_vector_scales(false);
+    linear.set_fp8_scalar_scales(true);
   }
 }
 

@@ -163,7 +163,7 @@ bool CublasLtFp8Gemm::DeviceSupportsFp8() {
 // Row-major raw[m, n] = x[m, k] · w[n, k]ᵀ is column-major rawᵀ[n, m] = A · B with A = w (k x n,
 // op T) and B = x (k x m, op N): the "TN" form cuBLASLt's FP8 GEMM requires.
 cublasStatus_t CublasLtFp8Gemm::MakePlan(const PlanKey& key, Plan* plan) {
-  const auto [m, n, k, scaled_dtype, per_channel, has_bias] = key;
+  const auto [m, n, k, scaled_dtype, modes, has_bias] = key;
   const bool scaled = scaled_dtype >= 0;
   const cudaDataType_t out_type = scaled ? OutType(scaled_dtype) : CUDA_R_16BF;
   cublasStatus_t st = cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -173,10 +173,11 @@ cublasStatus_t CublasLtFp8Gemm::MakePlan(const PlanKey& key, Plan* plan) {
   cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n));
   if (scaled) {
     // A (the weights, M = n channels): a vector of n, or the tensor's scalar; B (the activations,
-    // N = m tokens): a vector of m.
-    const std::int32_t a_mode = per_channel ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
-                                            : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-    const std::int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    // N = m tokens): a vector of m, or the static scalar.
+    const std::int32_t a_mode = modes.per_channel ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                                  : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    const std::int32_t b_mode = modes.row_vector ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                                 : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
     if ((st = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode,
                                              sizeof(a_mode))) != CUBLAS_STATUS_SUCCESS ||
         (st = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode,
@@ -242,7 +243,7 @@ cublasStatus_t CublasLtFp8Gemm::Multiply(void* raw, const std::uint8_t* x_codes,
   if (m == 0) return CUBLAS_STATUS_SUCCESS;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   // NOTE: any failure to make a plan means the library offers no kernel for it.
-  Plan* plan = FindPlan(PlanKey{m, n, k, -1, false, false}, &st);
+  Plan* plan = FindPlan(PlanKey{m, n, k, -1, ScaleModes{}, false}, &st);
   if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
   const float alpha = 1.0f, beta = 0.0f;
   return cublasLtMatmul(handle_, plan->desc, &alpha, w_codes, plan->a, x_codes, plan->b, &beta, raw,
@@ -252,19 +253,19 @@ cublasStatus_t CublasLtFp8Gemm::Multiply(void* raw, const std::uint8_t* x_codes,
 bool CublasLtFp8Gemm::Offers(std::int64_t m, std::int64_t n, std::int64_t k) {
   if (init_status_ != CUBLAS_STATUS_SUCCESS || m <= 0 || k % 16 != 0 || n % 8 != 0) return false;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  return FindPlan(PlanKey{m, n, k, -1, false, false}, &st) != nullptr;
+  return FindPlan(PlanKey{m, n, k, -1, ScaleModes{}, false}, &st) != nullptr;
 }
 
 bool CublasLtFp8Gemm::OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
-                                   bool per_channel, bool has_bias) {
+                                   ScaleModes modes, bool has_bias) {
   if (init_status_ != CUBLAS_STATUS_SUCCESS || m <= 0 || k % 16 != 0 || n % 8 != 0) return false;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  return FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), per_channel, has_bias}, &st) != nullptr;
+  return FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), modes, has_bias}, &st) != nullptr;
 }
 
 cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, DType dtype, const std::uint8_t* x_codes,
                                                const float* row_scales, const std::uint8_t* w_codes,
-                                               const float* col_scales, bool per_channel,
+                                               const float* col_scales, ScaleModes modes,
                                                const void* bias, std::int64_t m, std::int64_t n,
                                                std::int64_t k, bool accumulate,
                                                cudaStream_t stream) {
@@ -273,8 +274,7 @@ cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, DType dtype, const std::
   if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0) return CUBLAS_STATUS_SUCCESS;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  Plan* plan =
-      FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), per_channel, bias != nullptr}, &st);
+  Plan* plan = FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), modes, bias != nullptr}, &st);
   if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
   // NOTE: the pointers are set per call on the cached descriptor, as gemm.cu's bias: one stream
   // uses a plan at a time (the runner's), and cublasLtMatmul reads them when it is called.

@@ -1,10 +1,12 @@
 // W8A8 FP8 linears at prompt sizes through cuBLASLt's FP8 GEMM (E4M3 x E4M3, fp32 accumulation,
 // sm_89+): the products of the codes come out unscaled in bf16, then one epilogue pass applies the
 // token row's activation scale and the output channel's weight scale, the bias, and the residual.
-// The scales can also go to cuBLASLt itself (MultiplyScaled: CUBLASLT_MATMUL_MATRIX_SCALE_
-// OUTER_VEC_32F, cuBLAS 12.9+), which saves the epilogue's pass over the output; whether its
-// heuristics offer that mode on sm_90 is for the device to tell, so it is opt-in
-// (QuantLinear::set_fp8_outer_vector_scales) until measured there.
+// The scales can also go to cuBLASLt itself (MultiplyScaled), which saves the epilogue's pass over
+// the output: one scalar for the weights and one for the activations (a per-tensor weight under a
+// static input_scale, the checkpoints ModelOpt and llm-compressor publish) is the classic FP8 mode
+// every FP8 device has; outer-vector scales (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, cuBLAS
+// 12.9+) for the other layouts were not offered on sm_90 by CUDA 13.0's cuBLASLt (2026-11-29), so
+// they are opt-in (QuantLinear::set_fp8_outer_vector_scales).
 #pragma once
 
 #include <cublasLt.h>
@@ -43,23 +45,31 @@ class CublasLtFp8Gemm {
   // Whether Multiply has a kernel for this shape (asks the library once per shape).
   bool Offers(std::int64_t m, std::int64_t n, std::int64_t k);
 
-  // The whole linear in one call: y[t, o] = row_scales[t] * col_scales[o or 0] * sum_i x·w
-  // (+ bias[o]) (+ y[t, o] when accumulate), rounded once to dtype (fp16 / bf16); y contiguous
-  // [m, n]. Outer-vector scales (row_scales [m]; col_scales [n], or [1] when !per_channel).
-  // CUBLAS_STATUS_NOT_SUPPORTED where the library offers no such kernel (remembered per shape).
-  // Whether MultiplyScaled has a kernel for these arguments (asks the library once per shape).
-  bool OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, bool per_channel,
-                    bool has_bias);
+  // How MultiplyScaled takes its scales: each a device fp32 scalar ([1]) or an outer vector.
+  struct ScaleModes {
+    bool per_channel = false;  // col_scales [n] (else [1])
+    bool row_vector = true;    // row_scales [m] (else [1]: one static scale for every row)
+    bool operator<(const ScaleModes& o) const {
+      return per_channel != o.per_channel ? per_channel < o.per_channel : row_vector < o.row_vector;
+    }
+  };
+  // The whole linear in one call: y[t, o] = row_scales[t or 0] * col_scales[o or 0] * sum_i x·w
+  // (+ bias[o]) (+ y[t, o] when accumulate), the scaled fp32 sum rounded once to dtype (fp16 /
+  // bf16); y contiguous [m, n], 16-byte aligned. CUBLAS_STATUS_NOT_SUPPORTED where the library
+  // offers no such kernel (remembered per shape).
   cublasStatus_t MultiplyScaled(void* y, DType dtype, const std::uint8_t* x_codes,
                                 const float* row_scales, const std::uint8_t* w_codes,
-                                const float* col_scales, bool per_channel, const void* bias,
+                                const float* col_scales, ScaleModes modes, const void* bias,
                                 std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
                                 cudaStream_t stream);
+  // Whether MultiplyScaled has a kernel for these arguments (asks the library once per shape).
+  bool OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, ScaleModes modes,
+                    bool has_bias);
 
  private:
   struct Plan;
-  // m, n, k; then for MultiplyScaled (else -1, 0, 0, 0): output dtype, per-channel, bias.
-  using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, bool, bool>;
+  // m, n, k; then for MultiplyScaled (else -1, {}, false): output dtype, scale modes, bias.
+  using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, ScaleModes, bool>;
   cublasStatus_t MakePlan(const PlanKey& key, Plan* plan);
   // The cached plan of `key`, made on first use; null with the status that stopped it.
   Plan* FindPlan(const PlanKey& key, cublasStatus_t* status);

@@ -129,10 +129,10 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
     cudaError_t err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale,
                                              scratch.act_codes, scratch.act_scales, stream);
     if (err != cudaSuccess) return err;
-    if (fp8_outer_vector_ && !swiglu && y_stride == n) {
+    if (const auto modes = swiglu ? std::nullopt : CublasLtScales(w, n, y_stride)) {
       const cublasStatus_t st =
           fp8_gemm_->MultiplyScaled(yt, dtype, scratch.act_codes, scratch.act_scales, w.codes,
-                                    w.scales, !w.per_tensor, bias, mt, n, k, accumulate, stream);
+                                    w.scales, *modes, bias, mt, n, k, accumulate, stream);
       if (st == CUBLAS_STATUS_SUCCESS) continue;
       if (st != CUBLAS_STATUS_NOT_SUPPORTED) return FromCublas(st);
     }
@@ -170,6 +170,19 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
   return cudaSuccess;
 }
 
+std::optional<CublasLtFp8Gemm::ScaleModes> QuantLinear::CublasLtScales(
+    const QuantWeight& w, std::int64_t n, std::int64_t y_stride) const {
+  if (y_stride != n) return std::nullopt;  // MultiplyScaled writes contiguous rows
+  // NOTE: a static input_scale is every row's scale (ActivationFp8Scale), so the row scales'
+  // first element is the scalar cuBLASLt wants.
+  const bool static_rows = w.input_scale > 0.0f;
+  if (fp8_scalar_scales_ && w.per_tensor && static_rows) {
+    return CublasLtFp8Gemm::ScaleModes{false, false};
+  }
+  if (fp8_outer_vector_) return CublasLtFp8Gemm::ScaleModes{!w.per_tensor, true};
+  return std::nullopt;
+}
+
 bool QuantLinear::Fp8ChunksOffered(const QuantWeight& w, std::int64_t m, std::int64_t n,
                                    std::int64_t k, const QuantScratch& scratch) const {
   if (fp8_gemm_ == nullptr || m <= 0 || !QuantFp8GemmTakes(w.kind, k, n)) return false;
@@ -185,16 +198,19 @@ bool QuantLinear::TakesFp8Rows(const QuantWeight& w, DType dtype, std::int64_t m
          Fp8ChunksOffered(w, m, n, k, scratch);
 }
 
-template <typename Epilogue>
+template <typename Scaled, typename Epilogue>
 cudaError_t QuantLinear::RunFp8RowChunks(const Fp8Rows& x, const QuantWeight& w, std::int64_t m,
                                          std::int64_t n, std::int64_t k,
                                          const QuantScratch& scratch, cudaStream_t stream,
-                                         Epilogue&& epilogue) {
+                                         Scaled&& scaled, Epilogue&& epilogue) {
   const std::int64_t rows = Fp8ChunkRows(scratch, m, n, k);
   for (std::int64_t t0 = 0; t0 < m; t0 += rows) {
     const std::int64_t mt = std::min(rows, m - t0);
-    const cublasStatus_t st =
-        fp8_gemm_->Multiply(scratch.raw_out, x.codes + t0 * k, w.codes, mt, n, k, stream);
+    cublasStatus_t st = scaled(t0, mt);
+    if (st == CUBLAS_STATUS_SUCCESS) continue;
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+      st = fp8_gemm_->Multiply(scratch.raw_out, x.codes + t0 * k, w.codes, mt, n, k, stream);
+    }
     if (st != CUBLAS_STATUS_SUCCESS) return FromCublas(st);
     const cudaError_t err = epilogue(t0, mt);
     if (err != cudaSuccess) return err;
@@ -209,10 +225,19 @@ cudaError_t QuantLinear::RunFp8Rows(void* y, std::int64_t y_stride, Fp8Rows x, c
   if (m < 0 || y_stride < n) return cudaErrorInvalidValue;
   if (m == 0) return cudaSuccess;
   if (!Fp8ChunksOffered(w, m, n, k, scratch)) return cudaErrorNotSupported;
-  return RunFp8RowChunks(x, w, m, n, k, scratch, stream, [&](std::int64_t t0, std::int64_t mt) {
-    return Fp8GemmEpilogue(RowOf(y, y_stride, t0), y_stride, scratch.raw_out, x.row_scales + t0,
-                           w.scales, !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
-  });
+  const auto modes = CublasLtScales(w, n, y_stride);
+  return RunFp8RowChunks(
+      x, w, m, n, k, scratch, stream,
+      [&](std::int64_t t0, std::int64_t mt) {
+        if (!modes) return CUBLAS_STATUS_NOT_SUPPORTED;
+        return fp8_gemm_->MultiplyScaled(RowOf(y, y_stride, t0), dtype, x.codes + t0 * k,
+                                         x.row_scales + t0, w.codes, w.scales, *modes, bias, mt, n,
+                                         k, accumulate, stream);
+      },
+      [&](std::int64_t t0, std::int64_t mt) {
+        return Fp8GemmEpilogue(RowOf(y, y_stride, t0), y_stride, scratch.raw_out, x.row_scales + t0,
+                               w.scales, !w.per_tensor, bias, dtype, mt, n, accumulate, stream);
+      });
 }
 
 cudaError_t QuantLinear::RunSwiGluFp8Rows(Fp8Rows act, float act_static_scale, Fp8Rows x,
@@ -226,7 +251,9 @@ cudaError_t QuantLinear::RunSwiGluFp8Rows(Fp8Rows act, float act_static_scale, F
     return cudaErrorNotSupported;
   }
   return RunFp8RowChunks(
-      x, w, m, 2 * inter, k, scratch, stream, [&](std::int64_t t0, std::int64_t mt) {
+      x, w, m, 2 * inter, k, scratch, stream,
+      [](std::int64_t, std::int64_t) { return CUBLAS_STATUS_NOT_SUPPORTED; },
+      [&](std::int64_t t0, std::int64_t mt) {
         return Fp8GemmSwiGluEpilogueCodes(
             {act.codes + t0 * inter, act.row_scales + t0}, scratch.raw_out, x.row_scales + t0,
             w.scales, !w.per_tensor, bias, dtype, mt, inter, act_static_scale, stream);

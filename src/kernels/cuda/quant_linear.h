@@ -95,8 +95,13 @@ class QuantLinear {
   // rule).
   void force_path(std::optional<QuantLinearPath> path) { forced_ = path; }
   // kFp8Gemm: the scales applied by cuBLASLt itself (CublasLtFp8Gemm::MultiplyScaled) where it
-  // offers that, instead of the epilogue kernel. Off by default until measured on the device.
+  // offers that, instead of the epilogue kernel. Off by default: CUDA 13.0's cuBLASLt offered no
+  // outer-vector scales on sm_90.
   void set_fp8_outer_vector_scales(bool on) { fp8_outer_vector_ = on; }
+  // kFp8Gemm of a per-tensor weight under a static input_scale: both scales go to cuBLASLt as
+  // scalars, and the output is written once, rounded once from the fp32 sums (no products in
+  // bf16, no epilogue pass). On by default; off gives the epilogue's bits (tests, benchmarks).
+  void set_fp8_scalar_scales(bool on) { fp8_scalar_scales_ = on; }
 
  private:
   // kFp8Gemm over the rows in chunks the scratch holds (the dequantizing path takes over where the
@@ -109,11 +114,17 @@ class QuantLinear {
   // An FP8 weight whose GEMM the library runs for each chunk of m rows the scratch holds.
   bool Fp8ChunksOffered(const QuantWeight& w, std::int64_t m, std::int64_t n, std::int64_t k,
                         const QuantScratch& scratch) const;
-  // RunFp8Rows and RunSwiGluFp8Rows: the GEMM of each chunk of rows, then `epilogue(t0, mt)`.
-  template <typename Epilogue>
+  // The scale modes under which MultiplyScaled runs w's GEMM into an output of row stride y_stride
+  // (nullopt: the epilogue kernel's way).
+  std::optional<CublasLtFp8Gemm::ScaleModes> CublasLtScales(const QuantWeight& w, std::int64_t n,
+                                                            std::int64_t y_stride) const;
+  // RunFp8Rows and RunSwiGluFp8Rows, each chunk of rows: `scaled(t0, mt)` (the whole linear,
+  // MultiplyScaled), or where that gives CUBLAS_STATUS_NOT_SUPPORTED the unscaled GEMM then
+  // `epilogue(t0, mt)`.
+  template <typename Scaled, typename Epilogue>
   cudaError_t RunFp8RowChunks(const Fp8Rows& x, const QuantWeight& w, std::int64_t m,
                               std::int64_t n, std::int64_t k, const QuantScratch& scratch,
-                              cudaStream_t stream, Epilogue&& epilogue);
+                              cudaStream_t stream, Scaled&& scaled, Epilogue&& epilogue);
   // kDequantGemm on inputs already rounded to E4M3 for fp8.
   cudaError_t RunDequantGemm(void* y, std::int64_t y_stride, const void* x, std::int64_t x_stride,
                              const QuantWeight& w, const void* bias, DType dtype, std::int64_t m,
@@ -125,6 +136,7 @@ class QuantLinear {
   int max_shared_bytes_ = 0;
   std::optional<QuantLinearPath> forced_;
   bool fp8_outer_vector_ = false;
+  bool fp8_scalar_scales_ = true;
   cudaError_t prepare_status_ = cudaSuccess;
 };
 

@@ -4,7 +4,10 @@
 // for each quant_algo and for a tensor-parallel GPTQ act-order engine (g_idx kept per rank).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "model/checkpoint_converter.h"
 #include "model/model_shard.h"
@@ -92,6 +95,52 @@ TEST(QuantizedLinearParts, ActOrderEngineKeepsGroupIndexPerRank) {
   const std::string out = (f.root / "tp2").string();
   ASSERT_EQ(Build(f.quant_dir, out, tp2), "");
   ExpectCodesDequantizeToTheCpuWeights(out, 2);
+}
+
+// The CUDA runner takes an FP8 linear as per tensor where its expanded scales are one value: the
+// single-tensor linears of a ModelOpt checkpoint (one scale each), not its fused q/k/v (a scale per
+// part), nor a build-time engine's per-channel scales, nor weight-only codes.
+TEST(QuantizedLinearParts, SharesOneFp8ScaleOnlyWhereEveryChannelHasTheSameScale) {
+  testing::Fixture f;
+  ASSERT_EQ(testing::MakeFixture(testing::Opts(testing::Format::kModelOpt), &f), "");
+  const std::string modelopt = (f.root / "modelopt").string();
+  ASSERT_EQ(Build(f.quant_dir, modelopt, BuildOptions{}), "");
+  BuildOptions fp8;
+  fp8.qformat = QuantAlgo::kFp8;
+  const std::string per_channel = (f.root / "fp8").string();
+  ASSERT_EQ(Build(f.float_dir, per_channel, fp8), "");
+  for (const auto& [engine, single_linears_share] :
+       {std::pair{modelopt, true}, std::pair{per_channel, false}}) {
+    auto config = LoadEngineConfig(engine);
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    auto shard = MakeModelShard(*config, 0, 1, 0, 1);
+    ASSERT_TRUE(shard.ok());
+    auto file = SafetensorsFile::Open(engine + "/" + shard->file_name());
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    auto w = BindTransformerWeights(*config, *shard, **file, QuantizedLinears::kKeepCodes);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (const LayerWeights& l : w->layers) {
+      EXPECT_EQ(SharesOneFp8Scale(l.attn_out_quant), single_linears_share) << engine;
+      EXPECT_EQ(SharesOneFp8Scale(l.down_quant), single_linears_share) << engine;
+      EXPECT_FALSE(SharesOneFp8Scale(l.qkv_quant)) << engine;  // q, k and v scales differ
+    }
+  }
+
+  // The rule itself: one ulp apart is enough, NaN shares nothing; weight-only codes never qualify.
+  std::vector<float> scales(8, 0.25f);
+  QuantizedLinearParts p;
+  p.view.kind = kernels::cpu::QuantizedWeightKind::kFp8E4M3;
+  p.view.scales = scales.data();
+  p.num_scales = 8;
+  EXPECT_TRUE(SharesOneFp8Scale(p));
+  scales[7] = std::nextafter(0.25f, 1.0f);
+  EXPECT_FALSE(SharesOneFp8Scale(p));
+  scales[0] = scales[7] = std::nanf("");
+  EXPECT_FALSE(SharesOneFp8Scale(p));
+  scales[0] = scales[7] = 0.25f;
+  EXPECT_TRUE(SharesOneFp8Scale(p));
+  p.view.kind = kernels::cpu::QuantizedWeightKind::kInt8;
+  EXPECT_FALSE(SharesOneFp8Scale(p));
 }
 
 }  // namespace
