@@ -273,6 +273,12 @@ cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, DType dtype, const std::
   if (m < 0 || n <= 0 || k <= 0 || k % 16 != 0 || n % 8 != 0) return CUBLAS_STATUS_INVALID_VALUE;
   if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0) return CUBLAS_STATUS_SUCCESS;
+  // NOTE: the plans are asked for with cuBLASLt's default alignment (256 bytes); a row chunk of an
+  // output whose rows are not a multiple of that apart takes the caller's other way.
+  const auto at256 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 256 == 0; };
+  if (!at256(y) || !at256(x_codes) || !at256(w_codes) || (bias != nullptr && !at256(bias))) {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   Plan* plan = FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), modes, bias != nullptr}, &st);
   if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;

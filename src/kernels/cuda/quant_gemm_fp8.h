@@ -55,8 +55,8 @@ class CublasLtFp8Gemm {
   };
   // The whole linear in one call: y[t, o] = row_scales[t or 0] * col_scales[o or 0] * sum_i x·w
   // (+ bias[o]) (+ y[t, o] when accumulate), the scaled fp32 sum rounded once to dtype (fp16 /
-  // bf16); y contiguous [m, n], 16-byte aligned. CUBLAS_STATUS_NOT_SUPPORTED where the library
-  // offers no such kernel (remembered per shape).
+  // bf16); y contiguous [m, n]. CUBLAS_STATUS_NOT_SUPPORTED where the library offers no such
+  // kernel (remembered per shape) or y, x_codes, w_codes or bias is not 256-byte aligned.
   cublasStatus_t MultiplyScaled(void* y, DType dtype, const std::uint8_t* x_codes,
                                 const float* row_scales, const std::uint8_t* w_codes,
                                 const float* col_scales, ScaleModes modes, const void* bias,
