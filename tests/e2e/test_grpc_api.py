@@ -82,8 +82,15 @@ class GrpcApiTest(unittest.TestCase):
         self.assertEqual(by_name["OUT_IN0"]["data"], out["OUT_IN0"][2])
         self.assertEqual([s.encode() for s in by_name["OUT_IN1"]["data"]], out["OUT_IN1"][2])
 
-        stats = self.client.stub.ModelStatistics(self.pb.ModelStatisticsRequest(name="echo"))
-        self.assertEqual(len(stats.model_stats), 1)
+        # A backend reports a request's statistics after it sends the response (the Triton API's
+        # order, as test_http_api's count): ask until both requests count.
+        deadline = time.monotonic() + 10
+        while True:
+            stats = self.client.stub.ModelStatistics(self.pb.ModelStatisticsRequest(name="echo"))
+            self.assertEqual(len(stats.model_stats), 1)
+            if stats.model_stats[0].inference_stats.success.count >= 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         self.assertGreaterEqual(stats.model_stats[0].inference_stats.success.count, 2)
         self.assertEqual(stats.model_stats[0].version, "1")
 
