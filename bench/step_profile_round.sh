@@ -12,8 +12,8 @@
 # INFLIGHT_BENCH_QUANT ("": inflight-build's quantization flags for the engine, e.g. "--qformat fp8
 # --kv_cache_dtype fp8"), INFLIGHT_BENCH_CHECKPOINT=modelopt-fp8 (the engine from the FP8 checkpoint
 # bench/make_fp8_checkpoint.py writes, ModelOpt's layout with calibrated static scales, instead of
-# --random_preset; INFLIGHT_BENCH_QUANT then adds e.g. "--kv_cache_dtype fp8"), and any INFLIGHT_* switch the executor reads (INFLIGHT_CUDA_GRAPHS=0,
-# INFLIGHT_DISABLE_PDL=1, ...); INFLIGHT_BENCH_VARIANTS (space-separated NAME=VALUE settings: each
+# --random_preset; INFLIGHT_BENCH_QUANT then adds e.g. "--kv_cache_dtype fp8"), and any INFLIGHT_*
+# switch the executor reads (INFLIGHT_CUDA_GRAPHS=0, INFLIGHT_DISABLE_PDL=1, ...); INFLIGHT_BENCH_VARIANTS (space-separated NAME=VALUE settings: each
 # run once per setting, for A/B comparisons in one engine build, e.g. "INFLIGHT_DECODE_FP8_BLOCKS=2
 # INFLIGHT_DECODE_FP8_BLOCKS=3").
 set -u -o pipefail

@@ -14,6 +14,7 @@
 #include "model/transformer_weights.h"
 
 namespace inflight::model {
+
 Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config,
                        const ModelShard& shard, DType dtype, CudaWeights& weights) {
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
