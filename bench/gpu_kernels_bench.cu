@@ -32,11 +32,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "gpu_bench_util.h"
+#include "gpu_kernels_bench.h"
 #include "gpu_llama_shape.h"
 #include "gpu_paged_setup.h"
 #include "kernels/cuda/activations.h"
@@ -46,27 +46,21 @@
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/rmsnorm.h"
 #include "kernels/cuda/rope_kv_write.h"
-#include "kernels/cuda/sampling.h"
 #include "table.h"
 
 namespace inflight::bench::gpu {
-namespace {
+namespace kernel_bench {
 
 namespace kc = kernels::cuda;
 
-const std::vector<std::string> kAllSections = {"decode", "context", "norm",
-                                               "mlp",    "rope",    "sampling"};
+std::string Gb(double bytes) {
+  return Fmt(bytes / 1e9, 2) + " GB";
+}
+std::string Mb(double bytes) {
+  return Fmt(bytes / 1e6, bytes < 1e7 ? 3 : 1);
+}
 
-struct Options {
-  std::set<std::string> sections{kAllSections.begin(), kAllSections.end()};
-  std::vector<std::int64_t> batches = {1, 8, 64, 256};
-  std::vector<std::int64_t> contexts = {512, 2048, 4096, 8192, 16384, 32768};
-  std::vector<std::int64_t> prefill = {512, 1024, 2048, 4096, 8192, 16384};
-  std::vector<std::int64_t> decode_partitions = {0};  // keys per split; 0: the runner's choice
-  std::vector<std::int64_t> decode_windows = {0};     // sliding windows; 0: full attention
-  std::vector<std::int64_t> mlp_tokens = {256, 1024, 2048, 3790, 8192};
-  double budget_ms = 200;
-};
+namespace {
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
@@ -117,18 +111,6 @@ Options ParseArgs(int argc, char** argv) {
   return o;
 }
 
-struct Ceilings {
-  DeviceInfo device;
-  CopyCeiling copy;
-  double gemm_tflops = 0;  // cuBLASLt bf16 8192^3, this run
-};
-
-std::string Gb(double bytes) {
-  return Fmt(bytes / 1e9, 2) + " GB";
-}
-std::string Mb(double bytes) {
-  return Fmt(bytes / 1e6, bytes < 1e7 ? 3 : 1);
-}
 void Decode(const Options& opt, const Ceilings& c, cudaStream_t stream) {
   std::cout << "## Paged decode attention (bf16, 32 q / 8 kv heads, head dim 128, 64-token blocks)"
                "\n\nGB/s = K and V bytes read (batch x keys x 8 kv heads x 128 x 2 bytes x 2) / "
@@ -480,88 +462,6 @@ void Rope(const Options& opt, const Ceilings& c, cudaStream_t stream) {
   std::cout << "\n";
 }
 
-void Sampling(const Options& opt, const Ceilings& c, cudaStream_t stream) {
-  std::cout << "## Sampling over a 128256 vocabulary (fp32 logits uniform in [-8, 8))\n\nGB/s = "
-               "batch x 128256 x 4 bytes of logits read / median. Copy ceiling this run: "
-            << Fmt(c.copy.copy_gbps(), 1) << " GB/s; read-only stream: " << Fmt(c.copy.read_gbps, 1)
-            << " GB/s.\n\n";
-  Table t({"op", "batch", "logits read", "median", "p10..p90", "GB/s", "% of copy",
-           "% of read-only", "sets"});
-  struct Variant {
-    const char* name;
-    bool argmax;
-    float temperature;
-    std::int32_t top_k;
-    float top_p;
-    bool sample_rows = false;  // SampleRows with greedy params: the runner's greedy decode path
-  };
-  const std::vector<Variant> variants = {{"argmax", true, 0.0f, 0, 1.0f},
-                                         {"SampleRows greedy", true, 0.0f, 0, 1.0f, true},
-                                         {"top-k 50, top-p 0.9, T 0.8", false, 0.8f, 50, 0.9f},
-                                         {"top-p 0.9 (no top-k), T 0.8", false, 0.8f, 0, 0.9f},
-                                         {"full vocabulary, T 1", false, 1.0f, 0, 1.0f}};
-  const std::vector<std::int64_t> batches = {1, 8, 64, 256};
-  for (const Variant& var : variants) {
-    for (std::int64_t B : batches) {
-      const auto set_bytes = static_cast<std::size_t>(B * kVocab * 4);
-      const int sets = Rotations(set_bytes, c.device.l2_bytes, std::size_t{2} << 30);
-      std::vector<DeviceBuffer> logits;
-      for (int i = 0; i < sets; ++i) {
-        logits.emplace_back(set_bytes);
-        FillUniform(logits.back().get(), DType::kFloat32, static_cast<std::size_t>(B * kVocab),
-                    -8.0f, 8.0f, 800 + i, stream);
-      }
-      const std::vector<float> temperature(static_cast<std::size_t>(B), var.temperature);
-      const std::vector<std::int32_t> top_k(static_cast<std::size_t>(B), var.top_k);
-      const std::vector<float> top_p(static_cast<std::size_t>(B), var.top_p);
-      std::vector<float> uniform(static_cast<std::size_t>(B));
-      for (std::size_t r = 0; r < uniform.size(); ++r) {
-        uniform[r] = static_cast<float>((r * 0.6180339887) - std::floor(r * 0.6180339887));
-      }
-      DeviceBuffer d_temp(temperature.size() * 4), d_k(top_k.size() * 4), d_p(top_p.size() * 4),
-          d_u(uniform.size() * 4), d_ids(static_cast<std::size_t>(B) * 4),
-          d_log_probs(static_cast<std::size_t>(B) * 4),
-          d_params(static_cast<std::size_t>(B) * sizeof(kc::SamplingParams)), d_lists(4);
-      kc::SamplingParams greedy;
-      greedy.greedy = 1;
-      const std::vector<kc::SamplingParams> params(static_cast<std::size_t>(B), greedy);
-      BENCH_CUDA(
-          cudaMemcpy(d_params.get(), params.data(), d_params.bytes(), cudaMemcpyHostToDevice));
-      BENCH_CUDA(cudaMemset(d_lists.get(), 0, d_lists.bytes()));
-      BENCH_CUDA(
-          cudaMemcpy(d_temp.get(), temperature.data(), d_temp.bytes(), cudaMemcpyHostToDevice));
-      BENCH_CUDA(cudaMemcpy(d_k.get(), top_k.data(), d_k.bytes(), cudaMemcpyHostToDevice));
-      BENCH_CUDA(cudaMemcpy(d_p.get(), top_p.data(), d_p.bytes(), cudaMemcpyHostToDevice));
-      BENCH_CUDA(cudaMemcpy(d_u.get(), uniform.data(), d_u.bytes(), cudaMemcpyHostToDevice));
-      TimingOptions to;
-      to.budget_ms = opt.budget_ms;
-      to.rotations = sets;
-      const Timing tm = TimeCalls(
-          [&](int call) {
-            float* l = logits[call % sets].get<float>();
-            if (var.sample_rows) {
-              return kc::SampleRows(d_ids.get<std::int32_t>(), d_log_probs.get<float>(), l, B,
-                                    kVocab, kVocab, d_params.get<kc::SamplingParams>(),
-                                    d_lists.get<std::int32_t>(), stream);
-            }
-            if (var.argmax)
-              return kc::ArgMax(d_ids.get<std::int32_t>(), l, B, kVocab, kVocab, stream);
-            return kc::SampleTopKTopP(d_ids.get<std::int32_t>(), l, B, kVocab, kVocab,
-                                      d_temp.get<float>(), d_k.get<std::int32_t>(),
-                                      d_p.get<float>(), d_u.get<float>(), stream);
-          },
-          stream, to);
-      const double bytes = static_cast<double>(set_bytes);
-      const double gbps = bytes / (tm.median_us * 1e3);
-      t.AddRow({var.name, std::to_string(B), Mb(bytes) + " MB", FmtUs(tm.median_us), Range(tm),
-                Fmt(gbps, 1), Percent(gbps, c.copy.copy_gbps()), Percent(gbps, c.copy.read_gbps),
-                std::to_string(sets)});
-    }
-  }
-  t.Print(std::cout);
-  std::cout << "\n";
-}
-
 int Run(const Options& opt) {
   cudaStream_t stream = nullptr;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -599,10 +499,11 @@ int Run(const Options& opt) {
 }
 
 }  // namespace
+}  // namespace kernel_bench
 }  // namespace inflight::bench::gpu
 
 int main(int argc, char** argv) {
-  const auto options = inflight::bench::gpu::ParseArgs(argc, argv);
+  const auto options = inflight::bench::gpu::kernel_bench::ParseArgs(argc, argv);
   inflight::bench::gpu::ExitUnlessDeviceVisible("inflight-bench-gpu-kernels");
-  return inflight::bench::gpu::Run(options);
+  return inflight::bench::gpu::kernel_bench::Run(options);
 }

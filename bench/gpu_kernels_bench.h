@@ -1,0 +1,43 @@
+// inflight-bench-gpu-kernels (gpu_kernels_bench.cu): what its sections share. The sampling section
+// is in gpu_kernels_bench_sampling.cu.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu_bench_util.h"
+
+namespace inflight::bench::gpu::kernel_bench {
+
+const std::vector<std::string> kAllSections = {"decode", "context", "norm",
+                                               "mlp",    "rope",    "sampling"};
+
+struct Options {
+  std::set<std::string> sections{kAllSections.begin(), kAllSections.end()};
+  std::vector<std::int64_t> batches = {1, 8, 64, 256};
+  std::vector<std::int64_t> contexts = {512, 2048, 4096, 8192, 16384, 32768};
+  std::vector<std::int64_t> prefill = {512, 1024, 2048, 4096, 8192, 16384};
+  std::vector<std::int64_t> decode_partitions = {0};  // keys per split; 0: the runner's choice
+  std::vector<std::int64_t> decode_windows = {0};     // sliding windows; 0: full attention
+  std::vector<std::int64_t> mlp_tokens = {256, 1024, 2048, 3790, 8192};
+  double budget_ms = 200;
+};
+
+// The run's ceilings, measured at its start.
+struct Ceilings {
+  DeviceInfo device;
+  CopyCeiling copy;
+  double gemm_tflops = 0;  // cuBLASLt bf16 8192^3, this run
+};
+
+std::string Gb(double bytes);  // "1.23 GB"
+std::string Mb(double bytes);  // "4.104" / "32.8" (no unit)
+
+// Argmax and top-k/top-p over 128256 fp32 logits a row (the section "sampling").
+void Sampling(const Options& opt, const Ceilings& c, cudaStream_t stream);
+
+}  // namespace inflight::bench::gpu::kernel_bench
