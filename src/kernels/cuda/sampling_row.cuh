@@ -171,12 +171,7 @@ __device__ void SampleRow(const Load& load, int vocab, const RowChoice& c, MassS
   Best best{0.0f, -1};
   bool bad = false;
   ForEachId(vocab, load, [&](int i, float z, bool valid) {
-    if (!valid) return;
-    if (isnan(z) || (isinf(z) && z > 0.0f)) {
-      bad = true;
-    } else {
-      best = Better(best, Best{z, i});
-    }
+    if (valid) FoldLogit(&best, &bad, i, z);
   });
   const bool any_bad = __syncthreads_or(bad) != 0;
   best = BlockBest(best);

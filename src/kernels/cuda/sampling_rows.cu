@@ -193,13 +193,7 @@ __global__ void __launch_bounds__(kThreads)
   slice_logits.Load(row, lo, hi);
   Best best{0.0f, -1};
   bool bad = false;
-  slice_logits.ForEach([&](int id, float z) {
-    if (isnan(z) || (isinf(z) && z > 0.0f)) {
-      bad = true;
-    } else {
-      best = Better(best, Best{z, id});
-    }
-  });
+  slice_logits.ForEach([&](int id, float z) { FoldLogit(&best, &bad, id, z); });
   const bool block_bad = __syncthreads_or(bad) != 0;
   best = BlockBest(best);
   if (threadIdx.x == 0) {

@@ -55,6 +55,16 @@ __device__ __forceinline__ Best Better(Best a, Best b) {
   return a.id < b.id ? a : b;
 }
 
+// Folds one logit into a thread's running best; NaN and +inf are not candidates but flag the row
+// as not finite (sampling::Sample refuses such rows).
+__device__ __forceinline__ void FoldLogit(Best* best, bool* bad, int id, float z) {
+  if (isnan(z) || (isinf(z) && z > 0.0f)) {
+    *bad = true;
+  } else {
+    *best = Better(*best, Best{z, id});
+  }
+}
+
 __device__ __forceinline__ Best WarpBest(Best b) {
   for (int offset = 16; offset > 0; offset >>= 1) {
     const Best o{__shfl_xor_sync(kFullMask, b.value, offset),
