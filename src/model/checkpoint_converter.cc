@@ -123,9 +123,16 @@ Status ApplyQuantOptions(const BuildOptions& o, const std::string& source, Engin
     q.source = "inflight-build " + flag;
     switch (*o.qformat) {
       case QuantAlgo::kFp8:
-        // Per output channel (a row scale in the GEMM epilogue), tokens scaled at run time.
-        q.weight_granularity = WeightScaleGranularity::kPerChannel;
-        q.activation_scaling = ActivationScaling::kDynamicPerToken;
+        if (o.calibration != nullptr) {
+          // TensorRT-LLM's FP8 recipe: one scale per weight (shared by the pieces of one GEMM)
+          // and per linear input, from the calibration; the GEMM takes both as scalars.
+          q.weight_granularity = WeightScaleGranularity::kPerTensor;
+          q.activation_scaling = ActivationScaling::kStatic;
+        } else {
+          // Per output channel (a row scale in the GEMM epilogue), tokens scaled at run time.
+          q.weight_granularity = WeightScaleGranularity::kPerChannel;
+          q.activation_scaling = ActivationScaling::kDynamicPerToken;
+        }
         break;
       case QuantAlgo::kInt8Wo:
         q.weight_granularity = WeightScaleGranularity::kPerChannel;
@@ -146,6 +153,15 @@ Status ApplyQuantOptions(const BuildOptions& o, const std::string& source, Engin
     q.kv_cache_fp8 = true;
     if (q.source.empty()) q.source = "inflight-build --kv_cache_dtype fp8";
   }
+  if (o.calibration != nullptr) {
+    RETURN_IF_ERROR(CheckCalibrationFlags(o));
+    if (static_cast<std::int64_t>(o.calibration->layers.size()) != c->num_layers) {
+      return InvalidArgument("the calibration holds " +
+                             std::to_string(o.calibration->layers.size()) + " layers; " + source +
+                             " has " + std::to_string(c->num_layers));
+    }
+    q.source += " --calib_dataset " + o.calibration->source;
+  }
   if (!q.any()) return Status::Ok();
   // NOTE: quantized weights are sliced per tensor-parallel rank only; stage files of a
   // pipeline-split engine are not yet checked with them, so the combination is refused (here, so
@@ -161,6 +177,26 @@ Status ApplyQuantOptions(const BuildOptions& o, const std::string& source, Engin
 }
 
 }  // namespace
+
+Status CheckCalibrationFlags(const BuildOptions& o) {
+  if (o.qformat != QuantAlgo::kFp8 && !o.kv_cache_fp8) {
+    return InvalidArgument(
+        "--calib_dataset calibrates the scales of --qformat fp8 and --kv_cache_dtype fp8, and "
+        "neither is set" +
+        std::string(o.qformat && *o.qformat != QuantAlgo::kNone
+                        ? std::string(" (--qformat ") + QuantAlgoName(*o.qformat) +
+                              " is weight-only, rounded to nearest)"
+                        : ""));
+  }
+  if (o.checkpoint_dir.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(CheckpointQuantization cq, ReadCheckpointQuantization(o.checkpoint_dir));
+  if (cq.format != CheckpointQuantFormat::kNone) {
+    return Unsupported("--calib_dataset: " + o.checkpoint_dir + " is already quantized (" +
+                       CheckpointQuantFormatName(cq.format) +
+                       ") with its own scales; build it without --calib_dataset");
+  }
+  return Status::Ok();
+}
 
 Result<CheckpointQuantization> ReadCheckpointQuantization(const std::string& dir) {
   auto text = ReadText(fs::path(dir) / "config.json");
@@ -369,8 +405,13 @@ Result<BuildSummary> BuildEngine(const BuildOptions& o, const BuildProgressFn& p
   std::unique_ptr<QuantizedLinearSource> quant_source;
   if (config.quant.any()) {
     ASSIGN_OR_RETURN(CheckpointQuantization cq, ReadCheckpointQuantization(o.checkpoint_dir));
+    std::shared_ptr<const StaticFp8Scales> static_fp8;
+    if (o.calibration != nullptr) {
+      ASSIGN_OR_RETURN(StaticFp8Scales planned, PlanStaticFp8Scales(config, *o.calibration));
+      static_fp8 = std::make_shared<const StaticFp8Scales>(std::move(planned));
+    }
     quant_source = cq.format == CheckpointQuantFormat::kNone
-                       ? MakeBuildTimeQuantizer(*ckpt, config.quant)
+                       ? MakeBuildTimeQuantizer(*ckpt, config.quant, std::move(static_fp8))
                        : MakePrequantizedSource(*ckpt, cq);
   }
 

@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/dtype.h"
 #include "inflight/status.h"
+#include "model/activation_amax.h"
 #include "model/engine_config.h"
 #include "model/hf_quant_config.h"
 #include "model/parallel_safetensors_writer.h"
@@ -41,6 +43,10 @@ struct BuildOptions {
   std::optional<QuantAlgo> qformat;
   std::int64_t group_size = 128;  // --group_size: int4_wo's input columns per scale, >= 2
   bool kv_cache_fp8 = false;      // --kv_cache_dtype fp8
+  // --calib_dataset, observed by model/fp8_calibration.h: --qformat fp8 gets per-tensor weight
+  // scales and static input scales, --kv_cache_dtype fp8 its KV scales from it. Null: FP8
+  // activations are scaled per token at run time and the KV cache scales are 1.
+  std::shared_ptr<const ActivationAmax> calibration;
 };
 
 struct BuildProgress {
@@ -83,6 +89,10 @@ Result<EngineConfig> MakeEngineConfigFromJson(const std::string& hf_config_json,
 // The quantization a checkpoint folder was published with: config.json's quantization_config, or
 // ModelOpt's hf_quant_config.json beside it (format kNone when neither).
 Result<CheckpointQuantization> ReadCheckpointQuantization(const std::string& checkpoint_dir);
+
+// Whether BuildOptions::calibration has a use: --qformat fp8 or --kv_cache_dtype fp8 set, and the
+// checkpoint (when options.checkpoint_dir is set) not pre-quantized with scales of its own.
+Status CheckCalibrationFlags(const BuildOptions& options);
 
 // Checks the whole checkpoint (every needed tensor present, with the expected shape and a float
 // dtype) before writing anything, then writes rank<N>.safetensors for every rank and config.json

@@ -83,6 +83,16 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
   const std::string window_text = DescribeAttentionWindows(windows);
   r->transformer_ = std::make_unique<Transformer>(
       c, r->shard_, std::move(weights), std::move(windows), tpb, r->pool_.get(), *r->collectives_);
+  if (options.observe_amax != nullptr) {
+    r->observe_amax_ = options.observe_amax;
+    auto& layers = r->observe_amax_->layers;
+    if (layers.empty()) layers.assign(static_cast<std::size_t>(c.num_layers), {});
+    if (static_cast<std::int64_t>(layers.size()) != c.num_layers) {
+      return InvalidArgument("observe_amax holds " + std::to_string(layers.size()) +
+                             " layers; the engine has " + std::to_string(c.num_layers));
+    }
+    r->transformer_->ObserveAmax(r->observe_amax_.get());
+  }
   LOG_INFO(
       "cpu model runner: {} ({} layers, hidden {}{}), {} KV blocks of {} tokens{}, {} threads{}",
       c.architecture_name, c.num_layers, c.hidden_size,

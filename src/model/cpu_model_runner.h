@@ -57,6 +57,7 @@ class CpuModelRunner final : public ModelRunner {
   std::unique_ptr<SafetensorsFile> weights_file_;
   std::int64_t weight_bytes_ = 0;
   std::unique_ptr<kernels::cpu::ThreadPool> pool_;
+  std::shared_ptr<ActivationAmax> observe_amax_;  // outlives transformer_, which writes it
   std::unique_ptr<Transformer> transformer_;
   std::int64_t num_blocks_ = 0;
   std::int64_t pool_floats_ = 0;    // elements per pool (one of K or V of one layer)

@@ -29,6 +29,7 @@
 
 #include "inflight/status.h"
 #include "inflight/types.h"
+#include "model/activation_amax.h"
 #include "model/collectives.h"
 #include "model/engine_config.h"
 
@@ -166,6 +167,9 @@ struct RunnerOptions {
   // how the group's ranks step together.
   std::shared_ptr<Collectives> collectives;
   AttentionLimits attention_limits;
+  // CPU runner, calibration (model/fp8_calibration.h): every step's activations are folded into
+  // it (resized to the engine's layers when empty). Null: nothing is observed.
+  std::shared_ptr<ActivationAmax> observe_amax;
 };
 
 // Loads <engine_dir>/config.json and the weights of the group's rank (rank0.safetensors for one

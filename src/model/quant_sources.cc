@@ -1,9 +1,11 @@
 #include "model/quant_sources.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -83,7 +85,9 @@ class TensorReader {
 
 class BuildTimeQuantizer final : public QuantizedLinearSource {
  public:
-  BuildTimeQuantizer(FloatWeightSource w, const QuantConfig& q) : w_(std::move(w)), q_(q) {}
+  BuildTimeQuantizer(FloatWeightSource w, const QuantConfig& q,
+                     std::shared_ptr<const StaticFp8Scales> static_fp8)
+      : w_(std::move(w)), q_(q), static_fp8_(std::move(static_fp8)) {}
   Status Check(const std::string& name, const std::vector<std::int64_t>& shape) const override {
     return w_.check(name, shape);
   }
@@ -120,7 +124,10 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
     }
     return result.get();
   }
-  Result<std::array<float, 2>> KvCacheScales(std::int64_t) const override {
+  Result<std::array<float, 2>> KvCacheScales(std::int64_t layer) const override {
+    if (static_fp8_ != nullptr && !static_fp8_->kv_scales.empty()) {
+      return static_fp8_->kv_scales.at(static_cast<std::size_t>(layer));
+    }
     // NOTE: no calibration: K and V are stored as they are (scale 1), saturating past +-448.
     return std::array<float, 2>{1.0f, 1.0f};
   }
@@ -133,6 +140,7 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
         q_.weight_granularity == WeightScaleGranularity::kPerGroup ? q_.group_size : 0;
     switch (q_.quant_algo) {
       case QuantAlgo::kFp8:
+        if (static_fp8_ != nullptr) return QuantizeFp8Static(name, shape, w);
         return QuantizeFp8PerChannel(w->data(), shape[0], shape[1]);
       case QuantAlgo::kInt8Wo:
         return QuantizeInt8Symmetric(w->data(), shape[0], shape[1], group);
@@ -142,6 +150,52 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
         break;
     }
     return Internal("build-time quantizer without a quant_algo");
+  }
+
+  // One scale for the weights of one GEMM (the largest |w| of them all), the calibrated input
+  // scale. `w` holds `name`'s weights.
+  Result<QuantizedMatrix> QuantizeFp8Static(const std::string& name,
+                                            const std::vector<std::int64_t>& shape,
+                                            std::vector<float>* w) const {
+    const auto group = static_fp8_->weight_groups.find(name);
+    const auto input = static_fp8_->input_scales.find(name);
+    if (group == static_fp8_->weight_groups.end() || input == static_fp8_->input_scales.end()) {
+      return Internal("static FP8 scales: no scales planned for " + name);
+    }
+    float amax = 0.0f;
+    for (const StaticFp8Scales::Weight& member : group->second) {
+      if (member.name == name) {
+        amax = std::max(amax, AmaxOf(*w));
+      } else {
+        ASSIGN_OR_RETURN(float a, WeightAmax(member));
+        amax = std::max(amax, a);
+      }
+    }
+    QuantizedMatrix m = QuantizeFp8WithScale(w->data(), shape[0], shape[1], Fp8ScaleOfAmax(amax));
+    m.input_scale = input->second;
+    return m;
+  }
+  static float AmaxOf(const std::vector<float>& w) {
+    float a = 0.0f;
+    for (float x : w) a = std::max(a, std::fabs(x));
+    return a;
+  }
+  // A fused sibling's largest |w|, read once per build (q's, k's and v's loads each ask for the
+  // others').
+  Result<float> WeightAmax(const StaticFp8Scales::Weight& weight) const {
+    {
+      std::lock_guard<std::mutex> lock(amax_mu_);
+      const auto it = weight_amax_.find(weight.name);
+      if (it != weight_amax_.end()) return it->second;
+    }
+    std::vector<float> w = TakeBuffer();
+    const Status st = w_.read(weight.name, weight.shape, &w);
+    const float a = st.ok() ? AmaxOf(w) : 0.0f;
+    GiveBuffer(std::move(w));
+    RETURN_IF_ERROR(st);
+    std::lock_guard<std::mutex> lock(amax_mu_);
+    weight_amax_[weight.name] = a;
+    return a;
   }
 
   // Float buffers reused between loads (one per load in flight): a fresh one per linear is
@@ -164,6 +218,9 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
 
   FloatWeightSource w_;
   QuantConfig q_;
+  std::shared_ptr<const StaticFp8Scales> static_fp8_;  // null: per-channel, dynamic FP8
+  mutable std::mutex amax_mu_;
+  mutable std::map<std::string, float> weight_amax_;
   mutable std::mutex pool_mu_;
   mutable std::vector<std::vector<float>> pool_;
   mutable std::mutex recent_mu_;
@@ -314,8 +371,9 @@ class PrequantizedSource final : public QuantizedLinearSource {
 
 }  // namespace
 
-std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(const CheckpointIndex& checkpoint,
-                                                              const QuantConfig& quant) {
+std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(
+    const CheckpointIndex& checkpoint, const QuantConfig& quant,
+    std::shared_ptr<const StaticFp8Scales> static_fp8) {
   // The reader lives as long as the checkpoint, which outlives the source (as before).
   auto reader = std::make_shared<const TensorReader>(checkpoint);
   FloatWeightSource weights;
@@ -324,12 +382,13 @@ std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(const CheckpointIn
   };
   weights.read = [reader](const std::string& name, const std::vector<std::int64_t>& shape,
                           std::vector<float>* out) { return reader->FloatsInto(name, shape, out); };
-  return MakeBuildTimeQuantizer(std::move(weights), quant);
+  return MakeBuildTimeQuantizer(std::move(weights), quant, std::move(static_fp8));
 }
 
-std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(FloatWeightSource weights,
-                                                              const QuantConfig& quant) {
-  return std::make_unique<BuildTimeQuantizer>(std::move(weights), quant);
+std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(
+    FloatWeightSource weights, const QuantConfig& quant,
+    std::shared_ptr<const StaticFp8Scales> static_fp8) {
+  return std::make_unique<BuildTimeQuantizer>(std::move(weights), quant, std::move(static_fp8));
 }
 
 std::unique_ptr<QuantizedLinearSource> MakePrequantizedSource(

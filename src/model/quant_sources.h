@@ -15,13 +15,17 @@
 #include "model/checkpoint_index.h"
 #include "model/hf_quant_config.h"
 #include "model/quant_plan.h"
+#include "model/static_fp8_scales.h"
 
 namespace inflight::model {
 
 // --qformat: each checkpoint weight quantized whole (before tensor-parallel slicing, so every
-// tp_size gives the same values). KV cache scales 1.
-std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(const CheckpointIndex& checkpoint,
-                                                              const QuantConfig& quant);
+// tp_size gives the same values). KV cache scales 1. With `static_fp8` (--calib_dataset): FP8
+// weights per tensor, one scale for the weights fused into one GEMM, and the static scales planned
+// there for inputs and the KV cache.
+std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(
+    const CheckpointIndex& checkpoint, const QuantConfig& quant,
+    std::shared_ptr<const StaticFp8Scales> static_fp8 = nullptr);
 
 // The float weights the build-time quantizer reads, by Hugging Face name and [out, in] shape:
 // `check` looks without reading (a missing tensor or another shape is an error naming it), `read`
@@ -35,8 +39,9 @@ struct FloatWeightSource {
 };
 // The same quantizer over any float source: the random engine's generated weights
 // (model/random_engine.h) quantize to the bytes their written checkpoint would.
-std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(FloatWeightSource weights,
-                                                              const QuantConfig& quant);
+std::unique_ptr<QuantizedLinearSource> MakeBuildTimeQuantizer(
+    FloatWeightSource weights, const QuantConfig& quant,
+    std::shared_ptr<const StaticFp8Scales> static_fp8 = nullptr);
 
 // A checkpoint whose linears are stored quantized in `format`'s layout.
 std::unique_ptr<QuantizedLinearSource> MakePrequantizedSource(const CheckpointIndex& checkpoint,

@@ -78,16 +78,29 @@ std::vector<float> QuantizedMatrix::DequantizeAll() const {
   return out;
 }
 
+namespace {
+void QuantizeFp8Row(const float* w, std::int64_t r, std::int64_t cols, float scale,
+                    QuantizedMatrix* m) {
+  m->scales[static_cast<std::size_t>(r)] = scale;
+  for (std::int64_t c = 0; c < cols; ++c)
+    m->codes[At(r, c, cols)] = FloatToFp8E4M3(w[At(r, c, cols)] / scale);
+}
+}  // namespace
+
 QuantizedMatrix QuantizeFp8PerChannel(const float* w, std::int64_t rows, std::int64_t cols) {
   QuantizedMatrix m = Empty(QuantAlgo::kFp8, rows, cols, 0);
   for (std::int64_t r = 0; r < rows; ++r) {
     float amax = 0.0f;
     for (std::int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[At(r, c, cols)]));
-    const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
-    m.scales[static_cast<std::size_t>(r)] = scale;
-    for (std::int64_t c = 0; c < cols; ++c)
-      m.codes[At(r, c, cols)] = FloatToFp8E4M3(w[At(r, c, cols)] / scale);
+    QuantizeFp8Row(w, r, cols, amax > 0.0f ? amax / kFp8E4M3Max : 1.0f, &m);
   }
+  return m;
+}
+
+QuantizedMatrix QuantizeFp8WithScale(const float* w, std::int64_t rows, std::int64_t cols,
+                                     float scale) {
+  QuantizedMatrix m = Empty(QuantAlgo::kFp8, rows, cols, 0);
+  for (std::int64_t r = 0; r < rows; ++r) QuantizeFp8Row(w, r, cols, scale, &m);
   return m;
 }
 

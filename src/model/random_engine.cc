@@ -117,7 +117,8 @@ class RandomWeights {
 // generated (and gathered) as a build from the written checkpoint would read them; quantized
 // linears through inflight-build's own --qformat quantizer reading those weights, so the bytes are
 // a build's of that checkpoint.
-EngineWeightFiller MakeRandomFiller(const RandomCheckpointOptions& o, const EngineConfig& config) {
+EngineWeightFiller MakeRandomFiller(const RandomCheckpointOptions& o, const EngineConfig& config,
+                                    std::shared_ptr<const StaticFp8Scales> static_fp8 = nullptr) {
   const auto weights = std::make_shared<const RandomWeights>(o);
   std::shared_ptr<const QuantizedLinearSource> quant_source;
   if (config.quant.any()) {
@@ -130,7 +131,7 @@ EngineWeightFiller MakeRandomFiller(const RandomCheckpointOptions& o, const Engi
                             std::vector<float>* out) {
       return weights->ReadFloats(name, shape, out);
     };
-    quant_source = MakeBuildTimeQuantizer(std::move(source), config.quant);
+    quant_source = MakeBuildTimeQuantizer(std::move(source), config.quant, std::move(static_fp8));
   }
   return [weights, quant_source, config](const EngineWeight& w, DType dtype, std::byte* dst) {
     if (w.quant_part || w.kv_cache_scale) return FillQuantizedWeight(config, *quant_source, w, dst);
@@ -148,8 +149,20 @@ Result<BuildSummary> WriteRandomEngine(const RandomCheckpointOptions& checkpoint
   ASSIGN_OR_RETURN(EngineConfig config,
                    MakeEngineConfigFromJson(CheckpointConfigJson(o),
                                             "random " + o.arch + " weights", build, o.dtype));
-  if (!at_load)
-    return WriteEngineFiles(config, MakeRandomFiller(o, config), build.output_dir, progress);
+  if (!at_load) {
+    std::shared_ptr<const StaticFp8Scales> static_fp8;
+    if (build.calibration != nullptr) {
+      ASSIGN_OR_RETURN(StaticFp8Scales planned, PlanStaticFp8Scales(config, *build.calibration));
+      static_fp8 = std::make_shared<const StaticFp8Scales>(std::move(planned));
+    }
+    return WriteEngineFiles(config, MakeRandomFiller(o, config, std::move(static_fp8)),
+                            build.output_dir, progress);
+  }
+  if (build.calibration != nullptr) {
+    return Unsupported(
+        "--weights_at_load with --calib_dataset: an engine whose weights are made at load records "
+        "no scales; build it without --weights_at_load");
+  }
   config.random_weights = *at_load;
   // The recipe must give back these options at load (RandomOptionsOf).
   ASSIGN_OR_RETURN(const RandomCheckpointOptions again, RandomOptionsOf(config));

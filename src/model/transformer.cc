@@ -133,6 +133,7 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
     // W8A8: each quantized linear's input goes through E4M3 first, as on the GPU (the buffers are
     // read by that linear only).
     const bool fp8_acts = config_.quant.quant_algo == QuantAlgo::kFp8;
+    Observe(i, AmaxPoint::kQkvInput, normed_.data(), T, H, H);
     if (fp8_acts) k::QuantizeActivationsFp8(normed_.data(), T, H, H, l.qkv_input_scale);
     k::Linear(qkv_.data(), normed_.data(), H, l.qkv, l.qkv_bias, T, H, qkv_dim, pool_);
     float* q = qkv_.data();
@@ -144,6 +145,8 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
     }
     if (config_.position_embedding == PositionEmbedding::kRope) Rotate(batch, q, kk);
     const auto layer = static_cast<std::size_t>(shard_.first_layer) + i;
+    Observe(i, AmaxPoint::kKey, kk, T, nkv * hd, qkv_dim);
+    Observe(i, AmaxPoint::kValue, v, T, nkv * hd, qkv_dim);
     if (config_.quant.kv_cache_fp8) {
       k::KvCacheWriteFp8(kv[i].k8, kv[i].v8, kk, v, qkv_dim, batch.paged, kv_shape_,
                          l.k_cache_scale, l.v_cache_scale);
@@ -155,10 +158,12 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
       k::PagedAttention(attn_.data(), q, qkv_dim, kv[i].k, kv[i].v, batch.paged, kv_shape_, nq,
                         scale, windows_[layer], pool_);
     }
+    Observe(i, AmaxPoint::kAttnOutInput, attn_.data(), T, q_dim, q_dim);
     if (fp8_acts) k::QuantizeActivationsFp8(attn_.data(), T, q_dim, q_dim, l.attn_out_input_scale);
     RETURN_IF_ERROR(RowParallelLinear(attn_.data(), q_dim, l.attn_out, l.attn_out_bias, T));
 
     Norm(normed_.data(), hidden_.data(), residual_.data(), l.mlp_norm, l.mlp_norm_bias, T);
+    Observe(i, AmaxPoint::kMlpInput, normed_.data(), T, H, H);
     if (fp8_acts) k::QuantizeActivationsFp8(normed_.data(), T, H, H, l.mlp_in_input_scale);
     if (swiglu) {
       k::Linear(mlp_.data(), normed_.data(), H, l.gate_up, l.gate_up_bias, T, H, 2 * inter, pool_);
@@ -167,6 +172,7 @@ Status Transformer::Forward(const ForwardBatch& batch, const std::vector<LayerKv
       k::Linear(mlp_.data(), normed_.data(), H, l.fc, l.fc_bias, T, H, inter, pool_);
       k::GeluNew(mlp_act_.data(), mlp_.data(), T * inter);
     }
+    Observe(i, AmaxPoint::kDownInput, mlp_act_.data(), T, inter, inter);
     if (fp8_acts) k::QuantizeActivationsFp8(mlp_act_.data(), T, inter, inter, l.down_input_scale);
     RETURN_IF_ERROR(RowParallelLinear(mlp_act_.data(), inter, l.down, l.down_bias, T));
   }

@@ -12,6 +12,7 @@
 #include "inflight/status.h"
 #include "kernels/cpu/paged_kv.h"
 #include "kernels/cpu/thread_pool.h"
+#include "model/activation_amax.h"
 #include "model/collectives.h"
 #include "model/engine_config.h"
 #include "model/model_shard.h"
@@ -55,6 +56,10 @@ class Transformer {
   // Bytes of the activation buffers currently held.
   std::int64_t workspace_bytes() const;
 
+  // Calibration: each Forward folds its activations into *amax (num_layers entries), which must
+  // outlive the Transformer; nullptr stops it.
+  void ObserveAmax(ActivationAmax* amax) { amax_ = amax; }
+
  private:
   void Norm(float* out, const float* x, float* residual, WeightPtr weight, WeightPtr bias,
             std::int64_t num_tokens) const;
@@ -82,6 +87,15 @@ class Transformer {
 
   // q and k rows of the step rotated (rope engines only).
   void Rotate(const ForwardBatch& batch, float* q, float* k) const;
+
+  ActivationAmax* amax_ = nullptr;
+  void Observe(std::size_t shard_layer, AmaxPoint p, const float* x, std::int64_t rows,
+               std::int64_t cols, std::int64_t stride) const {
+    if (amax_ != nullptr) {
+      amax_->Observe(shard_.first_layer + static_cast<std::int64_t>(shard_layer), p, x, rows, cols,
+                     stride);
+    }
+  }
 
   // Activations, grown to the largest step seen.
   std::vector<float> residual_, normed_, hidden_, qkv_, attn_, mlp_, mlp_act_, logit_in_,

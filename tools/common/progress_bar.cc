@@ -39,6 +39,9 @@ void ProgressBar::Update(std::int64_t items_done, std::int64_t items_total,
   const double secs = elapsed_seconds();
   const double rate = secs > 0 ? static_cast<double>(bytes_done) / secs : 0.0;
   const bool last = items_done >= items_total;
+  // Without bytes (bytes_total 0) the amounts are left out and `current` says how far it is.
+  const std::string amounts =
+      bytes_total ? FormatBytes(bytes_done) + " / " + FormatBytes(bytes_total) : std::string();
   char line[512];
   if (tty_) {
     const auto now = std::chrono::steady_clock::now();
@@ -49,12 +52,13 @@ void ProgressBar::Update(std::int64_t items_done, std::int64_t items_total,
     const int fill = static_cast<int>(frac * kWidth);
     std::string bar(static_cast<std::size_t>(fill), '=');
     if (fill < kWidth) bar += '>' + std::string(static_cast<std::size_t>(kWidth - fill - 1), ' ');
-    std::snprintf(line, sizeof(line), "\r[%s] %3.0f%% %lld/%lld %s  %s / %s  %s/s  %.*s\033[K",
-                  bar.c_str(), frac * 100.0, static_cast<long long>(items_done),
-                  static_cast<long long>(items_total), unit_.c_str(),
-                  FormatBytes(bytes_done).c_str(), FormatBytes(bytes_total).c_str(),
-                  FormatBytes(static_cast<std::uint64_t>(rate)).c_str(),
-                  static_cast<int>(std::min<std::size_t>(current.size(), 60)), current.data());
+    const std::string rate_text =
+        bytes_total ? FormatBytes(static_cast<std::uint64_t>(rate)) + "/s  " : std::string();
+    std::snprintf(line, sizeof(line), "\r[%s] %3.0f%% %lld/%lld %s  %s  %s%.*s\033[K", bar.c_str(),
+                  frac * 100.0, static_cast<long long>(items_done),
+                  static_cast<long long>(items_total), unit_.c_str(), amounts.c_str(),
+                  rate_text.c_str(), static_cast<int>(std::min<std::size_t>(current.size(), 60)),
+                  current.data());
     std::fputs(line, stderr);
     std::fflush(stderr);
     return;
@@ -62,10 +66,9 @@ void ProgressBar::Update(std::int64_t items_done, std::int64_t items_total,
   const int decile = static_cast<int>(frac * 10.0);
   if (decile == last_decile_ && !last) return;
   last_decile_ = decile;
-  std::snprintf(line, sizeof(line), "%3.0f%%  %lld/%lld %s  %s / %s  %.1f s\n", frac * 100.0,
+  std::snprintf(line, sizeof(line), "%3.0f%%  %lld/%lld %s  %s  %.1f s\n", frac * 100.0,
                 static_cast<long long>(items_done), static_cast<long long>(items_total),
-                unit_.c_str(), FormatBytes(bytes_done).c_str(), FormatBytes(bytes_total).c_str(),
-                secs);
+                unit_.c_str(), bytes_total ? amounts.c_str() : std::string(current).c_str(), secs);
   std::fputs(line, stderr);
 }
 

@@ -11,6 +11,7 @@ namespace inflight::tools {
 class ProgressBar {
  public:
   explicit ProgressBar(std::string unit);  // what items are: "tensors"
+  // bytes_total 0: items without sizes; `current` is shown where the bytes would be.
   void Update(std::int64_t items_done, std::int64_t items_total, std::uint64_t bytes_done,
               std::uint64_t bytes_total, std::string_view current);
   // Ends the bar's line on a terminal.

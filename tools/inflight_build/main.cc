@@ -2,11 +2,13 @@
 // Flags follow trtllm-build's names so existing scripts carry over.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "common/flags.h"
 #include "common/progress_bar.h"
 #include "model/checkpoint_converter.h"
+#include "model/fp8_calibration.h"
 #include "model/random_engine.h"
 
 namespace {
@@ -22,7 +24,13 @@ struct RandomSource {
   bool at_load = false;
 };
 
-void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
+// --calib_dataset and its settings (model/fp8_calibration.h).
+struct Calibration {
+  inflight::model::CalibrationDatasetOptions dataset;
+  std::int32_t threads = 0;
+};
+
+void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random, Calibration* calib) {
   using inflight::tools::ParseChoice;
   using inflight::tools::ParseInt32;
   flags->Add("checkpoint_dir", "DIR",
@@ -111,13 +119,38 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random) {
                o->kv_cache_fp8 = true;
                return Status::Ok();
              });
-  flags->Add("calib_dataset", "NAME", "not supported (see the error)", [](const std::string& v) {
-    return inflight::Unsupported(
-        "--calib_dataset " + v +
-        " is not supported: inflight-build does not run calibration; --qformat fp8 scales "
-        "activations per token at run time, and static scales come from pre-quantized "
-        "checkpoints (compressed-tensors, ModelOpt)");
-  });
+  flags->Add("calib_dataset", "FILE",
+             "calibrate static FP8 scales on these samples (JSON lines with input_ids, text or "
+             "article, as datasets' to_json writes them; a JSON array; or one text a line): "
+             "--qformat fp8 gets per-tensor weight scales and static input scales, "
+             "--kv_cache_dtype fp8 its K and V scales (default: per-token scales at run time, "
+             "KV scales 1)",
+             [calib](const std::string& v) {
+               calib->dataset.path = v;
+               return v.empty() ? inflight::InvalidArgument("--calib_dataset is empty")
+                                : Status::Ok();
+             });
+  flags->Add("calib_size", "N", "with --calib_dataset: the first N samples (default 512)",
+             [calib](const std::string& v) {
+               return inflight::tools::ParseInt("--calib_size", v, 1, INT32_MAX,
+                                                &calib->dataset.calib_size);
+             });
+  flags->Add("calib_max_seq_length", "N",
+             "with --calib_dataset: tokens of a sample at most (default 512)",
+             [calib](const std::string& v) {
+               return inflight::tools::ParseInt("--calib_max_seq_length", v, 1, INT32_MAX,
+                                                &calib->dataset.max_seq_length);
+             });
+  flags->Add("tokenizer_dir", "DIR",
+             "with --calib_dataset: the tokenizer of text samples (default: --checkpoint_dir)",
+             [calib](const std::string& v) {
+               calib->dataset.tokenizer_dir = v;
+               return Status::Ok();
+             });
+  flags->Add("calib_threads", "N", "with --calib_dataset: CPU threads of the pass (default: all)",
+             [calib](const std::string& v) {
+               return inflight::tools::ParseInt32("--calib_threads", v, 1, 4096, &calib->threads);
+             });
   flags->Add("random_preset", "tiny|small|llama-3.1-8b|llama-3.1-70b",
              "instead of --checkpoint_dir: the engine of `make_checkpoint --preset P --seed S`'s "
              "checkpoint, written straight from random weights (no checkpoint written or read; "
@@ -149,13 +182,14 @@ int Fail(const Status& st) {
 int main(int argc, char** argv) {
   BuildOptions options;
   RandomSource random;
+  Calibration calib;
   FlagSet flags("inflight-build",
                 "Converts a Hugging Face checkpoint (LlamaForCausalLM, MistralForCausalLM,\n"
                 "Qwen2ForCausalLM, Qwen3ForCausalLM, GPT2LMHeadModel; config.json as\n"
                 "transformers 4.x or 5.x writes it) into an Inflight engine directory:\n"
                 "config.json and rank<N>.safetensors. With --random_preset, writes the engine\n"
                 "of a random checkpoint without the checkpoint (for benchmarks).");
-  DefineFlags(&flags, &options, &random);
+  DefineFlags(&flags, &options, &random, &calib);
   auto parsed = flags.Parse(argc, argv);
   if (!parsed.ok()) return Fail(parsed.status());
   if (!*parsed) return 0;
@@ -168,19 +202,22 @@ int main(int argc, char** argv) {
         from_checkpoint ? "give --checkpoint_dir or --random_preset, not both"
                         : "flag --checkpoint_dir is required (or --random_preset)"));
   }
+  const bool calibrate = flags.WasSet("calib_dataset");
+  for (const char* f : {"calib_size", "calib_max_seq_length", "tokenizer_dir", "calib_threads"}) {
+    if (flags.WasSet(f) && !calibrate) {
+      return Fail(inflight::InvalidArgument(std::string("--") + f + " needs --calib_dataset"));
+    }
+  }
+  if (calibrate && random.at_load) {
+    return Fail(inflight::Unsupported(
+        "--calib_dataset with --weights_at_load: an engine whose weights are made at load "
+        "records no scales; build it without --weights_at_load"));
+  }
 
-  inflight::tools::ProgressBar bar("tensors");
-  auto on_progress = [&](const inflight::model::BuildProgress& p) {
-    bar.Update(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total,
-               "rank" + std::to_string(p.rank) + " " + p.tensor);
-  };
-  inflight::Result<inflight::model::BuildSummary> summary = inflight::Internal("not built");
-  if (from_checkpoint) {
-    summary = inflight::model::BuildEngine(options, on_progress);
-  } else {
-    inflight::model::RandomCheckpointOptions checkpoint;
-    if (inflight::Status st = inflight::model::ApplyCheckpointPreset(random.preset, &checkpoint);
-        !st.ok()) {
+  inflight::model::RandomCheckpointOptions checkpoint;
+  std::optional<inflight::model::RandomWeightsRecipe> at_load;
+  if (!from_checkpoint) {
+    if (Status st = inflight::model::ApplyCheckpointPreset(random.preset, &checkpoint); !st.ok()) {
       return Fail(st);
     }
     checkpoint.seed = static_cast<std::uint64_t>(random.seed);
@@ -190,13 +227,40 @@ int main(int argc, char** argv) {
       checkpoint.max_position_embeddings =
           std::max<std::int64_t>(checkpoint.max_position_embeddings, *options.max_seq_len);
     }
-    std::optional<inflight::model::RandomWeightsRecipe> at_load;
     if (random.at_load) {
       at_load = inflight::model::RandomWeightsRecipe{random.preset,
                                                      static_cast<std::uint64_t>(random.seed)};
     }
-    summary = inflight::model::WriteRandomEngine(checkpoint, options, on_progress, at_load);
   }
+  auto build = [&](const BuildOptions& o, const inflight::model::BuildProgressFn& progress) {
+    return from_checkpoint ? inflight::model::BuildEngine(o, progress)
+                           : inflight::model::WriteRandomEngine(checkpoint, o, progress, at_load);
+  };
+
+  if (calibrate) {
+    if (calib.dataset.tokenizer_dir.empty()) calib.dataset.tokenizer_dir = options.checkpoint_dir;
+    std::fprintf(stderr, "Calibrating on %s: the float engine first, then its CPU forward pass\n",
+                 calib.dataset.path.c_str());
+    inflight::tools::ProgressBar samples_bar("calibration samples");
+    auto calibration = inflight::model::CalibrateFromDataset(
+        options, [&](const BuildOptions& o) { return build(o, nullptr); }, calib.dataset,
+        calib.threads,
+        [&](const inflight::model::CalibrationProgress& p) {
+          samples_bar.Update(
+              p.samples_done, p.samples_total, 0, 0,
+              std::to_string(p.tokens_done) + "/" + std::to_string(p.tokens_total) + " tokens");
+        });
+    samples_bar.Finish();
+    if (!calibration.ok()) return Fail(calibration.status());
+    options.calibration = *calibration;
+  }
+
+  inflight::tools::ProgressBar bar("tensors");
+  auto on_progress = [&](const inflight::model::BuildProgress& p) {
+    bar.Update(p.tensors_done, p.tensors_total, p.bytes_done, p.bytes_total,
+               "rank" + std::to_string(p.rank) + " " + p.tensor);
+  };
+  inflight::Result<inflight::model::BuildSummary> summary = build(options, on_progress);
   bar.Finish();
   if (!summary.ok()) return Fail(summary.status());
   const auto& c = summary->config;

@@ -12,20 +12,13 @@
 #include "model/checkpoint_converter.h"
 #include "model/model_shard.h"
 #include "model/transformer_weights.h"
+#include "unit/quant/quant_engine_util.h"
 #include "unit/quant/quant_fixtures.h"
 
 namespace inflight::model {
 namespace {
 
-std::string Build(const std::string& ckpt, const std::string& out, BuildOptions o) {
-  o.checkpoint_dir = ckpt;
-  o.output_dir = out;
-  o.dtype = DType::kFloat32;
-  o.max_seq_len = 64;
-  o.tokens_per_block = 4;
-  auto built = BuildEngine(o);
-  return built.ok() ? "" : built.status().ToString();
-}
+using testing::Build;
 
 void ExpectCodesDequantizeToTheCpuWeights(const std::string& engine, std::int32_t tp) {
   auto config = LoadEngineConfig(engine);

@@ -1,0 +1,117 @@
+#include "model/fp8_calibration.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "model/model_runner.h"
+
+namespace inflight::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::int64_t CeilDiv(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Removes the folder when it goes out of scope: a failed calibration leaves no float engine.
+struct RemoveOnExit {
+  fs::path dir;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+}  // namespace
+
+Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
+                                             const std::vector<VecTokens>& samples, int num_threads,
+                                             const CalibrationProgressFn& progress) {
+  ASSIGN_OR_RETURN(const EngineConfig config, LoadEngineConfig(engine_dir));
+  const std::int64_t tpb = config.build.tokens_per_block;
+  const std::int64_t max_len = config.build.max_seq_len;
+  // Steps of whole samples, up to the engine's tokens and sequences a step (a longer sample is a
+  // step of its own).
+  const std::int64_t step_tokens = std::max<std::int64_t>(config.build.max_num_tokens, 1);
+  const std::int64_t step_seqs = std::max<std::int64_t>(config.build.max_batch_size, 1);
+  std::vector<std::pair<std::size_t, std::size_t>> steps;  // [first, last) samples
+  std::int64_t most_blocks = 0, tokens_total = 0;
+  for (std::size_t i = 0; i < samples.size();) {
+    std::size_t j = i;
+    std::int64_t tokens = 0, blocks = 0;
+    while (j < samples.size() && static_cast<std::int64_t>(j - i) < step_seqs) {
+      const auto n = std::min<std::int64_t>(static_cast<std::int64_t>(samples[j].size()), max_len);
+      if (j > i && tokens + n > step_tokens) break;
+      tokens += n;
+      blocks += CeilDiv(n, tpb);
+      ++j;
+    }
+    steps.emplace_back(i, j);
+    most_blocks = std::max(most_blocks, blocks);
+    tokens_total += tokens;
+    i = j;
+  }
+
+  RunnerOptions options;
+  options.num_threads = num_threads;
+  options.max_kv_tokens = std::max<std::int64_t>(most_blocks, 1) * tpb;
+  options.observe_amax = std::make_shared<ActivationAmax>();
+  ASSIGN_OR_RETURN(auto runner, CreateCpuModelRunner(engine_dir, options));
+
+  CalibrationProgress done;
+  done.samples_total = static_cast<std::int64_t>(samples.size());
+  done.tokens_total = tokens_total;
+  for (const auto& [first, last] : steps) {
+    StepInput step;
+    std::int32_t next_block = 0;
+    for (std::size_t s = first; s < last; ++s) {
+      SequenceStep seq;
+      seq.seq_id = static_cast<std::int64_t>(s);
+      const auto n = std::min<std::int64_t>(static_cast<std::int64_t>(samples[s].size()), max_len);
+      seq.tokens.assign(samples[s].begin(), samples[s].begin() + n);
+      seq.logits = SequenceStep::Logits::kNone;  // only the layers' activations are wanted
+      for (std::int64_t b = 0; b < CeilDiv(n, tpb); ++b) seq.block_table.push_back(next_block++);
+      done.tokens_done += n;
+      step.sequences.push_back(std::move(seq));
+    }
+    if (Result<StepOutput> out = runner->Step(step); !out.ok()) {
+      return Status(out.status().code(),
+                    "calibration sample " + std::to_string(first) + ": " + out.status().message());
+    }
+    done.samples_done = static_cast<std::int64_t>(last);
+    if (progress) progress(done);
+  }
+  ActivationAmax amax = *options.observe_amax;
+  amax.samples = static_cast<std::int64_t>(samples.size());
+  amax.tokens = tokens_total;
+  return amax;
+}
+
+Result<std::shared_ptr<const ActivationAmax>> CalibrateFromDataset(
+    const BuildOptions& build, const FloatEngineWriter& build_float,
+    CalibrationDatasetOptions dataset, int num_threads, const CalibrationProgressFn& progress) {
+  RETURN_IF_ERROR(CheckCalibrationFlags(build));  // before the pass, which may take hours
+  BuildOptions float_build = build;
+  float_build.qformat.reset();
+  float_build.kv_cache_fp8 = false;
+  float_build.calibration = nullptr;
+  float_build.tp_size = 1;
+  float_build.pp_size = 1;
+  float_build.output_dir = (fs::path(build.output_dir) / ".calibration_engine").string();
+  RemoveOnExit cleanup{float_build.output_dir};
+  ASSIGN_OR_RETURN(const BuildSummary summary, build_float(float_build));
+
+  dataset.vocab_size = summary.config.vocab_size;
+  dataset.max_seq_length =
+      std::min<std::int64_t>(dataset.max_seq_length, summary.config.build.max_seq_len);
+  ASSIGN_OR_RETURN(const std::vector<VecTokens> samples, ReadCalibrationDataset(dataset));
+  ASSIGN_OR_RETURN(ActivationAmax amax,
+                   ObserveActivationAmax(float_build.output_dir, samples, num_threads, progress));
+  amax.source = fs::path(dataset.path).filename().string() + " (" + std::to_string(amax.samples) +
+                " samples, " + std::to_string(amax.tokens) + " tokens)";
+  return std::make_shared<const ActivationAmax>(std::move(amax));
+}
+
+}  // namespace inflight::model
