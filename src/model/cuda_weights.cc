@@ -52,6 +52,11 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
                   ? kernels::cuda::QuantWeightKind::kInt8
                   : kernels::cuda::QuantWeightKind::kInt4;
     q->per_tensor = p.view.per_tensor || SharesOneFp8Scale(p);
+    if (!q->per_tensor) {
+      const int runs =
+          Fp8ScaleRuns(p, kernels::cuda::QuantWeight::kMaxScalarRuns, q->scalar_run_ends);
+      q->num_scalar_runs = runs > 1 ? runs : 0;
+    }
     q->num_groups = p.view.num_groups;
     q->group_size = p.view.group_size;
     raw_items.push_back({p.view.codes, p.code_bytes, [q](const char* d) {

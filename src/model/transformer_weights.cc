@@ -210,15 +210,25 @@ Result<TransformerWeights> BindTransformerWeights(const EngineConfig& c, const M
 }
 
 bool SharesOneFp8Scale(const QuantizedLinearParts& p) {
+  std::int64_t end = 0;
+  return Fp8ScaleRuns(p, 1, &end) == 1;
+}
+
+int Fp8ScaleRuns(const QuantizedLinearParts& p, int max_runs, std::int64_t* ends) {
   const kernels::cpu::QuantizedWeightView& v = p.view;
   if (v.kind != kernels::cpu::QuantizedWeightKind::kFp8E4M3 || v.num_groups != 1 ||
       v.scales == nullptr || p.num_scales < 1) {
-    return false;
+    return 0;
   }
-  for (std::int64_t i = 1; i < p.num_scales; ++i) {
-    if (v.scales[i] != v.scales[0]) return false;  // NaN too: it shares nothing
+  int runs = 0;
+  for (std::int64_t i = 1; i <= p.num_scales; ++i) {
+    // NOTE: != is true for NaN, so a NaN scale is a run of its own
+    if (i == p.num_scales || v.scales[i] != v.scales[i - 1]) {
+      if (runs == max_runs) return 0;
+      ends[runs++] = i;
+    }
   }
-  return true;
+  return runs;
 }
 
 }  // namespace inflight::model

@@ -32,6 +32,10 @@ struct QuantizedLinearParts {
 // share theirs). The CUDA runner then takes it as per tensor: the same values, and its FP8 GEMM
 // applies a scalar weight scale itself (kernels/cuda/quant_linear.h set_fp8_scalar_scales).
 bool SharesOneFp8Scale(const QuantizedLinearParts& p);
+// The runs of one scale an FP8 per-channel linear's rows fall in (a checkpoint's per-tensor q, k
+// and v fused into one weight: three): the number of runs, their ends (the last is the row count)
+// in ends[0 .. runs); 0 for another kind of linear or more than max_runs runs.
+int Fp8ScaleRuns(const QuantizedLinearParts& p, int max_runs, std::int64_t* ends);
 
 // Names and shapes as in docs/engine_format.md, of one rank (nq, nkv and inter are the shard's);
 // an absent optional weight has null data.

@@ -1,9 +1,9 @@
 // The CUDA runner against the CPU runner on quantized engines (inflight-build --qformat fp8,
-// int8_wo, int4_wo from one random checkpoint): the same engine file, so both read the same codes
-// and scales; the CPU runner dequantizes to fp32 (the reference), the CUDA runner runs
-// kernels/cuda/quant_linear.h (the GEMV at decode, the FP8 GEMM or the dequantizing fallback at
-// prompt sizes). A prompt step, mixed steps, then greedy decode steps sampled on the device, which
-// the runner replays from CUDA graphs after the first.
+// int8_wo, int4_wo from one random checkpoint; fp8 also calibrated): the same engine file, so both
+// read the same codes and scales; the CPU runner dequantizes to fp32 (the reference), the CUDA
+// runner runs kernels/cuda/quant_linear.h (the GEMV at decode, the FP8 GEMM or the dequantizing
+// fallback at prompt sizes). A prompt step, mixed steps, then greedy decode steps sampled on the
+// device, which the runner replays from CUDA graphs after the first.
 //
 // Bound: logits within 0.05 x the step's largest |logit| (cuda_model_runner_test's bound for float
 // engines: activations rounded to the dtype at every op on the device); for fp8 the E4M3 rounding
@@ -13,11 +13,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <random>
 #include <string>
 
 #include "gpu_test_util.h"
 #include "model/checkpoint_converter.h"
 #include "model/cuda_model_runner.h"
+#include "model/fp8_calibration.h"
 #include "model/random_checkpoint.h"
 
 namespace inflight::gpu_test {
@@ -25,12 +28,14 @@ namespace {
 
 constexpr int kVocab = 1111;
 
+// calibrated: --calib_dataset on random token prompts, with an FP8 KV cache (per-tensor weights
+// and static input scales: the scalar-scaled FP8 GEMM; KV scales not 1).
 std::string MakeQuantEngine(const std::string& arch, model::QuantAlgo algo, DType dtype,
-                            std::int64_t intermediate, std::int64_t group_size) {
-  const auto root =
-      std::filesystem::temp_directory_path() /
-      ("inflight_gpu_quant_" + arch + "_" + model::QuantAlgoName(algo) + "_" + DTypeName(dtype) +
-       "_" + std::to_string(intermediate) + "_" + std::to_string(Seed()));
+                            std::int64_t intermediate, std::int64_t group_size, bool calibrated) {
+  const auto root = std::filesystem::temp_directory_path() /
+                    ("inflight_gpu_quant_" + arch + "_" + model::QuantAlgoName(algo) + "_" +
+                     DTypeName(dtype) + "_" + std::to_string(intermediate) +
+                     (calibrated ? "_calibrated_" : "_") + std::to_string(Seed()));
   model::RandomCheckpointOptions ck;
   ck.arch = arch;
   ck.hidden_size = 256;
@@ -54,6 +59,23 @@ std::string MakeQuantEngine(const std::string& arch, model::QuantAlgo algo, DTyp
   b.tokens_per_block = 16;
   b.qformat = algo;
   b.group_size = group_size;
+  if (calibrated) {
+    model::CalibrationDatasetOptions data;
+    data.path = (root / "calibration.jsonl").string();
+    std::ofstream file(data.path);
+    std::mt19937 rng(static_cast<std::uint32_t>(Seed()));
+    for (int sample = 0; sample < 6; ++sample) {
+      file << "{\"input_ids\": [";
+      for (int t = 0; t < 40 + 17 * sample; ++t) file << (t ? ", " : "") << rng() % kVocab;
+      file << "]}\n";
+    }
+    file.close();
+    b.kv_cache_fp8 = true;
+    auto calibration = model::CalibrateFromDataset(
+        b, [](const model::BuildOptions& o) { return model::BuildEngine(o); }, data, 0);
+    GPU_CHECK(calibration.ok(), calibration.status().ToString());
+    b.calibration = *calibration;
+  }
   auto built = model::BuildEngine(b);
   GPU_CHECK(built.ok(), built.status().ToString());
   return b.output_dir;
@@ -66,10 +88,13 @@ float Scale(const std::vector<float>& logits) {
 }
 
 void CompareQuantRunners(const std::string& arch, model::QuantAlgo algo, DType dtype,
-                         std::int64_t intermediate, std::int64_t group_size = 128) {
+                         std::int64_t intermediate, std::int64_t group_size = 128,
+                         bool calibrated = false) {
   const std::string name = std::string("quant runner ") + arch + " " + model::QuantAlgoName(algo) +
-                           " " + Describe(dtype) + " inter=" + std::to_string(intermediate);
-  const std::string engine = MakeQuantEngine(arch, algo, dtype, intermediate, group_size);
+                           (calibrated ? " calibrated" : "") + " " + Describe(dtype) +
+                           " inter=" + std::to_string(intermediate);
+  const std::string engine =
+      MakeQuantEngine(arch, algo, dtype, intermediate, group_size, calibrated);
   model::RunnerOptions cpu_opts;
   cpu_opts.max_kv_tokens = std::int64_t{64} * 16;
   auto cpu = model::CreateCpuModelRunner(engine, cpu_opts);
@@ -191,6 +216,13 @@ GPU_TEST(CudaRunnerMatchesCpuRunnerOnFp8Engines) {
   CompareQuantRunners("llama", model::QuantAlgo::kFp8, DType::kFloat16, 300);
   // --qformat takes the Llama family only (GPT-2 is refused by name at build): Qwen3 adds q/k norm.
   CompareQuantRunners("qwen3", model::QuantAlgo::kFp8, DType::kBFloat16, 384);
+}
+
+// inflight-build --calib_dataset: per-tensor weights (one scale for q/k/v and for gate/up), static
+// input scales, FP8 KV cache scales from the calibration.
+GPU_TEST(CudaRunnerMatchesCpuRunnerOnCalibratedFp8Engines) {
+  CompareQuantRunners("llama", model::QuantAlgo::kFp8, DType::kBFloat16, 384, 128, true);
+  CompareQuantRunners("qwen3", model::QuantAlgo::kFp8, DType::kFloat16, 300, 128, true);
 }
 
 GPU_TEST(CudaRunnerMatchesCpuRunnerOnInt8Engines) {

@@ -40,6 +40,8 @@ struct QuantCase {
   bool zeros = false;           // int
   bool g_idx = false;           // int, act-order
   bool static_scale = false;    // fp8
+  // fp8 per channel: rows in runs of one scale, ending at these rows and at n (q, k, v fused).
+  std::vector<std::int64_t> scalar_runs = {};
   DType dtype = DType::kBFloat16;
   // The m values run: the GEMV's 1..8; the mixed GEMM's token tiles of 16 (9), 32 (24) and 64
   // (33; 200 in four tiles, the last partial).
@@ -61,6 +63,13 @@ HostWeight MakeWeight(const QuantCase& c) {
   w.num_groups = c.group_size > 0 ? (c.k + c.group_size - 1) / c.group_size : 1;
   const std::int64_t num_scales = c.per_tensor ? 1 : c.n * w.num_groups;
   w.scales = RandomVector(static_cast<std::size_t>(num_scales), 0.002f, 0.02f);
+  for (std::size_t r = 0; r < c.scalar_runs.size(); ++r) {
+    const std::int64_t end = r + 1 < c.scalar_runs.size() ? c.scalar_runs[r + 1] : c.n;
+    std::fill(w.scales.begin() + c.scalar_runs[r], w.scales.begin() + end,
+              w.scales[static_cast<std::size_t>(c.scalar_runs[r])]);
+  }
+  if (!c.scalar_runs.empty())
+    std::fill(w.scales.begin(), w.scales.begin() + c.scalar_runs[0], w.scales[0]);
   w.codes.resize(static_cast<std::size_t>(c.n * (int4 ? c.k / 2 : c.k)));
   if (c.kind == kc::QuantWeightKind::kFp8E4M3) {
     // Normal-ish values across E4M3's range (the quantizer's amax / 448 puts a row's largest at
@@ -141,6 +150,11 @@ kc::QuantWeight ViewOf(const QuantCase& c, const HostWeight& hw, const DeviceWei
   w.group_size = c.group_size;
   w.zeros = hw.zeros.empty() ? nullptr : dw.zeros.get();
   w.g_idx = hw.g_idx.empty() ? nullptr : dw.g_idx.get();
+  if (!c.scalar_runs.empty()) {
+    w.num_scalar_runs = static_cast<int>(c.scalar_runs.size()) + 1;
+    for (std::size_t r = 0; r < c.scalar_runs.size(); ++r) w.scalar_run_ends[r] = c.scalar_runs[r];
+    w.scalar_run_ends[c.scalar_runs.size()] = c.n;
+  }
   return w;
 }
 
@@ -232,11 +246,21 @@ void CheckCase(const QuantCase& c, kc::QuantLinear& linear, kc::CublasLtFp8Gemm*
         variant = " k whole";
         run_scratch.weight_bytes = 0;
       } else if (gemm_scales) {
-        const bool scalars = c.per_tensor && c.static_scale;
-        const bool offered =
-            fp8_gemm->OffersScaled(c.dtype, m, c.n, c.k, {!c.per_tensor, !scalars}, with_bias);
-        variant = std::string(scalars ? " scalar" : " outer-vector") + " scales" +
-                  (offered ? "" : " not offered: epilogue");
+        const bool runs = !c.scalar_runs.empty() && c.static_scale;
+        const bool scalars = (c.per_tensor || runs) && c.static_scale;
+        bool offered = true;
+        std::int64_t begin = 0;
+        for (std::size_t r = 0; r <= (runs ? c.scalar_runs.size() : 0); ++r) {
+          const std::int64_t end = runs && r < c.scalar_runs.size() ? c.scalar_runs[r] : c.n;
+          offered =
+              offered && fp8_gemm->OffersScaled(c.dtype, m, end - begin, c.k,
+                                                {!c.per_tensor && !runs, !scalars}, with_bias, c.n);
+          begin = end;
+        }
+        variant = std::string(runs      ? " scalar runs"
+                              : scalars ? " scalar"
+                                        : " outer-vector") +
+                  " scales" + (offered ? "" : " not offered: epilogue");
         // Every FP8 device has the scalar-scaled GEMM (the classic FP8 mode).
         if (scalars && !offered && !with_bias) {
           Fail(c.name + " m=" + std::to_string(m) + ": cuBLASLt offers no scalar-scaled FP8 GEMM");
@@ -311,6 +335,13 @@ GPU_TEST(QuantLinearFp8MatchesCpu) {
   c.name = "fp8 per-tensor static";
   c.per_tensor = true;
   c.dtype = DType::kFloat16;
+  CheckCase(c, linear, e.fp8_available ? &e.fp8_gemm : nullptr);
+  // A checkpoint's per-tensor q, k and v fused: three runs of one scale (rows 384 and 512 start
+  // 256-byte aligned columns of a 2-byte output, as an 8B model's 4096 and 5120 do).
+  c.name = "fp8 q/k/v runs static";
+  c.per_tensor = false;
+  c.scalar_runs = {384, 512};
+  c.dtype = DType::kBFloat16;
   CheckCase(c, linear, e.fp8_available ? &e.fp8_gemm : nullptr);
 }
 

@@ -163,7 +163,7 @@ bool CublasLtFp8Gemm::DeviceSupportsFp8() {
 // Row-major raw[m, n] = x[m, k] · w[n, k]ᵀ is column-major rawᵀ[n, m] = A · B with A = w (k x n,
 // op T) and B = x (k x m, op N): the "TN" form cuBLASLt's FP8 GEMM requires.
 cublasStatus_t CublasLtFp8Gemm::MakePlan(const PlanKey& key, Plan* plan) {
-  const auto [m, n, k, scaled_dtype, modes, has_bias] = key;
+  const auto [m, n, k, scaled_dtype, modes, has_bias, ldc] = key;
   const bool scaled = scaled_dtype >= 0;
   const cudaDataType_t out_type = scaled ? OutType(scaled_dtype) : CUDA_R_16BF;
   cublasStatus_t st = cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -198,7 +198,7 @@ cublasStatus_t CublasLtFp8Gemm::MakePlan(const PlanKey& key, Plan* plan) {
                                        static_cast<std::uint64_t>(m), k)) !=
           CUBLAS_STATUS_SUCCESS ||
       (st = cublasLtMatrixLayoutCreate(&plan->c, out_type, static_cast<std::uint64_t>(n),
-                                       static_cast<std::uint64_t>(m), n)) !=
+                                       static_cast<std::uint64_t>(m), ldc)) !=
           CUBLAS_STATUS_SUCCESS) {
     return st;
   }
@@ -243,7 +243,7 @@ cublasStatus_t CublasLtFp8Gemm::Multiply(void* raw, const std::uint8_t* x_codes,
   if (m == 0) return CUBLAS_STATUS_SUCCESS;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   // NOTE: any failure to make a plan means the library offers no kernel for it.
-  Plan* plan = FindPlan(PlanKey{m, n, k, -1, ScaleModes{}, false}, &st);
+  Plan* plan = FindPlan(PlanKey{m, n, k, -1, ScaleModes{}, false, n}, &st);
   if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
   const float alpha = 1.0f, beta = 0.0f;
   return cublasLtMatmul(handle_, plan->desc, &alpha, w_codes, plan->a, x_codes, plan->b, &beta, raw,
@@ -253,24 +253,31 @@ cublasStatus_t CublasLtFp8Gemm::Multiply(void* raw, const std::uint8_t* x_codes,
 bool CublasLtFp8Gemm::Offers(std::int64_t m, std::int64_t n, std::int64_t k) {
   if (init_status_ != CUBLAS_STATUS_SUCCESS || m <= 0 || k % 16 != 0 || n % 8 != 0) return false;
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  return FindPlan(PlanKey{m, n, k, -1, ScaleModes{}, false}, &st) != nullptr;
+  return FindPlan(PlanKey{m, n, k, -1, ScaleModes{}, false, n}, &st) != nullptr;
 }
 
 bool CublasLtFp8Gemm::OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
-                                   ScaleModes modes, bool has_bias) {
-  if (init_status_ != CUBLAS_STATUS_SUCCESS || m <= 0 || k % 16 != 0 || n % 8 != 0) return false;
+                                   ScaleModes modes, bool has_bias, std::int64_t y_stride) {
+  if (y_stride == 0) y_stride = n;
+  if (init_status_ != CUBLAS_STATUS_SUCCESS || m <= 0 || k % 16 != 0 || n % 8 != 0 ||
+      y_stride < n) {
+    return false;
+  }
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  return FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), modes, has_bias}, &st) != nullptr;
+  return FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), modes, has_bias, y_stride}, &st) !=
+         nullptr;
 }
 
-cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, DType dtype, const std::uint8_t* x_codes,
-                                               const float* row_scales, const std::uint8_t* w_codes,
-                                               const float* col_scales, ScaleModes modes,
-                                               const void* bias, std::int64_t m, std::int64_t n,
-                                               std::int64_t k, bool accumulate,
+cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, std::int64_t y_stride, DType dtype,
+                                               const std::uint8_t* x_codes, const float* row_scales,
+                                               const std::uint8_t* w_codes, const float* col_scales,
+                                               ScaleModes modes, const void* bias, std::int64_t m,
+                                               std::int64_t n, std::int64_t k, bool accumulate,
                                                cudaStream_t stream) {
   if (init_status_ != CUBLAS_STATUS_SUCCESS) return init_status_;
-  if (m < 0 || n <= 0 || k <= 0 || k % 16 != 0 || n % 8 != 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (m < 0 || n <= 0 || k <= 0 || k % 16 != 0 || n % 8 != 0 || y_stride < n) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
   if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0) return CUBLAS_STATUS_SUCCESS;
   // NOTE: the plans are asked for with cuBLASLt's default alignment (256 bytes); a row chunk of an
@@ -280,7 +287,8 @@ cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, DType dtype, const std::
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  Plan* plan = FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), modes, bias != nullptr}, &st);
+  Plan* plan =
+      FindPlan(PlanKey{m, n, k, static_cast<int>(dtype), modes, bias != nullptr, y_stride}, &st);
   if (plan == nullptr) return CUBLAS_STATUS_NOT_SUPPORTED;
   // NOTE: the pointers are set per call on the cached descriptor, as gemm.cu's bias: one stream
   // uses a plan at a time (the runner's), and cublasLtMatmul reads them when it is called.

@@ -55,21 +55,25 @@ class CublasLtFp8Gemm {
   };
   // The whole linear in one call: y[t, o] = row_scales[t or 0] * col_scales[o or 0] * sum_i x·w
   // (+ bias[o]) (+ y[t, o] when accumulate), the scaled fp32 sum rounded once to dtype (fp16 /
-  // bf16); y contiguous [m, n]. CUBLAS_STATUS_NOT_SUPPORTED where the library offers no such
-  // kernel (remembered per shape) or y, x_codes, w_codes or bias is not 256-byte aligned.
-  cublasStatus_t MultiplyScaled(void* y, DType dtype, const std::uint8_t* x_codes,
-                                const float* row_scales, const std::uint8_t* w_codes,
-                                const float* col_scales, ScaleModes modes, const void* bias,
-                                std::int64_t m, std::int64_t n, std::int64_t k, bool accumulate,
-                                cudaStream_t stream);
-  // Whether MultiplyScaled has a kernel for these arguments (asks the library once per shape).
+  // bf16); y [m, n] with rows y_stride >= n elements apart (a column block of a wider output).
+  // CUBLAS_STATUS_NOT_SUPPORTED where the library offers no such kernel (remembered per shape) or
+  // y, x_codes, w_codes or bias is not 256-byte aligned.
+  cublasStatus_t MultiplyScaled(void* y, std::int64_t y_stride, DType dtype,
+                                const std::uint8_t* x_codes, const float* row_scales,
+                                const std::uint8_t* w_codes, const float* col_scales,
+                                ScaleModes modes, const void* bias, std::int64_t m, std::int64_t n,
+                                std::int64_t k, bool accumulate, cudaStream_t stream);
+  // Whether MultiplyScaled has a kernel for these arguments (asks the library once per shape);
+  // y_stride 0: n.
   bool OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, ScaleModes modes,
-                    bool has_bias);
+                    bool has_bias, std::int64_t y_stride = 0);
 
  private:
   struct Plan;
-  // m, n, k; then for MultiplyScaled (else -1, {}, false): output dtype, scale modes, bias.
-  using PlanKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, ScaleModes, bool>;
+  // m, n, k; then for MultiplyScaled (else -1, {}, false, n): output dtype, scale modes, bias,
+  // output row stride.
+  using PlanKey =
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, int, ScaleModes, bool, std::int64_t>;
   cublasStatus_t MakePlan(const PlanKey& key, Plan* plan);
   // The cached plan of `key`, made on first use; null with the status that stopped it.
   Plan* FindPlan(const PlanKey& key, cublasStatus_t* status);

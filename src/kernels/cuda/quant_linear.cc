@@ -1,6 +1,7 @@
 #include "kernels/cuda/quant_linear.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/activations.h"
 #include "kernels/cuda/quant_activation_fp8.h"
@@ -129,10 +130,10 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
     cudaError_t err = QuantizeActivationsFp8(xt, x_stride, dtype, mt, k, w.input_scale,
                                              scratch.act_codes, scratch.act_scales, stream);
     if (err != cudaSuccess) return err;
-    if (const auto modes = swiglu ? std::nullopt : CublasLtScales(w, n, y_stride)) {
+    if (const auto modes = swiglu ? std::nullopt : CublasLtScales(w)) {
       const cublasStatus_t st =
-          fp8_gemm_->MultiplyScaled(yt, dtype, scratch.act_codes, scratch.act_scales, w.codes,
-                                    w.scales, *modes, bias, mt, n, k, accumulate, stream);
+          MultiplyScaledRuns(yt, y_stride, dtype, scratch.act_codes, scratch.act_scales, w, *modes,
+                             bias, mt, n, k, accumulate, stream);
       if (st == CUBLAS_STATUS_SUCCESS) continue;
       if (st != CUBLAS_STATUS_NOT_SUPPORTED) return FromCublas(st);
     }
@@ -170,17 +171,57 @@ cudaError_t QuantLinear::RunFp8Gemm(void* y, std::int64_t y_stride, void* x, std
   return cudaSuccess;
 }
 
-std::optional<CublasLtFp8Gemm::ScaleModes> QuantLinear::CublasLtScales(
-    const QuantWeight& w, std::int64_t n, std::int64_t y_stride) const {
-  if (y_stride != n) return std::nullopt;  // MultiplyScaled writes contiguous rows
+std::optional<CublasLtFp8Gemm::ScaleModes> QuantLinear::CublasLtScales(const QuantWeight& w) const {
   // NOTE: a static input_scale is every row's scale (ActivationFp8Scale), so the row scales'
   // first element is the scalar cuBLASLt wants.
   const bool static_rows = w.input_scale > 0.0f;
-  if (fp8_scalar_scales_ && w.per_tensor && static_rows) {
+  if (fp8_scalar_scales_ && (w.per_tensor || w.num_scalar_runs > 1) && static_rows) {
     return CublasLtFp8Gemm::ScaleModes{false, false};
   }
   if (fp8_outer_vector_) return CublasLtFp8Gemm::ScaleModes{!w.per_tensor, true};
   return std::nullopt;
+}
+
+cublasStatus_t QuantLinear::MultiplyScaledRuns(void* y, std::int64_t y_stride, DType dtype,
+                                               const std::uint8_t* x_codes, const float* row_scales,
+                                               const QuantWeight& w,
+                                               CublasLtFp8Gemm::ScaleModes modes, const void* bias,
+                                               std::int64_t m, std::int64_t n, std::int64_t k,
+                                               bool accumulate, cudaStream_t stream) {
+  if (w.per_tensor || modes.per_channel || w.num_scalar_runs <= 1) {
+    return fp8_gemm_->MultiplyScaled(y, y_stride, dtype, x_codes, row_scales, w.codes, w.scales,
+                                     modes, bias, m, n, k, accumulate, stream);
+  }
+  // Run r: its columns of y (from y + begin), its rows of the weight, its scale (the value at its
+  // first row), its part of the bias. Checked for all runs first: a run refused after others ran
+  // would leave an accumulating output half added.
+  auto at = [](const void* p, std::int64_t elements, std::int64_t bytes) {
+    return p == nullptr ? nullptr : static_cast<const char*>(p) + elements * bytes;
+  };
+  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 256 == 0; };
+  for (int pass = 0; pass < 2; ++pass) {
+    std::int64_t begin = 0;
+    for (int r = 0; r < w.num_scalar_runs; ++r) {
+      const std::int64_t end = r + 1 == w.num_scalar_runs ? n : w.scalar_run_ends[r];
+      void* y_run = const_cast<char*>(at(y, begin, 2));
+      const void* bias_run = at(bias, begin, 2);
+      const auto* w_run = reinterpret_cast<const std::uint8_t*>(at(w.codes, begin * k, 1));
+      if (pass == 0) {
+        if (end <= begin || (end - begin) % 8 != 0 || !aligned(y_run) || !aligned(w_run) ||
+            (bias_run != nullptr && !aligned(bias_run)) ||
+            !fp8_gemm_->OffersScaled(dtype, m, end - begin, k, modes, bias != nullptr, y_stride)) {
+          return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+      } else {
+        const cublasStatus_t st = fp8_gemm_->MultiplyScaled(
+            y_run, y_stride, dtype, x_codes, row_scales, w_run, w.scales + begin, modes, bias_run,
+            m, end - begin, k, accumulate, stream);
+        if (st != CUBLAS_STATUS_SUCCESS) return st;
+      }
+      begin = end;
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 bool QuantLinear::Fp8ChunksOffered(const QuantWeight& w, std::int64_t m, std::int64_t n,
@@ -225,14 +266,13 @@ cudaError_t QuantLinear::RunFp8Rows(void* y, std::int64_t y_stride, Fp8Rows x, c
   if (m < 0 || y_stride < n) return cudaErrorInvalidValue;
   if (m == 0) return cudaSuccess;
   if (!Fp8ChunksOffered(w, m, n, k, scratch)) return cudaErrorNotSupported;
-  const auto modes = CublasLtScales(w, n, y_stride);
+  const auto modes = CublasLtScales(w);
   return RunFp8RowChunks(
       x, w, m, n, k, scratch, stream,
       [&](std::int64_t t0, std::int64_t mt) {
         if (!modes) return CUBLAS_STATUS_NOT_SUPPORTED;
-        return fp8_gemm_->MultiplyScaled(RowOf(y, y_stride, t0), dtype, x.codes + t0 * k,
-                                         x.row_scales + t0, w.codes, w.scales, *modes, bias, mt, n,
-                                         k, accumulate, stream);
+        return MultiplyScaledRuns(RowOf(y, y_stride, t0), y_stride, dtype, x.codes + t0 * k,
+                                  x.row_scales + t0, w, *modes, bias, mt, n, k, accumulate, stream);
       },
       [&](std::int64_t t0, std::int64_t mt) {
         return Fp8GemmEpilogue(RowOf(y, y_stride, t0), y_stride, scratch.raw_out, x.row_scales + t0,

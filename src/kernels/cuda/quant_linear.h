@@ -98,9 +98,10 @@ class QuantLinear {
   // offers that, instead of the epilogue kernel. Off by default: CUDA 13.0's cuBLASLt offered no
   // outer-vector scales on sm_90.
   void set_fp8_outer_vector_scales(bool on) { fp8_outer_vector_ = on; }
-  // kFp8Gemm of a per-tensor weight under a static input_scale: both scales go to cuBLASLt as
-  // scalars, and the output is written once, rounded once from the fp32 sums (no products in
-  // bf16, no epilogue pass). On by default; off gives the epilogue's bits (tests, benchmarks).
+  // kFp8Gemm of a per-tensor weight (or one of scalar runs: a GEMM a run) under a static
+  // input_scale: both scales go to cuBLASLt as scalars, and the output is written once, rounded
+  // once from the fp32 sums (no products in bf16, no epilogue pass). On by default; off gives the
+  // epilogue's bits (tests, benchmarks).
   void set_fp8_scalar_scales(bool on) { fp8_scalar_scales_ = on; }
 
  private:
@@ -114,10 +115,17 @@ class QuantLinear {
   // An FP8 weight whose GEMM the library runs for each chunk of m rows the scratch holds.
   bool Fp8ChunksOffered(const QuantWeight& w, std::int64_t m, std::int64_t n, std::int64_t k,
                         const QuantScratch& scratch) const;
-  // The scale modes under which MultiplyScaled runs w's GEMM into an output of row stride y_stride
-  // (nullopt: the epilogue kernel's way).
-  std::optional<CublasLtFp8Gemm::ScaleModes> CublasLtScales(const QuantWeight& w, std::int64_t n,
-                                                            std::int64_t y_stride) const;
+  // The scale modes under which MultiplyScaled runs w's GEMM (nullopt: the epilogue kernel's
+  // way).
+  std::optional<CublasLtFp8Gemm::ScaleModes> CublasLtScales(const QuantWeight& w) const;
+  // MultiplyScaled of x's codes and row scales by w, in one call, or one a run of w's rows for a
+  // weight of scalar runs (all of them or none: CUBLAS_STATUS_NOT_SUPPORTED, having written
+  // nothing, where the library takes some run not).
+  cublasStatus_t MultiplyScaledRuns(void* y, std::int64_t y_stride, DType dtype,
+                                    const std::uint8_t* x_codes, const float* row_scales,
+                                    const QuantWeight& w, CublasLtFp8Gemm::ScaleModes modes,
+                                    const void* bias, std::int64_t m, std::int64_t n,
+                                    std::int64_t k, bool accumulate, cudaStream_t stream);
   // RunFp8Rows and RunSwiGluFp8Rows, each chunk of rows: `scaled(t0, mt)` (the whole linear,
   // MultiplyScaled), or where that gives CUBLAS_STATUS_NOT_SUPPORTED the unscaled GEMM then
   // `epilogue(t0, mt)`.

@@ -31,6 +31,13 @@ struct QuantWeight {
   const std::int32_t* g_idx = nullptr;
   // fp8 only: the static activation scale (the linear's input_scale); 0: per token, amax / 448.
   float input_scale = 0.0f;
+  // fp8 per channel whose rows fall in runs of one scale each (a checkpoint's per-tensor q, k and
+  // v, or gate and up, fused into one weight): run r is rows [r ? run_ends[r - 1] : 0,
+  // run_ends[r]), the last ending at n; num_scalar_runs 0 where the scales are not so. The FP8
+  // GEMM then takes each run's scale as a scalar (QuantLinear::set_fp8_scalar_scales).
+  static constexpr int kMaxScalarRuns = 3;
+  std::int64_t scalar_run_ends[kMaxScalarRuns] = {};
+  int num_scalar_runs = 0;
 
   bool present() const { return codes != nullptr; }
 };

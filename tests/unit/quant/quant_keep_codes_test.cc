@@ -92,7 +92,8 @@ TEST(QuantizedLinearParts, ActOrderEngineKeepsGroupIndexPerRank) {
 
 // The CUDA runner takes an FP8 linear as per tensor where its expanded scales are one value: the
 // single-tensor linears of a ModelOpt checkpoint (one scale each), not its fused q/k/v (a scale per
-// part), nor a build-time engine's per-channel scales, nor weight-only codes.
+// part, each part a run of one scale), nor a build-time engine's per-channel scales, nor
+// weight-only codes.
 TEST(QuantizedLinearParts, SharesOneFp8ScaleOnlyWhereEveryChannelHasTheSameScale) {
   testing::Fixture f;
   ASSERT_EQ(testing::MakeFixture(testing::Opts(testing::Format::kModelOpt), &f), "");
@@ -112,10 +113,23 @@ TEST(QuantizedLinearParts, SharesOneFp8ScaleOnlyWhereEveryChannelHasTheSameScale
     ASSERT_TRUE(file.ok()) << file.status().ToString();
     auto w = BindTransformerWeights(*config, *shard, **file, QuantizedLinears::kKeepCodes);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
+    const std::int64_t q_rows = config->num_attention_heads * config->head_dim;
+    const std::int64_t kv_rows = config->num_kv_heads * config->head_dim;
     for (const LayerWeights& l : w->layers) {
       EXPECT_EQ(SharesOneFp8Scale(l.attn_out_quant), single_linears_share) << engine;
       EXPECT_EQ(SharesOneFp8Scale(l.down_quant), single_linears_share) << engine;
       EXPECT_FALSE(SharesOneFp8Scale(l.qkv_quant)) << engine;  // q, k and v scales differ
+      // ... but each is one run: ModelOpt's q, k and v rows; per-channel scales are no runs.
+      std::int64_t ends[3] = {};
+      if (single_linears_share) {
+        ASSERT_EQ(Fp8ScaleRuns(l.qkv_quant, 3, ends), 3) << engine;
+        EXPECT_EQ(ends[0], q_rows);
+        EXPECT_EQ(ends[1], q_rows + kv_rows);
+        EXPECT_EQ(ends[2], q_rows + 2 * kv_rows);
+        EXPECT_EQ(Fp8ScaleRuns(l.qkv_quant, 2, ends), 0) << engine;  // more runs than asked for
+      } else {
+        EXPECT_EQ(Fp8ScaleRuns(l.qkv_quant, 3, ends), 0) << engine;
+      }
     }
   }
 
