@@ -14,7 +14,9 @@ and quantizes its decoder linears here, in torch, into the layout the format's o
     first), `qzeros` int32 [groups, out * bits / 32] holding zero - 1, float16 `scales`, `g_idx`; with
     act-order (desc_act, a permuted g_idx) and without; 4 and 8 bits;
   - and inflight-build's own --qformat fp8 | int8_wo | int4_wo from the bfloat16 checkpoint (the
-    quantizer's rules, docs/engine_format.md, redone here).
+    quantizer's rules, docs/engine_format.md, redone here); and --qformat fp8 --calib_dataset on the
+    prompts, whose per-tensor weight scales and static input scales the judge reads from the engine
+    (one weight scale for q/k/v and one for gate/up, checked to be the largest |w| of the group / 448).
 The judge is transformers' Llama in float32 holding the dequantized values ((code - zero) x scale,
 computed here from the tensors written, not by our code). Where the engine quantizes activations to
 FP8 (the FP8 formats), the judge does too: a hook on every decoder linear rounds its input to E4M3 under
@@ -58,6 +60,8 @@ CASES = {
     "gptq_int4_g128_actorder": dict(format="gptq", bits=4, group=128, act_order=True, dtype="float16"),
     "gptq_int8_channel": dict(format="gptq", bits=8, group=-1, act_order=False, dtype="float16"),
     "build_fp8": dict(format="build", qformat="fp8", acts="token", dtype="bfloat16"),
+    "build_fp8_calibrated": dict(format="build", qformat="fp8", acts="static", calibrated=True,
+                                 dtype="bfloat16"),
     "build_int8_wo": dict(format="build", qformat="int8_wo", dtype="bfloat16"),
     "build_int4_wo": dict(format="build", qformat="int4_wo", group=128, dtype="bfloat16"),
 }
@@ -172,6 +176,37 @@ def build_time_dequantized(w, case):
     scale = wg.abs().amax(-1, keepdim=True) / qmax
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     return (torch.round(wg / scale).clamp(lo, qmax) * scale).reshape(w.shape)
+
+
+ENGINE_LINEAR = {"q_proj": "qkv", "k_proj": "qkv", "v_proj": "qkv", "o_proj": "attn_out",
+                 "gate_proj": "gate_up", "up_proj": "gate_up", "down_proj": "down"}
+
+
+def calibrated_engine_values(engine, model32):
+    """The judge's weights and input scales for a calibrated --qformat fp8 engine: each linear's
+    per-tensor weight scale and static input scale as the engine holds them (docs/engine_format.md,
+    layers.<i>.<linear>.weight_scale / input_scale), the weight scale checked against the largest |w|
+    of the checkpoint weights fused into that GEMM / 448; the weights dequantized here from that scale."""
+    from safetensors import safe_open
+    with safe_open(os.path.join(engine, "rank0.safetensors"), framework="pt") as f:
+        held = {k: f.get_tensor(k) for k in f.keys() if k.endswith("_scale")}
+    linears = dict(decoder_linears(model32))
+    dequantized, input_scales = {}, {}
+    for name, module in linears.items():
+        parts = name.split(".")
+        layer, short = parts[2], parts[-1]
+        prefix = f"layers.{layer}.{ENGINE_LINEAR[short]}."
+        scale = held[prefix + "weight_scale"].float().item()
+        group = [n for n in linears if n.split(".")[2] == layer and ENGINE_LINEAR[n.split(".")[-1]] ==
+                 ENGINE_LINEAR[short]]
+        amax = max(linears[n].weight.float().abs().max().item() for n in group)
+        if abs(scale - amax / FP8_MAX) > 1e-6 * scale:
+            raise RuntimeError(f"{prefix}weight_scale {scale} is not the largest |w| of {group} / 448 "
+                               f"({amax / FP8_MAX})")
+        w = module.weight.float().cpu()
+        dequantized[name] = fp8_round(w / scale).float() * scale
+        input_scales[name] = held[prefix + "input_scale"].float().item()
+    return dequantized, input_scales
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -297,9 +332,20 @@ def run_case(args, env, name, case, log):
     model32 = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32).to(args.hf_device).eval()
 
     static = case.get("acts") == "static"
-    input_scales = calibrate_input_scales(model32, args.hf_device) if static else None
+    calibrated = case.get("calibrated", False)
+    input_scales = calibrate_input_scales(model32, args.hf_device) if static and not calibrated else None
     build_flags = list(gp.BUILD_FLAGS)
-    if case["format"] == "build":
+    if calibrated:
+        ckpt = base
+        data = os.path.join(work, "calibration.jsonl")
+        with open(data, "w") as f:
+            for prompt in gp.PROMPTS:
+                f.write(json.dumps({"input_ids": prompt}) + "\n")
+        build_flags += ["--qformat", "fp8", "--calib_dataset", data]
+        gp.run_tool([os.path.join(args.bin_dir, "inflight-build"), "--checkpoint_dir", ckpt, "--output_dir",
+                     engine, *build_flags], env, log)
+        dequantized, input_scales = calibrated_engine_values(engine, model32)
+    elif case["format"] == "build":
         ckpt = base
         build_flags += ["--qformat", case["qformat"]]
         if "group" in case:
@@ -319,8 +365,9 @@ def run_case(args, env, name, case, log):
         m.generation_config.eos_token_id = None
         m.generation_config.pad_token_id = 0
 
-    gp.run_tool([os.path.join(args.bin_dir, "inflight-build"), "--checkpoint_dir", ckpt, "--output_dir", engine,
-                 *build_flags], env, log)
+    if not calibrated:
+        gp.run_tool([os.path.join(args.bin_dir, "inflight-build"), "--checkpoint_dir", ckpt, "--output_dir",
+                     engine, *build_flags], env, log)
     with open(os.path.join(engine, "config.json")) as f:
         quant = json.load(f).get("quantization") or {}
     start = time.time()
