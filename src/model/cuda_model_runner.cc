@@ -142,6 +142,26 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
                                                       fused_swiglu, std::move(windows));
   RETURN_IF_ERROR(r->transformer_->AllocateActivations(r->max_tokens_));
   RETURN_IF_ERROR(r->AllocateStepBuffers());
+  if (options.observe_amax != nullptr) {
+    // The observed points are the float forward pass's (an FP8 engine's fused producers skip them).
+    if (c.quant.any() || r->shard_.tp_size * r->shard_.pp_size > 1) {
+      return InvalidArgument(
+          "observe_amax calibrates a float engine in one process; this engine has quantization " +
+          QuantConfigToJson(c.quant) + ", tp_size " + std::to_string(r->shard_.tp_size) +
+          ", pp_size " + std::to_string(r->shard_.pp_size));
+    }
+    r->observe_amax_ = options.observe_amax;
+    auto& layers = r->observe_amax_->layers;
+    if (layers.empty()) layers.assign(static_cast<std::size_t>(c.num_layers), {});
+    if (static_cast<std::int64_t>(layers.size()) != c.num_layers) {
+      return InvalidArgument("observe_amax holds " + std::to_string(layers.size()) +
+                             " layers; the engine has " + std::to_string(c.num_layers));
+    }
+    const std::int64_t bytes = c.num_layers * kNumAmaxPoints * sizeof(unsigned);
+    RETURN_IF_ERROR(r->amax_bits_.Allocate(bytes));
+    CUDA_RETURN(cudaMemset(r->amax_bits_.get(), 0, static_cast<std::size_t>(bytes)));
+    r->transformer_->ObserveAmax(r->amax_bits_.get<unsigned>());
+  }
 
   const std::int64_t tpb = c.build.tokens_per_block;
   // An FP8 cache's byte an element holds twice the tokens in the same memory.

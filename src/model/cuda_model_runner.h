@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "model/activation_amax.h"
 #include "model/collectives.h"
 #include "model/model_runner.h"
 
@@ -22,6 +23,9 @@ struct CudaRunnerOptions {
   // engine's tp_size and pp_size. Null: one process runs the whole engine (tp 1, pp 1).
   std::shared_ptr<Collectives> collectives;
   AttentionLimits attention_limits;
+  // Calibration (model/fp8_calibration.h) of a float engine run by one process: each step's
+  // activation amax is folded into it (resized to the engine's layers when empty). Null: off.
+  std::shared_ptr<ActivationAmax> observe_amax;
 };
 
 // Loads <engine_dir>/config.json and the weights of the group's rank (rank0.safetensors for one

@@ -115,6 +115,11 @@ class CudaModelRunner final : public ModelRunner {
   bool mixed_decode_split_ = true;  // Launch::num_decode_seqs in mixed steps
   // Dynamic RoPE past its original length: each step uploads a frequency table per sequence.
   bool rope_per_sequence_ = false;
+  // Calibration: the transformer's amax bits on the device, folded into observe_amax_ after each
+  // step (ObserveStep).
+  std::shared_ptr<ActivationAmax> observe_amax_;
+  DeviceBuffer amax_bits_;
+  Status ObserveStep();
 };
 
 }  // namespace inflight::model::cuda_runner

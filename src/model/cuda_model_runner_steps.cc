@@ -3,11 +3,14 @@
 // the whole step in Launch (RunStep: the forward pass or a decode graph, then the results).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "model/cuda_group_wait.h"
 #include "model/cuda_model_runner_impl.h"
@@ -111,7 +114,25 @@ Result<StepOutput> CudaModelRunner::RunStep(const StepInput& input) {
     RETURN_IF_ERROR(Forward(input, out));
   }
   RETURN_IF_ERROR(ReturnStepToFirstStage(shard_, *collectives_, stream_, stage_results_, out));
+  if (observe_amax_ != nullptr) RETURN_IF_ERROR(ObserveStep());
   return out;
+}
+
+Status CudaModelRunner::ObserveStep() {
+  std::vector<unsigned> bits(static_cast<std::size_t>(amax_bits_.bytes()) / sizeof(unsigned));
+  CUDA_RETURN(cudaMemcpyAsync(bits.data(), amax_bits_.get(), bits.size() * sizeof(unsigned),
+                              cudaMemcpyDeviceToHost, stream_));
+  CUDA_RETURN(cudaStreamSynchronize(stream_));
+  for (std::size_t l = 0; l < observe_amax_->layers.size(); ++l) {
+    for (int p = 0; p < kNumAmaxPoints; ++p) {
+      // The device holds the running max over every step since load; NaN stays NaN.
+      float& host = observe_amax_->layers[l][static_cast<std::size_t>(p)];
+      const float device =
+          std::bit_cast<float>(bits[l * kNumAmaxPoints + static_cast<std::size_t>(p)]);
+      host = std::isnan(host) || std::isnan(device) ? std::nanf("") : std::max(host, device);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace inflight::model::cuda_runner

@@ -7,6 +7,7 @@
 
 #include "common/env_switch.h"
 #include "kernels/cuda/activations.h"
+#include "kernels/cuda/amax.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm_swiglu.h"
 #include "kernels/cuda/gemv.h"
@@ -236,6 +237,13 @@ Status CudaTransformer::LmHead(std::int64_t rows) {
   return collectives_.AllGatherColumns(logits_.get<float>(), rows, V, v0, v1, stream_);
 }
 
+Status CudaTransformer::Observe(std::size_t i, AmaxPoint p, const void* x, std::int64_t rows,
+                                std::int64_t cols, std::int64_t stride) {
+  if (amax_bits_ == nullptr) return Status::Ok();
+  unsigned* slot = amax_bits_ + i * kNumAmaxPoints + static_cast<std::size_t>(p);
+  return CudaStatus(kc::FoldAbsMax(slot, x, rows, cols, stride, dtype_, stream_), "FoldAbsMax");
+}
+
 Status CudaTransformer::Enqueue(const Launch& launch) {
   const EngineConfig& c = config_;
   const kc::PagedBatch& batch = launch.batch;
@@ -264,6 +272,7 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
     ASSIGN_OR_RETURN(const bool fp8_qkv, Fp8NormQkv(l, T, qkv_dim));
     if (!fp8_qkv) {
       RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.attn_norm, l.attn_norm_bias, T));
+      RETURN_IF_ERROR(Observe(i, AmaxPoint::kQkvInput, normed_.get(), T, H, H));
       RETURN_IF_ERROR(DecoderLinear(qkv_.get(), normed_.get(), l.qkv_q, l.qkv, l.qkv_bias, T,
                                     qkv_dim, H, false, "quantized linear qkv"));
     }
@@ -286,6 +295,9 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
       CUDA_RETURN(kc::RopeKvWrite(q, k, v, qkv_dim, nq, k_pool, v_pool, batch, shape, rope, qk_norm,
                                   dtype_, stream_));
     }
+    // K as cached: RopeKvWrite leaves the rotated (and normed) rows in place.
+    RETURN_IF_ERROR(Observe(i, AmaxPoint::kKey, k, T, nkv * hd, qkv_dim));
+    RETURN_IF_ERROR(Observe(i, AmaxPoint::kValue, v, T, nkv * hd, qkv_dim));
     const kc::AttentionWindow& window = windows_[static_cast<std::size_t>(shard_.first_layer) + i];
     const auto decode_attention = [&](cudaStream_t s) {
       if (kv_.fp8) {
@@ -316,11 +328,13 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
       if (decodes.num_seqs > 0) CUDA_RETURN(decode_attention(stream_));
       if (contexts.num_seqs > 0) CUDA_RETURN(context_attention(stream_));
     }
+    RETURN_IF_ERROR(Observe(i, AmaxPoint::kAttnOutInput, attn_.get(), T, q_dim, q_dim));
     RETURN_IF_ERROR(RowParallelAdd(attn_.get(), l.attn_out_q, l.attn_out, l.attn_out_bias, T, q_dim,
                                    "quantized linear attn_out"));
     ASSIGN_OR_RETURN(const bool fp8_mlp, Fp8NormMlp(l, T, inter));
     if (fp8_mlp) continue;
     RETURN_IF_ERROR(Norm(normed_.get(), residual_.get(), l.mlp_norm, l.mlp_norm_bias, T));
+    RETURN_IF_ERROR(Observe(i, AmaxPoint::kMlpInput, normed_.get(), T, H, H));
     // The fused gate/up + SwiGLU kernels read float weights; a quantized gate_up goes through its
     // linear, then the SwiGLU kernel.
     const bool float_mlp_in = !l.mlp_in_q.present();
@@ -354,6 +368,7 @@ Status CudaTransformer::Enqueue(const Launch& launch) {
                                     T, inter, H, false, "quantized linear fc"));
       CUDA_RETURN(kc::GeluNew(mlp_act_.get(), mlp_.get(), dtype_, T * inter, stream_));
     }
+    RETURN_IF_ERROR(Observe(i, AmaxPoint::kDownInput, mlp_act_.get(), T, inter, inter));
     RETURN_IF_ERROR(RowParallelAdd(mlp_act_.get(), l.down_q, l.down, l.down_bias, T, inter,
                                    "quantized linear down"));
   }

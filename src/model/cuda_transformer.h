@@ -20,6 +20,7 @@
 #include "kernels/cuda/paged_batch.h"
 #include "kernels/cuda/quant_linear.h"
 #include "kernels/cuda/sampling.h"
+#include "model/activation_amax.h"
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
 #include "model/cuda_weights.h"
@@ -106,6 +107,11 @@ class CudaTransformer {
   // decode step can be captured into a CUDA graph.
   Status Enqueue(const Launch& l);
 
+  // Calibration of a float engine: every Enqueue folds the largest |x| of each layer's
+  // activations (model/activation_amax.h's points) into amax_bits, device [shard layers,
+  // kNumAmaxPoints] float bits (kernels/cuda/amax.h); nullptr stops it.
+  void ObserveAmax(unsigned* amax_bits) { amax_bits_ = amax_bits; }
+
   // Decode attention workspace for `decodes` (Launch::decode_ws): the most any of the shard's
   // layers needs for its window.
   std::int64_t DecodeWorkspaceBytes(const kernels::cuda::PagedBatch& decodes) const;
@@ -158,6 +164,10 @@ class CudaTransformer {
   const bool fused_swiglu_;
   const float rope_scale_;  // on cos and sin: yarn's attention factor, else 1
   const std::vector<kernels::cuda::AttentionWindow> windows_;  // by engine layer
+  unsigned* amax_bits_ = nullptr;
+  // Layer i's point p of x [rows, cols] (row stride `stride`) into amax_bits_, when observing.
+  Status Observe(std::size_t i, AmaxPoint p, const void* x, std::int64_t rows, std::int64_t cols,
+                 std::int64_t stride);
   // The distinct windows of the shard's layers, and how many layers have each.
   std::vector<kernels::cuda::AttentionWindow> distinct_windows_;
   std::vector<std::int64_t> distinct_window_layers_;

@@ -4,7 +4,11 @@
 #include <filesystem>
 #include <system_error>
 
+#include "common/logging.h"
 #include "model/model_runner.h"
+#ifdef INFLIGHT_HAVE_CUDA_RUNNER
+#include "model/cuda_model_runner.h"
+#endif
 
 namespace inflight::model {
 namespace {
@@ -24,14 +28,49 @@ struct RemoveOnExit {
   }
 };
 
+// The runner of the pass, observing into `amax`.
+Result<std::unique_ptr<ModelRunner>> CalibrationRunner(const std::string& engine_dir,
+                                                       const CalibrationRun& run,
+                                                       std::int64_t kv_tokens,
+                                                       std::shared_ptr<ActivationAmax> amax) {
+#ifdef INFLIGHT_HAVE_CUDA_RUNNER
+  if (run.device == CalibrationDevice::kCuda ||
+      (run.device == CalibrationDevice::kAuto && CudaDeviceAvailable())) {
+    CudaRunnerOptions options;
+    options.max_kv_tokens = kv_tokens;
+    options.observe_amax = std::move(amax);
+    LOG_INFO("calibration: the float engine on the CUDA runner, device 0");
+    return CreateCudaModelRunner(engine_dir, options);
+  }
+#else
+  if (run.device == CalibrationDevice::kCuda) {
+    return Unsupported("--calib_device cuda: this build has no CUDA runner; accepted: auto, cpu");
+  }
+#endif
+  RunnerOptions options;
+  options.num_threads = run.num_threads;
+  options.max_kv_tokens = kv_tokens;
+  options.observe_amax = std::move(amax);
+  return CreateCpuModelRunner(engine_dir, options);
+}
+
 }  // namespace
 
+Result<CalibrationDevice> ParseCalibrationDevice(const std::string& name) {
+  if (name == "auto") return CalibrationDevice::kAuto;
+  if (name == "cpu") return CalibrationDevice::kCpu;
+  if (name == "cuda") return CalibrationDevice::kCuda;
+  return InvalidArgument("--calib_device \"" + name + "\" is not one of auto, cpu, cuda");
+}
+
 Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
-                                             const std::vector<VecTokens>& samples, int num_threads,
+                                             const std::vector<VecTokens>& samples,
+                                             const CalibrationRun& run,
                                              const CalibrationProgressFn& progress) {
   ASSIGN_OR_RETURN(const EngineConfig config, LoadEngineConfig(engine_dir));
   const std::int64_t tpb = config.build.tokens_per_block;
-  const std::int64_t max_len = config.build.max_seq_len;
+  // A sample is one sequence of one step: within max_seq_len and the step's tokens.
+  const std::int64_t max_len = std::min(config.build.max_seq_len, config.build.max_num_tokens);
   // Steps of whole samples, up to the engine's tokens and sequences a step (a longer sample is a
   // step of its own).
   const std::int64_t step_tokens = std::max<std::int64_t>(config.build.max_num_tokens, 1);
@@ -54,11 +93,10 @@ Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
     i = j;
   }
 
-  RunnerOptions options;
-  options.num_threads = num_threads;
-  options.max_kv_tokens = std::max<std::int64_t>(most_blocks, 1) * tpb;
-  options.observe_amax = std::make_shared<ActivationAmax>();
-  ASSIGN_OR_RETURN(auto runner, CreateCpuModelRunner(engine_dir, options));
+  auto observed = std::make_shared<ActivationAmax>();
+  ASSIGN_OR_RETURN(
+      auto runner,
+      CalibrationRunner(engine_dir, run, std::max<std::int64_t>(most_blocks, 1) * tpb, observed));
 
   CalibrationProgress done;
   done.samples_total = static_cast<std::int64_t>(samples.size());
@@ -83,7 +121,7 @@ Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
     done.samples_done = static_cast<std::int64_t>(last);
     if (progress) progress(done);
   }
-  ActivationAmax amax = *options.observe_amax;
+  ActivationAmax amax = *observed;
   amax.samples = static_cast<std::int64_t>(samples.size());
   amax.tokens = tokens_total;
   return amax;
@@ -91,7 +129,8 @@ Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
 
 Result<std::shared_ptr<const ActivationAmax>> CalibrateFromDataset(
     const BuildOptions& build, const FloatEngineWriter& build_float,
-    CalibrationDatasetOptions dataset, int num_threads, const CalibrationProgressFn& progress) {
+    CalibrationDatasetOptions dataset, const CalibrationRun& run,
+    const CalibrationProgressFn& progress) {
   RETURN_IF_ERROR(CheckCalibrationFlags(build));  // before the pass, which may take hours
   BuildOptions float_build = build;
   float_build.qformat.reset();
@@ -108,7 +147,7 @@ Result<std::shared_ptr<const ActivationAmax>> CalibrateFromDataset(
       std::min<std::int64_t>(dataset.max_seq_length, summary.config.build.max_seq_len);
   ASSIGN_OR_RETURN(const std::vector<VecTokens> samples, ReadCalibrationDataset(dataset));
   ASSIGN_OR_RETURN(ActivationAmax amax,
-                   ObserveActivationAmax(float_build.output_dir, samples, num_threads, progress));
+                   ObserveActivationAmax(float_build.output_dir, samples, run, progress));
   amax.source = fs::path(dataset.path).filename().string() + " (" + std::to_string(amax.samples) +
                 " samples, " + std::to_string(amax.tokens) + " tokens)";
   return std::make_shared<const ActivationAmax>(std::move(amax));

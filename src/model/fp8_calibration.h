@@ -1,15 +1,16 @@
 // inflight-build --calib_dataset: static FP8 scales from a calibration pass, as TensorRT-LLM's
 // quantize script gets them from ModelOpt. The checkpoint is built as a float engine (one rank,
-// no quantization) into a folder of the output directory, the dataset's samples run through it on
-// the CPU runner (fp32 math) while it records each layer's activation amax
-// (model/activation_amax.h), and the folder is removed; the caller then builds the quantized
-// engine with BuildOptions::calibration set.
+// no quantization) into a folder of the output directory, the dataset's samples run through it
+// while the runner records each layer's activation amax (model/activation_amax.h), and the folder
+// is removed; the caller then builds the quantized engine with BuildOptions::calibration set.
 //
-// Cost: one forward pass of every sample on the CPU, about 2 x parameters FLOPs a token (an 8B
-// model at 512 samples of 512 tokens is ~4 PFLOPs: hours on a few cores); --calib_size and
-// --calib_max_seq_length bound it.
+// Where: the CUDA runner (the engine's dtype; fp32 engines in bf16) on device 0 where one is built
+// and visible, else the CPU runner (fp32 math). Cost: one forward pass of every sample, about
+// 2 x parameters FLOPs a token: an 8B model at 512 samples of 512 tokens is ~4 PFLOPs, seconds on
+// a GPU and hours on a few CPU cores; --calib_size and --calib_max_seq_length bound it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,11 +30,25 @@ struct CalibrationProgress {
 };
 using CalibrationProgressFn = std::function<void(const CalibrationProgress&)>;
 
-// Runs `samples` (each a prompt from position 0) through the float engine in `engine_dir` on the
-// CPU runner with `num_threads` threads (0: every core), several samples a step: the largest |x|
-// at each point of each layer. Samples longer than the engine's max_seq_len are cut.
+enum class CalibrationDevice : std::uint8_t {
+  kAuto,  // CUDA where built and a device is visible, else CPU
+  kCpu,
+  kCuda,
+};
+// "auto", "cpu", "cuda" (--calib_device).
+Result<CalibrationDevice> ParseCalibrationDevice(const std::string& name);
+
+struct CalibrationRun {
+  CalibrationDevice device = CalibrationDevice::kAuto;
+  int num_threads = 0;  // CPU: 0 = every core
+};
+
+// Runs `samples` (each a prompt from position 0) through the float engine in `engine_dir`, several
+// samples a step: the largest |x| at each point of each layer. Samples longer than the engine's
+// max_seq_len (or max_num_tokens) are cut. Errors: kCuda without a CUDA build or device.
 Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
-                                             const std::vector<VecTokens>& samples, int num_threads,
+                                             const std::vector<VecTokens>& samples,
+                                             const CalibrationRun& run,
                                              const CalibrationProgressFn& progress = nullptr);
 
 // Writes the float engine of `build`'s options (quantization off, tp 1, pp 1) into
@@ -43,7 +58,7 @@ Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
 using FloatEngineWriter = std::function<Result<BuildSummary>(const BuildOptions&)>;
 Result<std::shared_ptr<const ActivationAmax>> CalibrateFromDataset(
     const BuildOptions& build, const FloatEngineWriter& build_float,
-    CalibrationDatasetOptions dataset, int num_threads,
+    CalibrationDatasetOptions dataset, const CalibrationRun& run,
     const CalibrationProgressFn& progress = nullptr);
 
 }  // namespace inflight::model

@@ -5,10 +5,6 @@ add_library(inflight_model_cpu STATIC transformer_weights.cc transformer.cc cpu_
   attention_windows.cc all_reduce_choice.cc step_result_message.cc rank_weights.cc)
 target_link_libraries(inflight_model_cpu PUBLIC inflight_kernels_cpu inflight_model_io inflight_common
   PRIVATE inflight_model_build inflight_warnings)
-# inflight-build --calib_dataset: a calibration pass of the float engine on the CPU runner.
-add_library(inflight_model_calibration STATIC fp8_calibration.cc calibration_dataset.cc)
-target_link_libraries(inflight_model_calibration PUBLIC inflight_model_cpu inflight_model_build
-  PRIVATE inflight_tokenizer nlohmann_json::nlohmann_json inflight_warnings)
 # Collectives between processes over MPI (CPU ranks under mpirun). A target of its own so that MPI
 # links only into what runs split engines over processes.
 find_package(MPI COMPONENTS C)

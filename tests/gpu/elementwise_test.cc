@@ -1,11 +1,16 @@
-// SwiGLU, gelu_new and the embedding gather against the CPU references.
+// SwiGLU, gelu_new, the embedding gather and the calibration's amax fold against the CPU
+// references.
+#include <bit>
+#include <cmath>
 #include <string>
 
 #include "gpu_test_util.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cuda/activations.h"
+#include "kernels/cuda/amax.h"
 #include "kernels/cuda/embedding.h"
+#include "model/activation_amax.h"
 
 namespace inflight::gpu_test {
 namespace {
@@ -43,6 +48,39 @@ GPU_TEST(GeluNewMatchesCpu) {
       ExpectClose("gelu_new " + Describe(dtype) + " n=" + std::to_string(n),
                   FromBits(dtype, d_out.Download()), ref, 1e-6f, Epsilon(dtype));
     }
+}
+
+// FoldAbsMax against ActivationAmax::Observe on the same rounded values: a strided column block
+// (K in a fused qkv row), two folds into one slot (the larger wins), and a NaN that stays.
+GPU_TEST(FoldAbsMaxMatchesCpu) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (const int rows : {1, 7, 1500}) {
+      const int stride = 768, cols = 130, offset = 512;  // a 130-wide block at column 512
+      auto x = RoundTo(dtype, RandomVector(static_cast<std::size_t>(rows) * stride, -3.0f, 3.0f));
+      const auto y = RoundTo(dtype, RandomVector(static_cast<std::size_t>(rows) * stride, -5, 5));
+      DeviceArray<std::uint16_t> d_x(ToBits(dtype, x)), d_y(ToBits(dtype, y));
+      DeviceArray<unsigned> d_amax(std::vector<unsigned>(1, 0u));
+      model::ActivationAmax host;
+      host.layers.assign(1, {});
+      const std::string what = "fold abs max " + Describe(dtype) + " rows=" + std::to_string(rows);
+      for (const std::vector<float>* v : {static_cast<const std::vector<float>*>(&x), &y}) {
+        const auto& d = v == &x ? d_x : d_y;
+        CUDA_OK(kernels::cuda::FoldAbsMax(d_amax.get(), d.get() + offset, rows, cols, stride, dtype,
+                                          nullptr));
+        host.Observe(0, model::AmaxPoint::kKey, v->data() + offset, rows, cols, stride);
+      }
+      const float found = std::bit_cast<float>(d_amax.Download()[0]);
+      const float want = host.at(0, model::AmaxPoint::kKey);
+      if (found != want) {
+        Fail(what + ": " + std::to_string(found) + ", expected " + std::to_string(want));
+      }
+      x[static_cast<std::size_t>(rows - 1) * stride + offset + cols - 1] = std::nanf("");
+      DeviceArray<std::uint16_t> d_nan(ToBits(dtype, x));
+      CUDA_OK(kernels::cuda::FoldAbsMax(d_amax.get(), d_nan.get() + offset, rows, cols, stride,
+                                        dtype, nullptr));
+      if (!std::isnan(std::bit_cast<float>(d_amax.Download()[0]))) Fail(what + ": NaN not kept");
+    }
+  }
 }
 
 GPU_TEST(EmbeddingGatherMatchesCpu) {

@@ -27,7 +27,7 @@ struct RandomSource {
 // --calib_dataset and its settings (model/fp8_calibration.h).
 struct Calibration {
   inflight::model::CalibrationDatasetOptions dataset;
-  std::int32_t threads = 0;
+  inflight::model::CalibrationRun run;
 };
 
 void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random, Calibration* calib) {
@@ -147,9 +147,20 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random, Calibrat
                calib->dataset.tokenizer_dir = v;
                return Status::Ok();
              });
-  flags->Add("calib_threads", "N", "with --calib_dataset: CPU threads of the pass (default: all)",
+  flags->Add("calib_device", "auto|cpu|cuda",
+             "with --calib_dataset: where the float model runs (default auto: CUDA device 0 where "
+             "one is visible, else the CPU)",
              [calib](const std::string& v) {
-               return inflight::tools::ParseInt32("--calib_threads", v, 1, 4096, &calib->threads);
+               ASSIGN_OR_RETURN(calib->run.device, inflight::model::ParseCalibrationDevice(v));
+               return Status::Ok();
+             });
+  flags->Add("calib_threads", "N",
+             "with --calib_dataset on the CPU: threads of the pass (default: all)",
+             [calib](const std::string& v) {
+               std::int32_t n = 0;
+               RETURN_IF_ERROR(inflight::tools::ParseInt32("--calib_threads", v, 1, 4096, &n));
+               calib->run.num_threads = n;
+               return Status::Ok();
              });
   flags->Add("random_preset", "tiny|small|llama-3.1-8b|llama-3.1-70b",
              "instead of --checkpoint_dir: the engine of `make_checkpoint --preset P --seed S`'s "
@@ -203,7 +214,8 @@ int main(int argc, char** argv) {
                         : "flag --checkpoint_dir is required (or --random_preset)"));
   }
   const bool calibrate = flags.WasSet("calib_dataset");
-  for (const char* f : {"calib_size", "calib_max_seq_length", "tokenizer_dir", "calib_threads"}) {
+  for (const char* f :
+       {"calib_size", "calib_max_seq_length", "tokenizer_dir", "calib_device", "calib_threads"}) {
     if (flags.WasSet(f) && !calibrate) {
       return Fail(inflight::InvalidArgument(std::string("--") + f + " needs --calib_dataset"));
     }
@@ -239,12 +251,11 @@ int main(int argc, char** argv) {
 
   if (calibrate) {
     if (calib.dataset.tokenizer_dir.empty()) calib.dataset.tokenizer_dir = options.checkpoint_dir;
-    std::fprintf(stderr, "Calibrating on %s: the float engine first, then its CPU forward pass\n",
+    std::fprintf(stderr, "Calibrating on %s: the float engine first, then its forward pass\n",
                  calib.dataset.path.c_str());
     inflight::tools::ProgressBar samples_bar("calibration samples");
     auto calibration = inflight::model::CalibrateFromDataset(
-        options, [&](const BuildOptions& o) { return build(o, nullptr); }, calib.dataset,
-        calib.threads,
+        options, [&](const BuildOptions& o) { return build(o, nullptr); }, calib.dataset, calib.run,
         [&](const inflight::model::CalibrationProgress& p) {
           samples_bar.Update(
               p.samples_done, p.samples_total, 0, 0,

@@ -65,7 +65,10 @@ void Calibrate(Calibrated* c, std::int32_t max_num_tokens = 8192) {
   BuildOptions b;
   b.max_num_tokens = max_num_tokens;
   ASSERT_EQ(Build(c->f.float_dir, c->float_engine, b), "");
-  auto amax = ObserveActivationAmax(c->float_engine, Samples(), 1);
+  CalibrationRun run;
+  run.device = CalibrationDevice::kCpu;
+  run.num_threads = 1;
+  auto amax = ObserveActivationAmax(c->float_engine, Samples(), run);
   ASSERT_TRUE(amax.ok()) << amax.status().ToString();
   c->amax = std::move(*amax);
 }
