@@ -85,12 +85,7 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(const std::string
       c, r->shard_, std::move(weights), std::move(windows), tpb, r->pool_.get(), *r->collectives_);
   if (options.observe_amax != nullptr) {
     r->observe_amax_ = options.observe_amax;
-    auto& layers = r->observe_amax_->layers;
-    if (layers.empty()) layers.assign(static_cast<std::size_t>(c.num_layers), {});
-    if (static_cast<std::int64_t>(layers.size()) != c.num_layers) {
-      return InvalidArgument("observe_amax holds " + std::to_string(layers.size()) +
-                             " layers; the engine has " + std::to_string(c.num_layers));
-    }
+    RETURN_IF_ERROR(PrepareObservedAmax(*r->observe_amax_, c.num_layers));
     r->transformer_->ObserveAmax(r->observe_amax_.get());
   }
   LOG_INFO(

@@ -151,12 +151,7 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
           ", pp_size " + std::to_string(r->shard_.pp_size));
     }
     r->observe_amax_ = options.observe_amax;
-    auto& layers = r->observe_amax_->layers;
-    if (layers.empty()) layers.assign(static_cast<std::size_t>(c.num_layers), {});
-    if (static_cast<std::int64_t>(layers.size()) != c.num_layers) {
-      return InvalidArgument("observe_amax holds " + std::to_string(layers.size()) +
-                             " layers; the engine has " + std::to_string(c.num_layers));
-    }
+    RETURN_IF_ERROR(PrepareObservedAmax(*r->observe_amax_, c.num_layers));
     const std::int64_t bytes = c.num_layers * kNumAmaxPoints * sizeof(unsigned);
     RETURN_IF_ERROR(r->amax_bits_.Allocate(bytes));
     CUDA_RETURN(cudaMemset(r->amax_bits_.get(), 0, static_cast<std::size_t>(bytes)));

@@ -51,4 +51,13 @@ Status ValidateStepInput(const StepInput& input, const EngineConfig& config,
   return Status::Ok();
 }
 
+Status PrepareObservedAmax(ActivationAmax& amax, std::int64_t num_layers) {
+  if (amax.layers.empty()) amax.layers.assign(static_cast<std::size_t>(num_layers), {});
+  if (static_cast<std::int64_t>(amax.layers.size()) != num_layers) {
+    return InvalidArgument("observe_amax holds " + std::to_string(amax.layers.size()) +
+                           " layers; the engine has " + std::to_string(num_layers));
+  }
+  return Status::Ok();
+}
+
 }  // namespace inflight::model

@@ -1,5 +1,6 @@
 // Checks a StepInput against the engine and the KV pool before a runner touches any memory, so that
-// a bad step is an error for that step and leaves the runner usable. Shared by every ModelRunner.
+// a bad step is an error for that step and leaves the runner usable; and a runner's calibration
+// target against its engine. Shared by every ModelRunner.
 #pragma once
 
 #include <cstdint>
@@ -15,5 +16,9 @@ namespace inflight::model {
 // num_kv_blocks). Errors name the sequence index and seq_id.
 Status ValidateStepInput(const StepInput& input, const EngineConfig& config,
                          std::int64_t num_kv_blocks);
+
+// RunnerOptions::observe_amax (and the CUDA runner's): an empty one gets the engine's layers; one
+// of another layer count is an error.
+Status PrepareObservedAmax(ActivationAmax& amax, std::int64_t num_layers);
 
 }  // namespace inflight::model

@@ -25,7 +25,7 @@ using testing::Fixture;
 using testing::Format;
 
 std::vector<VecTokens> Samples() {
-  // Lengths 10, 37 and 5: with max_num_tokens 16 the 37 is a step of its own.
+  // Lengths 10, 37 and 5: with max_num_tokens 40 each is a step of its own.
   std::vector<VecTokens> s;
   for (const auto& [n, mul] : {std::pair{10, 7}, std::pair{37, 11}, std::pair{5, 13}}) {
     VecTokens ids;
@@ -116,9 +116,9 @@ TEST(Calibration, ObservedAmaxEqualsLayerZeroInputsComputedFromTheCheckpoint) {
   EXPECT_NEAR(c.amax.at(0, AmaxPoint::kQkvInput), qkv_in, 1e-5 * qkv_in);
   EXPECT_NEAR(c.amax.at(0, AmaxPoint::kValue), v, 1e-5 * v);
 
-  // The steps' packing does not change what is seen: one sample a step (max_num_tokens 16).
+  // The steps' packing does not change what is seen: one sample a step (max_num_tokens 40).
   Calibrated split;
-  ASSERT_NO_FATAL_FAILURE(Calibrate(&split, 16));
+  ASSERT_NO_FATAL_FAILURE(Calibrate(&split, 40));
   for (std::int64_t l = 0; l < 2; ++l) {
     for (int p = 0; p < kNumAmaxPoints; ++p) {
       const auto point = static_cast<AmaxPoint>(p);
