@@ -1,9 +1,13 @@
 #include "model/calibration_dataset.h"
 
+#include <cctype>
+#include <cstdint>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tokenizer/tokenizer.h"
 
@@ -100,13 +104,18 @@ Result<std::vector<VecTokens>> ReadCalibrationDataset(const CalibrationDatasetOp
   const std::string name = "--calib_dataset " + o.path;
   std::ifstream in(o.path, std::ios::binary);
   if (!in) return NotFound(name + ": cannot open the file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-  const std::size_t first = text.find_first_not_of(" \t\r\n");
+  // The first character says the format; lines are read as they come (a dataset's JSON lines may
+  // be gigabytes, of which --calib_size samples are wanted).
+  char first = 0;
+  while (in.get(first) && std::isspace(static_cast<unsigned char>(first))) {
+  }
+  in.clear();
+  in.seekg(0);
   SampleReader reader(o);
-  if (first != std::string::npos && text[first] == '[') {
-    json all = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (first == '[') {
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    const json all = json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
     if (all.is_discarded() || !all.is_array()) {
       return InvalidArgument(name + " starts with '[' but is not one JSON array");
     }
@@ -114,10 +123,9 @@ Result<std::vector<VecTokens>> ReadCalibrationDataset(const CalibrationDatasetOp
       RETURN_IF_ERROR(reader.AddRecord(all[i], name + " element " + std::to_string(i)));
     }
   } else {
-    const bool json_lines = first != std::string::npos && text[first] == '{';
-    std::istringstream lines(text);
+    const bool json_lines = first == '{';
     std::string line;
-    for (std::int64_t n = 1; !reader.full() && std::getline(lines, line); ++n) {
+    for (std::int64_t n = 1; !reader.full() && std::getline(in, line); ++n) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
       const std::string where = name + " line " + std::to_string(n);

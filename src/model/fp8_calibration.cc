@@ -71,8 +71,7 @@ Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
   const std::int64_t tpb = config.build.tokens_per_block;
   // A sample is one sequence of one step: within max_seq_len and the step's tokens.
   const std::int64_t max_len = std::min(config.build.max_seq_len, config.build.max_num_tokens);
-  // Steps of whole samples, up to the engine's tokens and sequences a step (a longer sample is a
-  // step of its own).
+  // Steps of whole samples, up to the engine's tokens and sequences a step.
   const std::int64_t step_tokens = std::max<std::int64_t>(config.build.max_num_tokens, 1);
   const std::int64_t step_seqs = std::max<std::int64_t>(config.build.max_batch_size, 1);
   std::vector<std::pair<std::size_t, std::size_t>> steps;  // [first, last) samples
