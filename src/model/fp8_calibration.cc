@@ -38,9 +38,15 @@ Result<std::unique_ptr<ModelRunner>> CalibrationRunner(const std::string& engine
       (run.device == CalibrationDevice::kAuto && CudaDeviceAvailable())) {
     CudaRunnerOptions options;
     options.max_kv_tokens = kv_tokens;
-    options.observe_amax = std::move(amax);
-    LOG_INFO("calibration: the float engine on the CUDA runner, device 0");
-    return CreateCudaModelRunner(engine_dir, options);
+    options.observe_amax = amax;
+    auto cuda = CreateCudaModelRunner(engine_dir, options);
+    if (cuda.ok() || run.device == CalibrationDevice::kCuda) {
+      if (cuda.ok()) LOG_INFO("calibration: the float engine on the CUDA runner, device 0");
+      return cuda;
+    }
+    // auto: a float model larger than the device (a 70B in bf16) still calibrates, slowly.
+    LOG_WARN("calibration: the CUDA runner cannot take the float engine ({}); on the CPU instead",
+             cuda.status().message());
   }
 #else
   if (run.device == CalibrationDevice::kCuda) {

@@ -5,9 +5,10 @@
 // is removed; the caller then builds the quantized engine with BuildOptions::calibration set.
 //
 // Where: the CUDA runner (the engine's dtype; fp32 engines in bf16) on device 0 where one is built
-// and visible, else the CPU runner (fp32 math). Cost: one forward pass of every sample, about
-// 2 x parameters FLOPs a token: an 8B model at 512 samples of 512 tokens is ~4 PFLOPs, seconds on
-// a GPU and hours on a few CPU cores; --calib_size and --calib_max_seq_length bound it.
+// and visible and the float engine fits it, else the CPU runner (fp32 math). Cost: one forward pass
+// of every sample, about 2 x parameters FLOPs a token: an 8B model at 512 samples of 512 tokens is
+// ~4 PFLOPs, seconds on a GPU and hours on a few CPU cores; --calib_size and --calib_max_seq_length
+// bound it.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,7 @@ struct CalibrationProgress {
 using CalibrationProgressFn = std::function<void(const CalibrationProgress&)>;
 
 enum class CalibrationDevice : std::uint8_t {
-  kAuto,  // CUDA where built and a device is visible, else CPU
+  kAuto,  // CUDA where built, a device is visible and the runner takes the engine; else CPU
   kCpu,
   kCuda,
 };

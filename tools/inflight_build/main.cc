@@ -149,7 +149,7 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random, Calibrat
              });
   flags->Add("calib_device", "auto|cpu|cuda",
              "with --calib_dataset: where the float model runs (default auto: CUDA device 0 where "
-             "one is visible, else the CPU)",
+             "one is visible and the model fits, else the CPU)",
              [calib](const std::string& v) {
                ASSIGN_OR_RETURN(calib->run.device, inflight::model::ParseCalibrationDevice(v));
                return Status::Ok();
