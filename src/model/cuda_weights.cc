@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/env_switch.h"
 #include "model/cuda_status.h"
 #include "model/rank_weights.h"
 #include "model/rope_frequencies.h"
@@ -52,7 +53,9 @@ Status LoadCudaWeights(const std::string& engine_dir, const EngineConfig& config
                   ? kernels::cuda::QuantWeightKind::kInt8
                   : kernels::cuda::QuantWeightKind::kInt4;
     q->per_tensor = p.view.per_tensor || SharesOneFp8Scale(p);
-    if (!q->per_tensor) {
+    // INFLIGHT_FP8_SCALAR_RUNS=0: such a linear takes the epilogue way (A/B comparisons).
+    static const bool scalar_runs = EnvSwitchOn("INFLIGHT_FP8_SCALAR_RUNS");
+    if (!q->per_tensor && scalar_runs) {
       const int runs =
           Fp8ScaleRuns(p, kernels::cuda::QuantWeight::kMaxScalarRuns, q->scalar_run_ends);
       q->num_scalar_runs = runs > 1 ? runs : 0;
