@@ -12,7 +12,9 @@
 # INFLIGHT_BENCH_QUANT ("": inflight-build's quantization flags for the engine, e.g. "--qformat fp8
 # --kv_cache_dtype fp8"), INFLIGHT_BENCH_CHECKPOINT=modelopt-fp8 (the engine from the FP8 checkpoint
 # bench/make_fp8_checkpoint.py writes, ModelOpt's layout with calibrated static scales, instead of
-# --random_preset; INFLIGHT_BENCH_QUANT then adds e.g. "--kv_cache_dtype fp8"), and any INFLIGHT_*
+# --random_preset; INFLIGHT_BENCH_QUANT then adds e.g. "--kv_cache_dtype fp8"),
+# INFLIGHT_BENCH_CALIBRATION=NxL (with --qformat fp8 and/or --kv_cache_dtype fp8 in INFLIGHT_BENCH_QUANT:
+# --calib_dataset of N prompts of L random token ids, seed 0, written here), and any INFLIGHT_*
 # switch the executor reads (INFLIGHT_CUDA_GRAPHS=0, INFLIGHT_DISABLE_PDL=1, ...); INFLIGHT_BENCH_VARIANTS (space-separated NAME=VALUE settings: each
 # run once per setting, for A/B comparisons in one engine build, e.g. "INFLIGHT_DECODE_FP8_BLOCKS=2
 # INFLIGHT_DECODE_FP8_BLOCKS=3").
@@ -43,9 +45,26 @@ case "${INFLIGHT_BENCH_CHECKPOINT:-}" in
     source_flags=(--checkpoint_dir "$engine/ckpt") ;;
   *) echo "INFLIGHT_BENCH_CHECKPOINT=$INFLIGHT_BENCH_CHECKPOINT: accepted: modelopt-fp8" >&2; exit 2 ;;
 esac
+calib_flags=()
+if [[ -n "${INFLIGHT_BENCH_CALIBRATION:-}" ]]; then
+  n=${INFLIGHT_BENCH_CALIBRATION%x*} len=${INFLIGHT_BENCH_CALIBRATION#*x}
+  if [[ ! "$n" =~ ^[1-9][0-9]*$ || ! "$len" =~ ^[1-9][0-9]*$ ]]; then
+    echo "INFLIGHT_BENCH_CALIBRATION=$INFLIGHT_BENCH_CALIBRATION: accepted: NxL, e.g. 8x64" >&2
+    exit 2
+  fi
+  # Ids below 128,000: inside Llama-3's vocabulary.
+  python3 - "$engine/calibration.jsonl" "$n" "$len" <<'PY'
+import json, random, sys
+random.seed(0)
+with open(sys.argv[1], "w") as f:
+    for _ in range(int(sys.argv[2])):
+        f.write(json.dumps({"input_ids": [random.randrange(128000) for _ in range(int(sys.argv[3]))]}) + "\n")
+PY
+  calib_flags=(--calib_dataset "$engine/calibration.jsonl" --calib_size "$n" --calib_max_seq_length "$len")
+fi
 "$pkg/libexec/inflight-build" "${source_flags[@]}" --dtype bfloat16 --max_input_len "$max_in" \
   --max_seq_len "$max_seq" --max_batch_size "${INFLIGHT_BENCH_MAX_BATCH_SIZE:-256}" \
-  ${INFLIGHT_BENCH_QUANT:-} --output_dir "$engine/e" >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
+  ${INFLIGHT_BENCH_QUANT:-} "${calib_flags[@]}" --output_dir "$engine/e" >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
 rm -rf "$engine/ckpt"
 rc=0
 for run in $runs; do
