@@ -40,13 +40,12 @@ std::vector<QuantPart> PartsOf(const QuantConfig& q) {
   return parts;
 }
 
+}  // namespace
+
 std::int64_t LayerOf(const std::string& name) {
-  // "layers.<i>.<rest>"
   const std::size_t a = name.find('.') + 1, b = name.find('.', a);
   return std::stoll(name.substr(a, b - a));
 }
-
-}  // namespace
 
 bool IsQuantizedLinear(std::string_view name) {
   if (name.substr(0, 7) != "layers.") return false;

@@ -164,12 +164,9 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
     }
     float amax = 0.0f;
     for (const StaticFp8Scales::Weight& member : group->second) {
-      if (member.name == name) {
-        amax = std::max(amax, AmaxOf(*w));
-      } else {
-        ASSIGN_OR_RETURN(float a, WeightAmax(member));
-        amax = std::max(amax, a);
-      }
+      ASSIGN_OR_RETURN(float a,
+                       member.name == name ? RememberAmax(name, AmaxOf(*w)) : WeightAmax(member));
+      amax = std::max(amax, a);
     }
     QuantizedMatrix m = QuantizeFp8WithScale(w->data(), shape[0], shape[1], Fp8ScaleOfAmax(amax));
     m.input_scale = input->second;
@@ -181,7 +178,7 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
     return a;
   }
   // A fused sibling's largest |w|, read once per build (q's, k's and v's loads each ask for the
-  // others').
+  // others'; a weight's own load remembers it too).
   Result<float> WeightAmax(const StaticFp8Scales::Weight& weight) const {
     {
       std::lock_guard<std::mutex> lock(amax_mu_);
@@ -193,9 +190,12 @@ class BuildTimeQuantizer final : public QuantizedLinearSource {
     const float a = st.ok() ? AmaxOf(w) : 0.0f;
     GiveBuffer(std::move(w));
     RETURN_IF_ERROR(st);
+    return RememberAmax(weight.name, a);
+  }
+  Result<float> RememberAmax(const std::string& name, float amax) const {
     std::lock_guard<std::mutex> lock(amax_mu_);
-    weight_amax_[weight.name] = a;
-    return a;
+    weight_amax_[name] = amax;
+    return amax;
   }
 
   // Float buffers reused between loads (one per load in flight): a fresh one per linear is

@@ -87,12 +87,16 @@ void QuantizeFp8Row(const float* w, std::int64_t r, std::int64_t cols, float sca
 }
 }  // namespace
 
+float Fp8ScaleOfAmax(float amax) {
+  return amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+}
+
 QuantizedMatrix QuantizeFp8PerChannel(const float* w, std::int64_t rows, std::int64_t cols) {
   QuantizedMatrix m = Empty(QuantAlgo::kFp8, rows, cols, 0);
   for (std::int64_t r = 0; r < rows; ++r) {
     float amax = 0.0f;
     for (std::int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(w[At(r, c, cols)]));
-    QuantizeFp8Row(w, r, cols, amax > 0.0f ? amax / kFp8E4M3Max : 1.0f, &m);
+    QuantizeFp8Row(w, r, cols, Fp8ScaleOfAmax(amax), &m);
   }
   return m;
 }

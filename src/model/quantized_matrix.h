@@ -45,6 +45,9 @@ struct QuantizedMatrix {
 //   int8: per row (group_size 0) or per group, symmetric: scale = amax / 127, codes in [-127, 127].
 //   int4: per group, symmetric: scale = amax / 7, codes = round(w / scale) + 8 clamped to [0, 15].
 QuantizedMatrix QuantizeFp8PerChannel(const float* w, std::int64_t rows, std::int64_t cols);
+// The fp8 scale of values whose largest |x| is amax: E4M3's largest finite value maps to amax
+// (amax / 448), and 1 for an amax of 0 (nothing to scale).
+float Fp8ScaleOfAmax(float amax);
 //   fp8 with a given scale for every row (per tensor): codes = e4m3(w / scale), saturating.
 QuantizedMatrix QuantizeFp8WithScale(const float* w, std::int64_t rows, std::int64_t cols,
                                      float scale);

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string_view>
 
-#include "common/fp8_e4m3.h"
 #include "model/quant_plan.h"
+#include "model/quantized_matrix.h"
 #include "model/weight_plan.h"
 
 namespace inflight::model {
@@ -39,16 +39,7 @@ AmaxPoint InputOf(std::string_view engine_name) {
   return AmaxPoint::kMlpInput;  // gate_up, fc
 }
 
-std::int64_t LayerOf(std::string_view engine_name) {  // "layers.<i>.<rest>"
-  const std::size_t a = engine_name.find('.') + 1;
-  return std::stoll(std::string(engine_name.substr(a, engine_name.find('.', a) - a)));
-}
-
 }  // namespace
-
-float Fp8ScaleOfAmax(float amax) {
-  return amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
-}
 
 Result<StaticFp8Scales> PlanStaticFp8Scales(const EngineConfig& config,
                                             const ActivationAmax& amax) {

@@ -31,9 +31,6 @@ struct StaticFp8Scales {
   std::vector<std::array<float, 2>> kv_scales;
 };
 
-// E4M3's largest finite value maps to amax: amax / 448, and 1 for an amax of 0 (nothing to scale).
-float Fp8ScaleOfAmax(float amax);
-
 // The scales of `config`'s engine (quantization settings applied) from `amax`. Errors: a point
 // where the float engine's calibration pass saw NaN or inf, named by layer and point.
 Result<StaticFp8Scales> PlanStaticFp8Scales(const EngineConfig& config, const ActivationAmax& amax);
