@@ -70,8 +70,9 @@ struct Options {
   std::string latency_shape = "128/64";
   std::int64_t latency_requests = 24;
   bool kv_cache_reuse = true;
-  std::optional<bool> busy_poll;  // ExecutorConfig::busy_poll; unset: auto
-  double kv_fraction = 0.9;       // the executor's default; TensorRT-LLM's table ran at 0.99
+  std::optional<bool> busy_poll;    // ExecutorConfig::busy_poll; unset: auto
+  double kv_fraction = 0.9;         // the executor's default; TensorRT-LLM's table ran at 0.99
+  std::int64_t max_batch_size = 0;  // ExecutorConfig::max_batch_size; 0: the engine's
   std::int64_t prefill_len = 2048;
   std::int64_t prefill_requests = 32;
   double gemm_tflops = 0;  // the card's measured bf16 GEMM rate, for the prefill row's ratio
@@ -435,6 +436,7 @@ Status Run(const Options& opt) {
   config.kv_cache_config.enable_block_reuse = opt.kv_cache_reuse;
   config.busy_poll = opt.busy_poll;
   config.kv_cache_config.free_gpu_memory_fraction = static_cast<float>(opt.kv_fraction);
+  if (opt.max_batch_size > 0) config.max_batch_size = static_cast<SizeType>(opt.max_batch_size);
   config.iter_stats_max_iterations = 100000;
   // The decode floor's copy rate, while the card's memory is still free.
   const bool decode = std::find(sections.begin(), sections.end(), "decode") != sections.end();
@@ -540,6 +542,13 @@ int main(int argc, char** argv) {
   flags.Add("gemm_tflops", "TFLOP/s", "prefill: the card's bf16 GEMM rate, for the ratio",
             [&](const std::string& v) {
               return tools::ParseDouble("--gemm_tflops", v, 1e-3, 1e6, &opt.gemm_tflops);
+            });
+  flags.Add("executor_max_batch_size", "N",
+            "the executor's max_batch_size (default: the engine's; at most the engine's), so "
+            "one engine compares batch limits",
+            [&](const std::string& v) {
+              return tools::ParseInt("--executor_max_batch_size", v, 1, 1 << 20,
+                                     &opt.max_batch_size);
             });
   flags.Add("kv_cache_free_gpu_mem_fraction", "F",
             "share of the GPU memory free after weights that the KV cache takes (default 0.9)",

@@ -11,7 +11,9 @@
 # Environment: INFLIGHT_BENCH_PACKAGE_DIR (.device), INFLIGHT_BENCH_OUT ($OUT), INFLIGHT_BENCH_QUANT
 # ("--qformat fp8 --kv_cache_dtype fp8"), INFLIGHT_BENCH_MAX_BATCH_SIZE (1024), INFLIGHT_PROFILE_RUNS
 # (space-separated shape:requests:skip:count items: ncu skips `skip` kernel launches, then times
-# `count`; default "2048/2:4:0:1500 128/128:1024:30000:1400"), NCU (ncu on PATH, else Nsight
+# `count`; default "2048/2:4:0:1500 128/128:1024:30000:1400"), INFLIGHT_BENCH_CALIBRATION=NxL (with
+# --qformat fp8: --calib_dataset of N prompts of L random ids, bench/write_calibration_set.py, so the
+# linears run per-tensor static scales as TensorRT-LLM's FP8 engines do), NCU (ncu on PATH, else Nsight
 # Compute's default install).
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,16 +32,22 @@ for run in $runs; do
 done
 engine=$(mktemp -d /dev/shm/inflight-kprofile.XXXXXX)
 trap 'rm -rf "$engine"' EXIT
+calib_flags=()
+if [[ -n "${INFLIGHT_BENCH_CALIBRATION:-}" ]]; then
+  python3 "$root/bench/write_calibration_set.py" "$INFLIGHT_BENCH_CALIBRATION" "$engine/calibration.jsonl" || exit 2
+  calib_flags=(--calib_dataset "$engine/calibration.jsonl" --calib_size "${INFLIGHT_BENCH_CALIBRATION%x*}"
+    --calib_max_seq_length "${INFLIGHT_BENCH_CALIBRATION#*x}")
+fi
 s=$(date +%s)
 "$pkg/libexec/inflight-build" --random_preset llama-3.1-8b --dtype bfloat16 --max_input_len "$max_in" \
   --max_seq_len "$max_seq" --max_batch_size "${INFLIGHT_BENCH_MAX_BATCH_SIZE:-1024}" \
-  ${INFLIGHT_BENCH_QUANT---qformat fp8 --kv_cache_dtype fp8} --output_dir "$engine/e" \
+  ${INFLIGHT_BENCH_QUANT---qformat fp8 --kv_cache_dtype fp8} "${calib_flags[@]}" --output_dir "$engine/e" \
   >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
 echo "engine built in $(( $(date +%s) - s )) s"
 rc=0
 for run in $runs; do
   IFS=: read -r shape n skip count <<<"$run"
-  tag=${shape//\//-}
+  tag=${shape//\//-}-$n
   echo "== $shape, $n requests: ncu skips $skip launches, times $count"
   s=$(date +%s)
   INFLIGHT_CUDA_GRAPHS=0 "$ncu" --clock-control none --cache-control none \

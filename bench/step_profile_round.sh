@@ -17,7 +17,8 @@
 # --calib_dataset of N prompts of L random token ids, seed 0, written here), and any INFLIGHT_*
 # switch the executor reads (INFLIGHT_CUDA_GRAPHS=0, INFLIGHT_DISABLE_PDL=1, ...); INFLIGHT_BENCH_VARIANTS (space-separated NAME=VALUE settings: each
 # run once per setting, for A/B comparisons in one engine build, e.g. "INFLIGHT_DECODE_FP8_BLOCKS=2
-# INFLIGHT_DECODE_FP8_BLOCKS=3").
+# INFLIGHT_DECODE_FP8_BLOCKS=3"; an item starting with -- is an inflight-bench-executor flag instead,
+# e.g. "--executor_max_batch_size=1024 --executor_max_batch_size=2048").
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pkg=${INFLIGHT_BENCH_PACKAGE_DIR:-$root/.device/bench}
@@ -47,20 +48,9 @@ case "${INFLIGHT_BENCH_CHECKPOINT:-}" in
 esac
 calib_flags=()
 if [[ -n "${INFLIGHT_BENCH_CALIBRATION:-}" ]]; then
-  n=${INFLIGHT_BENCH_CALIBRATION%x*} len=${INFLIGHT_BENCH_CALIBRATION#*x}
-  if [[ ! "$n" =~ ^[1-9][0-9]*$ || ! "$len" =~ ^[1-9][0-9]*$ ]]; then
-    echo "INFLIGHT_BENCH_CALIBRATION=$INFLIGHT_BENCH_CALIBRATION: accepted: NxL, e.g. 8x64" >&2
-    exit 2
-  fi
-  # Ids below 128,000: inside Llama-3's vocabulary.
-  python3 - "$engine/calibration.jsonl" "$n" "$len" <<'PY'
-import json, random, sys
-random.seed(0)
-with open(sys.argv[1], "w") as f:
-    for _ in range(int(sys.argv[2])):
-        f.write(json.dumps({"input_ids": [random.randrange(128000) for _ in range(int(sys.argv[3]))]}) + "\n")
-PY
-  calib_flags=(--calib_dataset "$engine/calibration.jsonl" --calib_size "$n" --calib_max_seq_length "$len")
+  python3 "$root/bench/write_calibration_set.py" "$INFLIGHT_BENCH_CALIBRATION" "$engine/calibration.jsonl" || exit 2
+  calib_flags=(--calib_dataset "$engine/calibration.jsonl" --calib_size "${INFLIGHT_BENCH_CALIBRATION%x*}"
+    --calib_max_seq_length "${INFLIGHT_BENCH_CALIBRATION#*x}")
 fi
 "$pkg/libexec/inflight-build" "${source_flags[@]}" --dtype bfloat16 --max_input_len "$max_in" \
   --max_seq_len "$max_seq" --max_batch_size "${INFLIGHT_BENCH_MAX_BATCH_SIZE:-256}" \
@@ -70,10 +60,15 @@ rc=0
 for run in $runs; do
   for variant in ${INFLIGHT_BENCH_VARIANTS:-none}; do
     shape=${run%%:*} n=${run#*:} tag=${run//[\/:]/-}
-    settings=()
-    [[ "$variant" != none ]] && { settings=("$variant"); tag+="-${variant//[^A-Za-z0-9]/_}"; }
-    echo "== $shape, $n requests ${settings[*]}"
-    env "${settings[@]}" "$pkg/libexec/inflight-bench-executor" --engine_dir "$engine/e" \
+    settings=() args=()
+    if [[ "$variant" == --* ]]; then
+      args=("$variant")
+    elif [[ "$variant" != none ]]; then
+      settings=("$variant")
+    fi
+    [[ "$variant" != none ]] && tag+="-${variant//[^A-Za-z0-9]/_}"
+    echo "== $shape, $n requests $variant"
+    env "${settings[@]}" "$pkg/libexec/inflight-bench-executor" --engine_dir "$engine/e" "${args[@]}" \
       --sections throughput --shapes "$shape" --num_requests "$n" --kv_cache_reuse=false \
       --kv_cache_free_gpu_mem_fraction "${INFLIGHT_BENCH_KV_FRACTION:-0.9}" \
       >"$dest/profile-$tag.md" 2>"$dest/profile-$tag.log" || rc=1

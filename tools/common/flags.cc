@@ -67,6 +67,14 @@ bool FlagSet::WasSet(const std::string& name) const {
 }
 
 Result<bool> FlagSet::Parse(int argc, char** argv) {
+  // A name added twice would leave the second flag unreachable (Find takes the first), and its
+  // value silently ignored: a program error, refused before any flag is read.
+  std::set<std::string> names;
+  for (const Flag& f : flags_) {
+    if (!names.insert(f.name).second) {
+      return Internal("flag --" + f.name + " is defined twice in " + program_);
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {

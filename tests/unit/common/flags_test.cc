@@ -55,5 +55,22 @@ TEST(Flags, ListFlagsParseThroughAFlagSet) {
   EXPECT_EQ(v, (std::vector<std::int64_t>{512, 4096}));
 }
 
+// A second flag of one name would never be reached (the first takes its values): Parse refuses
+// the program's flag set rather than ignore what the user typed.
+TEST(Flags, ANameAddedTwiceIsRefusedByName) {
+  std::int64_t first = 0, second = 0;
+  FlagSet flags("prog", "test");
+  flags.Add("max_batch_size", "N", "",
+            [&](const std::string& t) { return ParseInt("--max_batch_size", t, 1, 9, &first); });
+  flags.Add("max_batch_size", "N", "",
+            [&](const std::string& t) { return ParseInt("--max_batch_size", t, 1, 9, &second); });
+  char* argv[] = {Arg("prog"), Arg("--max_batch_size=4")};
+  const Result<bool> parsed = flags.Parse(2, argv);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("--max_batch_size is defined twice"), std::string::npos)
+      << parsed.status().ToString();
+  EXPECT_EQ(first, 0);
+}
+
 }  // namespace
 }  // namespace inflight::tools
