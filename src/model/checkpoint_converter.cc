@@ -183,6 +183,14 @@ Status CheckCalibrationFlags(const BuildOptions& o) {
                               " is weight-only, rounded to nearest)"
                         : ""));
   }
+  // The calibrated engine is quantized, and those are tensor-parallel only (ApplyQuantOptions):
+  // said before the pass, which may take hours.
+  if (o.pp_size > 1) {
+    return Unsupported("--pp_size " + std::to_string(o.pp_size) +
+                       " with --calib_dataset: the calibrated engine is quantized, and quantized "
+                       "engines are not supported at --pp_size above 1 yet; accepted: --pp_size 1 "
+                       "(split the model with --tp_size)");
+  }
   if (o.checkpoint_dir.empty()) return Status::Ok();
   ASSIGN_OR_RETURN(CheckpointQuantization cq, ReadCheckpointQuantization(o.checkpoint_dir));
   if (cq.format != CheckpointQuantFormat::kNone) {

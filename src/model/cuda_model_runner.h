@@ -23,8 +23,9 @@ struct CudaRunnerOptions {
   // engine's tp_size and pp_size. Null: one process runs the whole engine (tp 1, pp 1).
   std::shared_ptr<Collectives> collectives;
   AttentionLimits attention_limits;
-  // Calibration (model/fp8_calibration.h) of a float engine run by one process: each step's
-  // activation amax is folded into it (resized to the engine's layers when empty). Null: off.
+  // Calibration (model/fp8_calibration.h) of a float engine: each step's activation amax is folded
+  // into it (resized to the engine's layers when empty); a split engine's rank folds its part
+  // (its heads, its MLP columns, its stage's layers). Null: off.
   std::shared_ptr<ActivationAmax> observe_amax;
 };
 

@@ -240,7 +240,9 @@ Status CudaTransformer::LmHead(std::int64_t rows) {
 Status CudaTransformer::Observe(std::size_t i, AmaxPoint p, const void* x, std::int64_t rows,
                                 std::int64_t cols, std::int64_t stride) {
   if (amax_bits_ == nullptr) return Status::Ok();
-  unsigned* slot = amax_bits_ + i * kNumAmaxPoints + static_cast<std::size_t>(p);
+  // Slots are the engine's layers: a pipeline stage's layer i is the engine's first_layer + i.
+  const std::size_t layer = static_cast<std::size_t>(shard_.first_layer) + i;
+  unsigned* slot = amax_bits_ + layer * kNumAmaxPoints + static_cast<std::size_t>(p);
   return CudaStatus(kc::FoldAbsMax(slot, x, rows, cols, stride, dtype_, stream_), "FoldAbsMax");
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "common/logging.h"
@@ -28,20 +29,28 @@ struct RemoveOnExit {
   }
 };
 
-// The runner of the pass, observing into `amax`.
+// The runner of the pass, observing into `amax`. A group's collectives already chose: on a CUDA
+// device (NCCL) the CUDA runner there, host collectives the CPU runner.
 Result<std::unique_ptr<ModelRunner>> CalibrationRunner(const std::string& engine_dir,
                                                        const CalibrationRun& run,
                                                        std::int64_t kv_tokens,
                                                        std::shared_ptr<ActivationAmax> amax) {
+  std::shared_ptr<Collectives> collectives =
+      run.group != nullptr ? run.group->collectives() : nullptr;
+  const bool group_on_gpu = collectives != nullptr && collectives->device().has_value();
 #ifdef INFLIGHT_HAVE_CUDA_RUNNER
-  if (run.device == CalibrationDevice::kCuda ||
-      (run.device == CalibrationDevice::kAuto && CudaDeviceAvailable())) {
+  if (group_on_gpu || (collectives == nullptr &&
+                       (run.device == CalibrationDevice::kCuda ||
+                        (run.device == CalibrationDevice::kAuto && CudaDeviceAvailable())))) {
     CudaRunnerOptions options;
     options.max_kv_tokens = kv_tokens;
     options.observe_amax = amax;
+    options.collectives = collectives;
+    if (group_on_gpu) options.device = *collectives->device();
     auto cuda = CreateCudaModelRunner(engine_dir, options);
-    if (cuda.ok() || run.device == CalibrationDevice::kCuda) {
-      if (cuda.ok()) LOG_INFO("calibration: the float engine on the CUDA runner, device 0");
+    if (cuda.ok() || run.device == CalibrationDevice::kCuda || group_on_gpu) {
+      if (cuda.ok())
+        LOG_INFO("calibration: the float engine on the CUDA runner, device {}", options.device);
       return cuda;
     }
     // auto: a float model larger than the device (a 70B in bf16) still calibrates, slowly.
@@ -49,14 +58,19 @@ Result<std::unique_ptr<ModelRunner>> CalibrationRunner(const std::string& engine
              cuda.status().message());
   }
 #else
-  if (run.device == CalibrationDevice::kCuda) {
+  if (run.device == CalibrationDevice::kCuda || group_on_gpu) {
     return Unsupported("--calib_device cuda: this build has no CUDA runner; accepted: auto, cpu");
   }
 #endif
+  if (collectives != nullptr && run.device == CalibrationDevice::kCuda) {
+    return InvalidArgument(
+        "--calib_device cuda: the calibration group's collectives are host ones");
+  }
   RunnerOptions options;
   options.num_threads = run.num_threads;
   options.max_kv_tokens = kv_tokens;
   options.observe_amax = std::move(amax);
+  options.collectives = std::move(collectives);
   return CreateCpuModelRunner(engine_dir, options);
 }
 
@@ -127,32 +141,70 @@ Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
     if (progress) progress(done);
   }
   ActivationAmax amax = *observed;
+  if (run.group != nullptr) RETURN_IF_ERROR(run.group->FoldAmax(amax));
   amax.samples = static_cast<std::int64_t>(samples.size());
   amax.tokens = tokens_total;
   return amax;
 }
 
+namespace {
+
+Result<ActivationAmax> ObserveOnFloatEngine(const std::string& engine_dir,
+                                            const EngineConfig& config,
+                                            CalibrationDatasetOptions dataset,
+                                            const CalibrationRun& run,
+                                            const CalibrationProgressFn& progress) {
+  dataset.vocab_size = config.vocab_size;
+  dataset.max_seq_length = std::min<std::int64_t>(dataset.max_seq_length, config.build.max_seq_len);
+  ASSIGN_OR_RETURN(const std::vector<VecTokens> samples, ReadCalibrationDataset(dataset));
+  return ObserveActivationAmax(engine_dir, samples, run, progress);
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const ActivationAmax>> CalibrateFromDataset(
     const BuildOptions& build, const FloatEngineWriter& build_float,
-    CalibrationDatasetOptions dataset, const CalibrationRun& run,
+    const CalibrationDatasetOptions& dataset, const CalibrationRun& run,
     const CalibrationProgressFn& progress) {
   RETURN_IF_ERROR(CheckCalibrationFlags(build));  // before the pass, which may take hours
   BuildOptions float_build = build;
   float_build.qformat.reset();
   float_build.kv_cache_fp8 = false;
   float_build.calibration = nullptr;
-  float_build.tp_size = 1;
-  float_build.pp_size = 1;
+  CalibrationGroup* group = run.group.get();
+  float_build.tp_size = group != nullptr ? group->tp_size() : 1;
+  float_build.pp_size = group != nullptr ? group->pp_size() : 1;
   float_build.output_dir = (fs::path(build.output_dir) / ".calibration_engine").string();
-  RemoveOnExit cleanup{float_build.output_dir};
-  ASSIGN_OR_RETURN(const BuildSummary summary, build_float(float_build));
+  if (group != nullptr &&
+      (build.tp_size != group->tp_size() || build.pp_size != group->pp_size())) {
+    return InvalidArgument(
+        "the calibration runs on " + std::to_string(group->tp_size() * group->pp_size()) +
+        " processes (tp_size " + std::to_string(group->tp_size()) + " x pp_size " +
+        std::to_string(group->pp_size()) + "), but the engine is built at --tp_size " +
+        std::to_string(build.tp_size) + " --pp_size " + std::to_string(build.pp_size));
+  }
+  // Rank 0 writes the float engine and removes it; the others read it between two barriers. A
+  // rank that fails returns at once: its process exits and the launcher stops the others (mpirun
+  // does), so no rank is left waiting at a barrier for it.
+  const bool writer = group == nullptr || group->rank() == 0;
+  std::optional<RemoveOnExit> cleanup;
+  std::optional<EngineConfig> float_config;
+  if (writer) {
+    cleanup.emplace();
+    cleanup->dir = float_build.output_dir;
+    ASSIGN_OR_RETURN(const BuildSummary summary, build_float(float_build));
+    float_config = summary.config;
+  }
+  if (group != nullptr) RETURN_IF_ERROR(group->Barrier());
+  if (!float_config) {
+    ASSIGN_OR_RETURN(EngineConfig loaded, LoadEngineConfig(float_build.output_dir));
+    float_config = std::move(loaded);
+  }
+  ASSIGN_OR_RETURN(ActivationAmax amax, ObserveOnFloatEngine(float_build.output_dir, *float_config,
+                                                             dataset, run, progress));
+  // Every rank is done with the float engine before rank 0 removes it.
+  if (group != nullptr) RETURN_IF_ERROR(group->Barrier());
 
-  dataset.vocab_size = summary.config.vocab_size;
-  dataset.max_seq_length =
-      std::min<std::int64_t>(dataset.max_seq_length, summary.config.build.max_seq_len);
-  ASSIGN_OR_RETURN(const std::vector<VecTokens> samples, ReadCalibrationDataset(dataset));
-  ASSIGN_OR_RETURN(ActivationAmax amax,
-                   ObserveActivationAmax(float_build.output_dir, samples, run, progress));
   amax.source = fs::path(dataset.path).filename().string() + " (" + std::to_string(amax.samples) +
                 " samples, " + std::to_string(amax.tokens) + " tokens)";
   return std::make_shared<const ActivationAmax>(std::move(amax));

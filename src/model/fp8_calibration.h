@@ -22,6 +22,7 @@
 #include "model/activation_amax.h"
 #include "model/calibration_dataset.h"
 #include "model/checkpoint_converter.h"
+#include "model/collectives.h"
 
 namespace inflight::model {
 
@@ -39,27 +40,52 @@ enum class CalibrationDevice : std::uint8_t {
 // "auto", "cpu", "cuda" (--calib_device).
 Result<CalibrationDevice> ParseCalibrationDevice(const std::string& name);
 
+// The processes of a calibration split over tp_size x pp_size ranks, one rank each (a float model
+// larger than one GPU; fp8_calibration_mpi.h makes it over MPI). Every rank runs the same samples
+// through its rank of the float engine; the amax a rank sees at a point is that of its part (its
+// heads, its MLP columns, its layers), so the largest over the ranks is the whole model's.
+class CalibrationGroup {
+ public:
+  virtual ~CalibrationGroup() = default;
+  virtual int rank() const = 0;  // in the group: 0 writes the float engine and the final one
+  virtual std::int32_t tp_size() const = 0;
+  virtual std::int32_t pp_size() const = 0;
+  // The runner's collectives for this rank (host collectives for the CPU runner, NCCL on a GPU).
+  virtual std::shared_ptr<Collectives> collectives() const = 0;
+  // Returns when every rank called it: rank 0's float engine is written before others read it.
+  virtual Status Barrier() = 0;
+  // Every rank's amax folded into each rank's: the largest value at each point, NaN where any rank
+  // saw one; samples and tokens stay (every rank ran the same ones).
+  virtual Status FoldAmax(ActivationAmax& amax) = 0;
+};
+
 struct CalibrationRun {
   CalibrationDevice device = CalibrationDevice::kAuto;
   int num_threads = 0;  // CPU: 0 = every core
+  // Null: this process runs the float engine whole (tp 1, pp 1). Set: the float engine is built at
+  // the group's tp_size x pp_size and this process runs its rank; the group's device choice (CUDA
+  // through NCCL, or the CPU through MPI) made the collectives, so `device` must agree with it.
+  std::shared_ptr<CalibrationGroup> group;
 };
 
 // Runs `samples` (each a prompt from position 0) through the float engine in `engine_dir`, several
 // samples a step: the largest |x| at each point of each layer. Samples longer than the engine's
-// max_seq_len (or max_num_tokens) are cut. Errors: kCuda without a CUDA build or device.
+// max_seq_len (or max_num_tokens) are cut. With run.group, this process runs its rank of the split
+// engine and every rank returns the group's fold. Errors: kCuda without a CUDA build or device.
 Result<ActivationAmax> ObserveActivationAmax(const std::string& engine_dir,
                                              const std::vector<VecTokens>& samples,
                                              const CalibrationRun& run,
                                              const CalibrationProgressFn& progress = nullptr);
 
-// Writes the float engine of `build`'s options (quantization off, tp 1, pp 1) into
-// <build.output_dir>/.calibration_engine with `build_float` (BuildEngine, or the random engine's
-// writer), reads `dataset` (its vocab_size taken from that engine), observes it, removes the
-// folder and returns the calibration for BuildOptions::calibration.
+// Writes the float engine of `build`'s options (quantization off; tp 1, pp 1, or the group's
+// sizes) into <build.output_dir>/.calibration_engine with `build_float` (BuildEngine, or the
+// random engine's writer; rank 0 of a group writes it, every other rank waits), reads `dataset`
+// (its vocab_size taken from that engine), observes it, removes the folder and returns the
+// calibration for BuildOptions::calibration (on every rank of a group).
 using FloatEngineWriter = std::function<Result<BuildSummary>(const BuildOptions&)>;
 Result<std::shared_ptr<const ActivationAmax>> CalibrateFromDataset(
     const BuildOptions& build, const FloatEngineWriter& build_float,
-    CalibrationDatasetOptions dataset, const CalibrationRun& run,
+    const CalibrationDatasetOptions& dataset, const CalibrationRun& run,
     const CalibrationProgressFn& progress = nullptr);
 
 }  // namespace inflight::model

@@ -6,10 +6,15 @@
 #include <string>
 
 #include "common/flags.h"
+#include "common/mpi_launch.h"
 #include "common/progress_bar.h"
 #include "model/checkpoint_converter.h"
 #include "model/fp8_calibration.h"
 #include "model/random_engine.h"
+#ifdef INFLIGHT_BUILD_MPI
+#include "model/fp8_calibration_mpi.h"
+#include "model/mpi_process.h"
+#endif
 
 namespace {
 
@@ -183,6 +188,34 @@ void DefineFlags(FlagSet* flags, BuildOptions* o, RandomSource* random, Calibrat
   flags->Require("output_dir");
 }
 
+// Under a launcher of several processes (mpirun -n tp_size*pp_size), the calibration pass runs one
+// rank of the split float engine a process (a model larger than one GPU); the build itself stays
+// rank 0's. One process: nothing to join.
+Status JoinLaunchGroup(const BuildOptions& options, bool calibrate,
+                       inflight::model::CalibrationRun* run) {
+  ASSIGN_OR_RETURN(const inflight::MpiLaunch launch, inflight::MpiLaunchFromEnvironment());
+  if (launch.size == 1) return Status::Ok();
+  const std::string job = std::to_string(launch.size) + " processes (" + launch.source + ")";
+  if (!calibrate) {
+    return inflight::InvalidArgument(
+        "inflight-build runs as one process, and this launch has " + job +
+        "; several processes only split the --calib_dataset pass (one rank each)");
+  }
+#ifdef INFLIGHT_BUILD_MPI
+  RETURN_IF_ERROR(inflight::model::EnsureMpiInitialized());
+  ASSIGN_OR_RETURN(run->group, inflight::model::CreateMpiCalibrationGroup(
+                                   MPI_COMM_WORLD, options.tp_size, options.pp_size, run->device,
+                                   launch.local_rank));
+  return Status::Ok();
+#else
+  (void)options;
+  (void)run;
+  return inflight::Unsupported("this launch has " + job +
+                               ", and this inflight-build was built without MPI (apt-get install "
+                               "libopenmpi-dev and rebuild); run it as one process");
+#endif
+}
+
 int Fail(const Status& st) {
   std::fprintf(stderr, "inflight-build: error: %s\n", st.message().c_str());
   return 1;
@@ -249,22 +282,35 @@ int main(int argc, char** argv) {
                            : inflight::model::WriteRandomEngine(checkpoint, o, progress, at_load);
   };
 
+  if (Status st = JoinLaunchGroup(options, calibrate, &calib.run); !st.ok()) return Fail(st);
+  // Rank 0 of a calibration group speaks and builds; the other ranks only run their part.
+  const int group_rank = calib.run.group != nullptr ? calib.run.group->rank() : 0;
   if (calibrate) {
     if (calib.dataset.tokenizer_dir.empty()) calib.dataset.tokenizer_dir = options.checkpoint_dir;
-    std::fprintf(stderr, "Calibrating on %s: the float engine first, then its forward pass\n",
-                 calib.dataset.path.c_str());
-    inflight::tools::ProgressBar samples_bar("calibration samples");
+    if (group_rank == 0) {
+      std::fprintf(stderr, "Calibrating on %s: the float engine first, then its forward pass%s\n",
+                   calib.dataset.path.c_str(),
+                   calib.run.group == nullptr
+                       ? ""
+                       : (" (tp_size " + std::to_string(options.tp_size) + " x pp_size " +
+                          std::to_string(options.pp_size) + ", one rank a process)")
+                             .c_str());
+    }
+    std::optional<inflight::tools::ProgressBar> samples_bar;
+    if (group_rank == 0) samples_bar.emplace("calibration samples");
     auto calibration = inflight::model::CalibrateFromDataset(
         options, [&](const BuildOptions& o) { return build(o, nullptr); }, calib.dataset, calib.run,
         [&](const inflight::model::CalibrationProgress& p) {
-          samples_bar.Update(
+          if (!samples_bar) return;
+          samples_bar->Update(
               p.samples_done, p.samples_total, 0, 0,
               std::to_string(p.tokens_done) + "/" + std::to_string(p.tokens_total) + " tokens");
         });
-    samples_bar.Finish();
+    if (samples_bar) samples_bar->Finish();
     if (!calibration.ok()) return Fail(calibration.status());
     options.calibration = *calibration;
   }
+  if (group_rank != 0) return 0;
 
   inflight::tools::ProgressBar bar("tensors");
   auto on_progress = [&](const inflight::model::BuildProgress& p) {
