@@ -37,6 +37,9 @@
 # random weights in memory as it loads; 0: rank files written first),
 # INFLIGHT_THROUGHPUT_MAX_BATCH_SIZE (256: the engines' and the model's), INFLIGHT_THROUGHPUT_QUANT
 # ("": inflight-build's quantization flags, e.g. "--qformat fp8 --kv_cache_dtype fp8"),
+# INFLIGHT_THROUGHPUT_CALIBRATION (NxL, with --qformat fp8 in INFLIGHT_THROUGHPUT_QUANT: --calib_dataset of
+# N prompts of L random ids, bench/write_calibration_set.py, the pass split over the layout's ranks by
+# mpirun -n tp*pp inflight-build; weights written, not made at load),
 # INFLIGHT_ACTION_TIMEOUT_S (300: how long one server's requests may take before its ranks' stacks are
 # dumped and it is stopped), INFLIGHT_STEP_PROFILE (N: the executor logs where a step's time goes every N
 # steps, src/executor/step_profile.h; the throughput step prints rank 0's last summary),
@@ -406,13 +409,22 @@ if want throughput; then
   # Weights made by each rank as it loads (config.json alone on disk), unless told to write files.
   at_load=--weights_at_load
   [[ "${INFLIGHT_THROUGHPUT_WEIGHTS_AT_LOAD:-1}" == 0 ]] && at_load=
+  tput_calib=()
+  if [[ -n "${INFLIGHT_THROUGHPUT_CALIBRATION:-}" ]]; then
+    python3 "$root/bench/write_calibration_set.py" "$INFLIGHT_THROUGHPUT_CALIBRATION" \
+      "$tput_dir/inflight-tput-calibration.jsonl" || exit 2
+    tput_calib=(--calib_dataset "$tput_dir/inflight-tput-calibration.jsonl"
+      --calib_size "${INFLIGHT_THROUGHPUT_CALIBRATION%x*}"
+      --calib_max_seq_length "${INFLIGHT_THROUGHPUT_CALIBRATION#*x}")
+    at_load=  # a calibrated engine records scales: its weights are written
+  fi
   if [[ -n "${INFLIGHT_THROUGHPUT_LAYOUTS:-}" ]]; then
     tput_layouts=$INFLIGHT_THROUGHPUT_LAYOUTS
   else
     tput_layouts=""
     for tp in ${INFLIGHT_THROUGHPUT_TP:-1 2}; do tput_layouts+="tp$tp "; done
   fi
-  echo "### Throughput, random $preset bf16${tput_quant:+ ($tput_quant)}, layouts ${tput_layouts% } (requests per shape as listed, else $tput_requests; ${tput_concurrency:-all} at a time, max batch $tput_batch)"
+  echo "### Throughput, random $preset bf16${tput_quant:+ ($tput_quant${INFLIGHT_THROUGHPUT_CALIBRATION:+, calibrated on ${INFLIGHT_THROUGHPUT_CALIBRATION} random ids})}, layouts ${tput_layouts% } (requests per shape as listed, else $tput_requests; ${tput_concurrency:-all} at a time, max batch $tput_batch)"
   echo
   for layout in $tput_layouts; do
     read -r tp pp <<<"$(layout_sizes "$layout")"
@@ -424,10 +436,13 @@ if want throughput; then
     repo="$tput_dir/inflight-tput-repo-$layout"
     rm -rf "$engine" "$repo"
     s=$(date +%s)
+    # A calibration runs one rank of the split float engine a process (mpirun -n tp*pp).
+    launch=()
+    ((${#tput_calib[@]} > 0 && ranks > 1)) && launch=(mpirun -n "$ranks")
     # shellcheck disable=SC2086
-    if ! "$pkg/bin/inflight-build" --random_preset "$preset" --dtype bfloat16 --tp_size "$tp" --pp_size "$pp" \
-        --max_batch_size "$tput_batch" --max_input_len "$max_in" --max_seq_len "$max_seq" $tput_quant $at_load --output_dir "$engine" \
-        >"$logs/build-tput-$layout.log" 2>&1; then
+    if ! "${launch[@]}" "$pkg/bin/inflight-build" --random_preset "$preset" --dtype bfloat16 --tp_size "$tp" --pp_size "$pp" \
+        --max_batch_size "$tput_batch" --max_input_len "$max_in" --max_seq_len "$max_seq" $tput_quant $at_load \
+        "${tput_calib[@]}" --output_dir "$engine" >"$logs/build-tput-$layout.log" 2>&1; then
       echo "- inflight-build $layout FAILED: $(tail -1 "$logs/build-tput-$layout.log")"; status=1; continue
     fi
     echo "- engine $layout written in $(( $(date +%s) - s )) s"

@@ -4,7 +4,8 @@
 // against host sums; the stage hand-overs; then the CUDA runner at tp N and at pp N against the CPU
 // runner's whole engine (bf16 within the CUDA runner test's bound), rank 0 answering the step;
 // and pp N with micro-batches in flight, whose greedy tokens must equal tp 1's. The all-reduce over
-// CUDA IPC has its own file in this binary (ipc_all_reduce_test.cc).
+// CUDA IPC has its own file in this binary (ipc_all_reduce_test.cc), and so does the calibration
+// pass split over the GPUs (nccl_calibration_test.cc).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>

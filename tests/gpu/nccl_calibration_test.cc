@@ -1,0 +1,114 @@
+// The calibration pass split over GPUs, one process each (model/fp8_calibration_mpi.h with NCCL;
+// part of gpu_nccl_collectives_test, mpirun -n 2): every rank runs the same samples through its
+// rank of the bf16 float engine at tp N and at pp N, and the group's fold must give every rank the
+// amax of the whole engine on one GPU at every point of every layer, within bf16 rounding of the
+// activations that lead there (the CUDA and CPU passes agree within 4% in
+// gpu_cuda_quant_runner_test; the same bound here).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/fp8_calibration_mpi.h"
+#include "unit/model_cpu/test_engine.h"
+
+namespace inflight::model {
+namespace {
+
+using testing::TestEngine;
+
+int Rank(MPI_Comm comm) {
+  int r = 0;
+  MPI_Comm_rank(comm, &r);
+  return r;
+}
+int Size(MPI_Comm comm) {
+  int n = 0;
+  MPI_Comm_size(comm, &n);
+  return n;
+}
+
+std::string ShareFromRank0(std::string s) {
+  int n = static_cast<int>(s.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  s.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(s.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return s;
+}
+
+RandomCheckpointOptions CalibrationLlama() {
+  RandomCheckpointOptions o;
+  o.arch = "llama";
+  o.hidden_size = 256;
+  o.num_layers = 4;
+  o.num_heads = 4;  // head_dim 64, which the CUDA attention kernels take
+  o.num_kv_heads = 2;
+  o.intermediate_size = 512;
+  o.vocab_size = 1031;
+  o.max_position_embeddings = 64;
+  o.init_std = 0.05;
+  o.seed = 37;
+  return o;
+}
+
+TEST(NcclCalibrationTest, SplitPassOnGpusFoldsToOneGpusAmax) {
+  const int n = Size(MPI_COMM_WORLD), rank = Rank(MPI_COMM_WORLD);
+  const RandomCheckpointOptions o = CalibrationLlama();
+  std::mt19937_64 rng(41);
+  std::vector<VecTokens> samples;
+  for (int len : {19, 6, 13, 9}) {
+    VecTokens s;
+    for (int i = 0; i < len; ++i) s.push_back(static_cast<TokenIdType>(rng() % 1031));
+    samples.push_back(std::move(s));
+  }
+  CalibrationRun run;
+  run.device = CalibrationDevice::kCuda;
+
+  std::unique_ptr<TestEngine> whole;
+  std::string error;
+  if (rank == 0) {
+    whole = TestEngine::Make(o, DType::kBFloat16, 4, &error);
+    EXPECT_NE(whole, nullptr) << error;
+  }
+  const std::string whole_dir = ShareFromRank0(whole != nullptr ? whole->engine_dir() : "");
+  ASSERT_FALSE(whole_dir.empty());
+  Result<ActivationAmax> reference = ActivationAmax{};  // rank 0 compares
+  if (rank == 0) reference = ObserveActivationAmax(whole_dir, samples, run);
+  ASSERT_TRUE(reference.ok()) << reference.status().ToString();
+
+  for (const auto& [tp, pp] : {std::pair{n, 1}, std::pair{1, n}}) {
+    if (o.num_heads % tp != 0 || pp > o.num_layers) continue;
+    const std::string name = "tp " + std::to_string(tp) + " x pp " + std::to_string(pp);
+    std::unique_ptr<TestEngine> split;
+    if (rank == 0) {
+      split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp);
+      EXPECT_NE(split, nullptr) << error;
+    }
+    const std::string dir = ShareFromRank0(split != nullptr ? split->engine_dir() : "");
+    ASSERT_FALSE(dir.empty()) << name;
+    auto group = CreateMpiCalibrationGroup(MPI_COMM_WORLD, tp, pp, CalibrationDevice::kCuda, rank);
+    ASSERT_TRUE(group.ok()) << name << ": " << group.status().ToString();
+    CalibrationRun split_run = run;
+    split_run.group = *group;
+    const Result<ActivationAmax> amax = ObserveActivationAmax(dir, samples, split_run);
+    ASSERT_TRUE(amax.ok()) << name << ": " << amax.status().ToString();
+    if (rank == 0) {
+      ASSERT_EQ(amax->layers.size(), reference->layers.size()) << name;
+      for (std::size_t l = 0; l < amax->layers.size(); ++l) {
+        for (int p = 0; p < kNumAmaxPoints; ++p) {
+          const float want = reference->layers[l][static_cast<std::size_t>(p)];
+          const float got = amax->layers[l][static_cast<std::size_t>(p)];
+          EXPECT_GT(want, 0.0f) << name << " layer " << l << " point " << p;
+          EXPECT_NEAR(got, want, 0.04f * want) << name << " layer " << l << " point " << p;
+        }
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+}  // namespace
+}  // namespace inflight::model
