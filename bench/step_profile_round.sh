@@ -56,6 +56,37 @@ fi
   --max_seq_len "$max_seq" --max_batch_size "${INFLIGHT_BENCH_MAX_BATCH_SIZE:-256}" \
   ${INFLIGHT_BENCH_QUANT:-} "${calib_flags[@]}" --output_dir "$engine/e" >"$dest/engine.log" 2>&1 || { tail "$dest/engine.log"; exit 1; }
 rm -rf "$engine/ckpt"
+# The card's SM clock and power while a run is busy, sampled by nvidia-smi beside it: an FP8 run of the
+# 8B holds the 700 W cap at ~1,600 MHz of 1,980 (bench/NOTES.md entry 21), so figures of two runs
+# compare only at like clocks. INFLIGHT_BENCH_CLOCKS=0 turns it off.
+start_clocks() {
+  clocks_pid=
+  [[ "${INFLIGHT_BENCH_CLOCKS:-1}" == 0 ]] || ! command -v nvidia-smi >/dev/null && return
+  nvidia-smi --query-gpu=clocks.sm,power.draw,clocks_event_reasons.active \
+    --format=csv,noheader,nounits -lms 500 >"$engine/clocks-$1.csv" 2>/dev/null &
+  clocks_pid=$!
+}
+stop_clocks() {
+  [[ -n "$clocks_pid" ]] || return 0
+  kill "$clocks_pid" 2>/dev/null; wait "$clocks_pid" 2>/dev/null
+  python3 - "$engine/clocks-$1.csv" <<'PY'
+import sys
+busy = []  # (MHz, W, power-capped) of samples drawing over 300 W: the run, not its load or idle tail
+for line in open(sys.argv[1]):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        mhz, watts, reasons = float(f[0]), float(f[1]), int(f[2], 16)
+    except (ValueError, IndexError):
+        continue
+    if watts > 300:
+        busy.append((mhz, watts, reasons & 0x4 != 0))  # 0x4: software power cap
+if busy:
+    n = len(busy)
+    print(f"   GPU while busy ({n} samples of 0.5 s): SM clock {sum(b[0] for b in busy) / n:,.0f} MHz "
+          f"({min(b[0] for b in busy):,.0f}-{max(b[0] for b in busy):,.0f}), "
+          f"{sum(b[1] for b in busy) / n:,.0f} W, power-capped in {100 * sum(b[2] for b in busy) / n:.0f}%")
+PY
+}
 rc=0
 for run in $runs; do
   for variant in ${INFLIGHT_BENCH_VARIANTS:-none}; do
@@ -66,13 +97,16 @@ for run in $runs; do
     elif [[ "$variant" != none ]]; then
       settings=("$variant")
     fi
-    [[ "$variant" != none ]] && tag+="-${variant//[^A-Za-z0-9]/_}"
-    echo "== $shape, $n requests $variant"
+    label=
+    [[ "$variant" != none ]] && { tag+="-${variant//[^A-Za-z0-9]/_}"; label=" $variant"; }
+    echo "== $shape, $n requests$label"
+    start_clocks "$tag"
     env "${settings[@]}" "$pkg/libexec/inflight-bench-executor" --engine_dir "$engine/e" "${args[@]}" \
       --sections throughput --shapes "$shape" --num_requests "$n" --kv_cache_reuse=false \
       --kv_cache_free_gpu_mem_fraction "${INFLIGHT_BENCH_KV_FRACTION:-0.9}" \
       >"$dest/profile-$tag.md" 2>"$dest/profile-$tag.log" || rc=1
     grep -E '^\| *([0-9]+/[0-9]+|in/out) ' "$dest/profile-$tag.md"
+    stop_clocks "$tag"
     # The executor logs to stdout beside its tables (spdlog's default logger), failures to stderr.
     grep -hE "step profile|KV pool|executor:" "$dest/profile-$tag.md" "$dest/profile-$tag.log" |
       cut -c1-400 | awk 'NR % 4 == 1'
