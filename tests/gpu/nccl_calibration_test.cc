@@ -13,50 +13,22 @@
 #include <vector>
 
 #include "model/fp8_calibration_mpi.h"
+#include "nccl_test_model.h"
 #include "unit/model_cpu/test_engine.h"
+#include "unit/model_mpi/mpi_world.h"
 
 namespace inflight::model {
 namespace {
 
+using inflight::testing::mpi_world::ShareString;
+using inflight::testing::mpi_world::WorldRank;
+using inflight::testing::mpi_world::WorldSize;
+using testing::SmallLlama;
 using testing::TestEngine;
 
-int Rank(MPI_Comm comm) {
-  int r = 0;
-  MPI_Comm_rank(comm, &r);
-  return r;
-}
-int Size(MPI_Comm comm) {
-  int n = 0;
-  MPI_Comm_size(comm, &n);
-  return n;
-}
-
-std::string ShareFromRank0(std::string s) {
-  int n = static_cast<int>(s.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  s.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(s.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return s;
-}
-
-RandomCheckpointOptions CalibrationLlama() {
-  RandomCheckpointOptions o;
-  o.arch = "llama";
-  o.hidden_size = 256;
-  o.num_layers = 4;
-  o.num_heads = 4;  // head_dim 64, which the CUDA attention kernels take
-  o.num_kv_heads = 2;
-  o.intermediate_size = 512;
-  o.vocab_size = 1031;
-  o.max_position_embeddings = 64;
-  o.init_std = 0.05;
-  o.seed = 37;
-  return o;
-}
-
 TEST(NcclCalibrationTest, SplitPassOnGpusFoldsToOneGpusAmax) {
-  const int n = Size(MPI_COMM_WORLD), rank = Rank(MPI_COMM_WORLD);
-  const RandomCheckpointOptions o = CalibrationLlama();
+  const int n = WorldSize(), rank = WorldRank();
+  const RandomCheckpointOptions o = SmallLlama(37);
   std::mt19937_64 rng(41);
   std::vector<VecTokens> samples;
   for (int len : {19, 6, 13, 9}) {
@@ -73,7 +45,7 @@ TEST(NcclCalibrationTest, SplitPassOnGpusFoldsToOneGpusAmax) {
     whole = TestEngine::Make(o, DType::kBFloat16, 4, &error);
     EXPECT_NE(whole, nullptr) << error;
   }
-  const std::string whole_dir = ShareFromRank0(whole != nullptr ? whole->engine_dir() : "");
+  const std::string whole_dir = ShareString(whole != nullptr ? whole->engine_dir() : "");
   ASSERT_FALSE(whole_dir.empty());
   Result<ActivationAmax> reference = ActivationAmax{};  // rank 0 compares
   if (rank == 0) reference = ObserveActivationAmax(whole_dir, samples, run);
@@ -87,7 +59,7 @@ TEST(NcclCalibrationTest, SplitPassOnGpusFoldsToOneGpusAmax) {
       split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp);
       EXPECT_NE(split, nullptr) << error;
     }
-    const std::string dir = ShareFromRank0(split != nullptr ? split->engine_dir() : "");
+    const std::string dir = ShareString(split != nullptr ? split->engine_dir() : "");
     ASSERT_FALSE(dir.empty()) << name;
     auto group = CreateMpiCalibrationGroup(MPI_COMM_WORLD, tp, pp, CalibrationDevice::kCuda, rank);
     ASSERT_TRUE(group.ok()) << name << ": " << group.status().ToString();

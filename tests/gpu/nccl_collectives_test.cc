@@ -19,12 +19,14 @@
 
 #include "model/cuda_model_runner.h"
 #include "model/nccl_collectives.h"
+#include "nccl_test_model.h"
 #include "unit/model_cpu/test_engine.h"
 
 namespace inflight::model {
 namespace {
 
 using testing::NormalisedError;
+using testing::SmallLlama;
 using testing::TestEngine;
 
 int WorldSize() {
@@ -85,8 +87,9 @@ TEST(NcclCollectivesTest, AllReduceAndUnevenGatherOnTheDevice) {
 
   // Columns [r^2 * cols / n^2, (r+1)^2 * cols / n^2): uneven widths.
   constexpr std::int64_t kRows = 5, kCols = 1031;
-  const std::int64_t b = rank * rank * kCols / (n * n),
-                     e = (rank + 1) * (rank + 1) * kCols / (n * n);
+  const std::int64_t r64 = rank, n64 = n;
+  const std::int64_t b = r64 * r64 * kCols / (n64 * n64),
+                     e = (r64 + 1) * (r64 + 1) * kCols / (n64 * n64);
   std::vector<float> logits(kRows * kCols, NAN);
   for (std::int64_t r = 0; r < kRows; ++r) {
     for (std::int64_t col = b; col < e; ++col) logits[r * kCols + col] = r * 10000.0f + col;
@@ -143,21 +146,6 @@ TEST(NcclCollectivesTest, StagesHandOnAndBack) {
     EXPECT_EQ(got, Input(50, kCount));
   }
   cudaFree(d);
-}
-
-RandomCheckpointOptions SmallLlama() {
-  RandomCheckpointOptions o;
-  o.arch = "llama";
-  o.hidden_size = 256;
-  o.num_layers = 4;
-  o.num_heads = 4;  // head_dim 64, which the CUDA attention kernels take
-  o.num_kv_heads = 2;
-  o.intermediate_size = 512;
-  o.vocab_size = 1031;
-  o.max_position_embeddings = 64;
-  o.init_std = 0.05;
-  o.seed = 3;
-  return o;
 }
 
 // Rank 0's engine directory (built there) on every rank.
@@ -296,6 +284,7 @@ std::vector<std::vector<TokenIdType>> Generate(ModelRunner& runner, std::size_t 
     if (static_cast<int>(q.generated.size()) < num_new) ready.push_back(s);
   }
   std::vector<std::vector<TokenIdType>> generated;
+  generated.reserve(seqs.size());
   for (const Seq& q : seqs) generated.push_back(q.generated);
   return generated;
 }

@@ -16,6 +16,7 @@
 
 #include "model/fp8_calibration_mpi.h"
 #include "mpi_world.h"
+#include "split_test_model.h"
 #include "unit/model_cpu/test_engine.h"
 
 namespace inflight::model {
@@ -25,25 +26,11 @@ namespace fs = std::filesystem;
 using inflight::testing::mpi_world::ShareString;
 using inflight::testing::mpi_world::WorldRank;
 using inflight::testing::mpi_world::WorldSize;
+using testing::SplitTestModel;
 using testing::TestEngine;
 
 constexpr std::int32_t kTokensPerBlock = 4;
-constexpr std::int64_t kVocab = 1031;
-
-RandomCheckpointOptions Llama() {
-  RandomCheckpointOptions o;
-  o.arch = "llama";
-  o.hidden_size = 256;
-  o.num_layers = 4;
-  o.num_heads = 4;
-  o.num_kv_heads = 2;
-  o.intermediate_size = 512;
-  o.vocab_size = kVocab;
-  o.max_position_embeddings = 64;
-  o.init_std = 0.1;
-  o.seed = 29;
-  return o;
-}
+constexpr std::int64_t kVocab = testing::kSplitTestVocab;
 
 // Five samples of 3-17 random ids: several a step, of uneven lengths.
 std::vector<VecTokens> Samples() {
@@ -100,7 +87,7 @@ TEST(MpiCalibrationTest, SplitPassFoldsToTheWholeEnginesAmax) {
   std::unique_ptr<TestEngine> whole;
   std::string error;
   if (rank == 0) {
-    whole = TestEngine::Make(Llama(), DType::kFloat32, kTokensPerBlock, &error);
+    whole = TestEngine::Make(SplitTestModel("llama"), DType::kFloat32, kTokensPerBlock, &error);
     EXPECT_NE(whole, nullptr) << error;
   }
   const std::string whole_dir = ShareString(whole != nullptr ? whole->engine_dir() : "");
@@ -113,7 +100,8 @@ TEST(MpiCalibrationTest, SplitPassFoldsToTheWholeEnginesAmax) {
     const std::string name = "tp " + std::to_string(l.tp) + " x pp " + std::to_string(l.pp);
     std::unique_ptr<TestEngine> split;
     if (rank == 0) {
-      split = TestEngine::Make(Llama(), DType::kFloat32, kTokensPerBlock, &error, l.tp, l.pp);
+      split = TestEngine::Make(SplitTestModel("llama"), DType::kFloat32, kTokensPerBlock, &error,
+                               l.tp, l.pp);
       EXPECT_NE(split, nullptr) << error;
     }
     const std::string dir = ShareString(split != nullptr ? split->engine_dir() : "");
@@ -159,7 +147,7 @@ TEST(MpiCalibrationTest, CalibrateFromDatasetOverTheWorldMatchesOneProcess) {
   std::unique_ptr<TestEngine> source;
   std::string error;
   if (rank == 0) {
-    source = TestEngine::Make(Llama(), DType::kFloat32, kTokensPerBlock, &error);
+    source = TestEngine::Make(SplitTestModel("llama"), DType::kFloat32, kTokensPerBlock, &error);
     EXPECT_NE(source, nullptr) << error;
   }
   const std::string ckpt = ShareString(source != nullptr ? source->checkpoint_dir() : "");

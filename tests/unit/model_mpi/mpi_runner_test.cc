@@ -15,6 +15,7 @@
 
 #include "model/mpi_collectives.h"
 #include "mpi_world.h"
+#include "split_test_model.h"
 #include "unit/model_cpu/test_engine.h"
 
 namespace inflight::model {
@@ -26,30 +27,12 @@ using inflight::testing::mpi_world::WorldRank;
 using inflight::testing::mpi_world::WorldSize;
 
 using testing::NormalisedError;
+using testing::SplitTestModel;
 using testing::TestEngine;
 
 constexpr std::int32_t kTokensPerBlock = 4;
 constexpr std::int64_t kNumBlocks = 8;
-constexpr std::int64_t kVocab = 1031;  // not a multiple of the ranks: uneven vocabulary slices
-
-// The demo model's shape (tools/prepare_demo.sh: GPT-2, hidden 256, 4 layers of 4 heads, MLP 1024)
-// with a smaller vocabulary; Llama the same with 2 kv heads (replicated at tp 4 and 8).
-// "llama8": 8 heads of 32, for tp 8.
-RandomCheckpointOptions Options(const std::string& name) {
-  const std::string arch = name == "llama8" ? "llama" : name;
-  RandomCheckpointOptions o;
-  o.arch = arch;
-  o.hidden_size = 256;
-  o.num_layers = 4;
-  o.num_heads = name == "llama8" ? 8 : 4;
-  o.num_kv_heads = arch == "gpt2" ? 4 : 2;
-  o.intermediate_size = arch == "gpt2" ? 1024 : 512;
-  o.vocab_size = kVocab;
-  o.max_position_embeddings = 64;
-  o.init_std = 0.1;
-  o.seed = 17;
-  return o;
-}
+constexpr std::int64_t kVocab = testing::kSplitTestVocab;
 
 // Two sequences: prompts of 9 (every row's logits) and 5 tokens (the last row's), then three
 // decode steps of both.
@@ -108,7 +91,8 @@ TEST_P(MpiRunnerTest, SplitEnginesMatchTheWholeEngine) {
   std::vector<std::vector<float>> reference;
   if (rank == 0) {
     std::string error;
-    auto whole = TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error);
+    auto whole =
+        TestEngine::Make(SplitTestModel(GetParam()), DType::kFloat32, kTokensPerBlock, &error);
     ASSERT_NE(whole, nullptr) << error;
     auto runner = whole->Runner(kNumBlocks * kTokensPerBlock, 1);
     ASSERT_NE(runner, nullptr);
@@ -125,8 +109,8 @@ TEST_P(MpiRunnerTest, SplitEnginesMatchTheWholeEngine) {
     std::unique_ptr<TestEngine> engine;
     std::string error;
     if (rank == 0) {
-      engine = TestEngine::Make(Options(GetParam()), DType::kFloat32, kTokensPerBlock, &error, l.tp,
-                                l.pp);
+      engine = TestEngine::Make(SplitTestModel(GetParam()), DType::kFloat32, kTokensPerBlock,
+                                &error, l.tp, l.pp);
       EXPECT_NE(engine, nullptr) << error;
     }
     const std::string dir = ShareString(engine != nullptr ? engine->engine_dir() : "");
@@ -188,7 +172,8 @@ TEST(MpiRunnerShapeTest, RefusesAGroupOfAnotherShape) {
   std::unique_ptr<TestEngine> engine;
   std::string error;
   if (WorldRank() == 0) {
-    engine = TestEngine::Make(Options("llama"), DType::kFloat32, kTokensPerBlock, &error, 1, 2);
+    engine =
+        TestEngine::Make(SplitTestModel("llama"), DType::kFloat32, kTokensPerBlock, &error, 1, 2);
     EXPECT_NE(engine, nullptr) << error;
   }
   const std::string dir = ShareString(engine != nullptr ? engine->engine_dir() : "");
