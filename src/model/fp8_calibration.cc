@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <system_error>
+#include <thread>
 
 #include "common/logging.h"
 #include "model/model_runner.h"
@@ -68,6 +69,11 @@ Result<std::unique_ptr<ModelRunner>> CalibrationRunner(const std::string& engine
   }
   RunnerOptions options;
   options.num_threads = run.num_threads;
+  if (options.num_threads == 0 && run.group != nullptr) {
+    // A rank a process: the host's ranks share its cores rather than each taking all of them.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    options.num_threads = std::max(1, cores / std::max(1, run.group->ranks_on_this_host()));
+  }
   options.max_kv_tokens = kv_tokens;
   options.observe_amax = std::move(amax);
   options.collectives = std::move(collectives);

@@ -52,6 +52,8 @@ class CalibrationGroup {
   virtual std::int32_t pp_size() const = 0;
   // The runner's collectives for this rank (host collectives for the CPU runner, NCCL on a GPU).
   virtual std::shared_ptr<Collectives> collectives() const = 0;
+  // The group's ranks on this host, this one included: on the CPU they share its cores.
+  virtual int ranks_on_this_host() const = 0;
   // Returns when every rank called it: rank 0's float engine is written before others read it.
   virtual Status Barrier() = 0;
   // Every rank's amax folded into each rank's: the largest value at each point, NaN where any rank
@@ -61,7 +63,7 @@ class CalibrationGroup {
 
 struct CalibrationRun {
   CalibrationDevice device = CalibrationDevice::kAuto;
-  int num_threads = 0;  // CPU: 0 = every core
+  int num_threads = 0;  // CPU: 0 = every core (a group's: the host's cores over its ranks there)
   // Null: this process runs the float engine whole (tp 1, pp 1). Set: the float engine is built at
   // the group's tp_size x pp_size and this process runs its rank; the group's device choice (CUDA
   // through NCCL, or the CPU through MPI) made the collectives, so `device` must agree with it.

@@ -24,8 +24,13 @@ Status MpiStatus(int rc, const char* what) {
 class MpiCalibrationGroup final : public CalibrationGroup {
  public:
   MpiCalibrationGroup(MPI_Comm comm, int rank, std::int32_t tp, std::int32_t pp,
-                      std::shared_ptr<Collectives> collectives)
-      : comm_(comm), rank_(rank), tp_(tp), pp_(pp), collectives_(std::move(collectives)) {}
+                      int ranks_on_this_host, std::shared_ptr<Collectives> collectives)
+      : comm_(comm),
+        rank_(rank),
+        tp_(tp),
+        pp_(pp),
+        ranks_on_this_host_(ranks_on_this_host),
+        collectives_(std::move(collectives)) {}
   ~MpiCalibrationGroup() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -36,6 +41,7 @@ class MpiCalibrationGroup final : public CalibrationGroup {
   std::int32_t tp_size() const override { return tp_; }
   std::int32_t pp_size() const override { return pp_; }
   std::shared_ptr<Collectives> collectives() const override { return collectives_; }
+  int ranks_on_this_host() const override { return ranks_on_this_host_; }
 
   Status Barrier() override { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); }
 
@@ -50,12 +56,15 @@ class MpiCalibrationGroup final : public CalibrationGroup {
       nan[i] = std::isnan(v) ? 1 : 0;
       values[i] = std::isnan(v) ? 0.0f : v;
     }
-    std::uint64_t layers = amax.layers.size(), most = 0;
-    RETURN_IF_ERROR(MpiStatus(MPI_Allreduce(&layers, &most, 1, MPI_UINT64_T, MPI_MAX, comm_),
+    // Every rank learns the fewest and the most layers any rank observed, so all of them refuse
+    // a mismatch alike rather than meet in reductions of different sizes.
+    const std::int64_t layers = static_cast<std::int64_t>(amax.layers.size());
+    std::int64_t bounds[2] = {layers, -layers};  // MAX of both: the most, and minus the fewest
+    RETURN_IF_ERROR(MpiStatus(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_INT64_T, MPI_MAX, comm_),
                               "MPI_Allreduce (layers)"));
-    if (most != layers) {
-      return Internal("calibration group: this rank observed " + std::to_string(layers) +
-                      " layers, another " + std::to_string(most));
+    if (bounds[0] != -bounds[1]) {
+      return Internal("calibration group: the ranks observed between " +
+                      std::to_string(-bounds[1]) + " and " + std::to_string(bounds[0]) + " layers");
     }
     const int count = static_cast<int>(n);
     RETURN_IF_ERROR(
@@ -74,6 +83,7 @@ class MpiCalibrationGroup final : public CalibrationGroup {
   MPI_Comm comm_;
   int rank_;
   std::int32_t tp_, pp_;
+  int ranks_on_this_host_;
   std::shared_ptr<Collectives> collectives_;
 };
 
@@ -119,8 +129,16 @@ Result<std::shared_ptr<CalibrationGroup>> CreateMpiCalibrationGroup(MPI_Comm com
   // The group's own communicator: its barriers and folds never meet the caller's messages.
   MPI_Comm own = MPI_COMM_NULL;
   RETURN_IF_ERROR(MpiStatus(MPI_Comm_dup(comm, &own), "MPI_Comm_dup"));
-  return std::shared_ptr<CalibrationGroup>(
-      std::make_shared<MpiCalibrationGroup>(own, rank, tp_size, pp_size, std::move(collectives)));
+  MPI_Comm host = MPI_COMM_NULL;
+  int host_ranks = 1;
+  RETURN_IF_ERROR(
+      MpiStatus(MPI_Comm_split_type(own, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host),
+                "MPI_Comm_split_type"));
+  const int rc = MPI_Comm_size(host, &host_ranks);
+  MPI_Comm_free(&host);
+  RETURN_IF_ERROR(MpiStatus(rc, "MPI_Comm_size (host)"));
+  return std::shared_ptr<CalibrationGroup>(std::make_shared<MpiCalibrationGroup>(
+      own, rank, tp_size, pp_size, host_ranks, std::move(collectives)));
 }
 
 }  // namespace inflight::model

@@ -109,6 +109,7 @@ TEST(MpiCalibrationTest, SplitPassFoldsToTheWholeEnginesAmax) {
     auto group = CreateMpiCalibrationGroup(MPI_COMM_WORLD, l.tp, l.pp, CalibrationDevice::kCpu, 0);
     ASSERT_TRUE(group.ok()) << group.status().ToString();
     EXPECT_EQ((*group)->rank(), rank);
+    EXPECT_EQ((*group)->ranks_on_this_host(), WorldSize());  // mpirun on one host
     CalibrationRun run = whole_run;
     run.group = *group;
     const Result<ActivationAmax> amax = ObserveActivationAmax(dir, samples, run);
