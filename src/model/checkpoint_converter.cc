@@ -158,15 +158,6 @@ Status ApplyQuantOptions(const BuildOptions& o, const std::string& source, Engin
     q.source += " --calib_dataset " + o.calibration->source;
   }
   if (!q.any()) return Status::Ok();
-  // NOTE: quantized weights are sliced per tensor-parallel rank only; stage files of a
-  // pipeline-split engine are not yet checked with them, so the combination is refused (here, so
-  // that every writer of engines refuses it alike).
-  if (c->pp_size > 1) {
-    return Unsupported("--pp_size " + std::to_string(c->pp_size) +
-                       " with a quantized engine (quant_algo \"" +
-                       std::string(QuantAlgoName(q.quant_algo)) +
-                       "\") is not supported yet; accepted with quantization: --pp_size 1");
-  }
   RETURN_IF_ERROR(q.Validate());
   return CheckQuantizedLayout(*c);
 }
@@ -182,14 +173,6 @@ Status CheckCalibrationFlags(const BuildOptions& o) {
                         ? std::string(" (--qformat ") + QuantAlgoName(*o.qformat) +
                               " is weight-only, rounded to nearest)"
                         : ""));
-  }
-  // The calibrated engine is quantized, and those are tensor-parallel only (ApplyQuantOptions):
-  // said before the pass, which may take hours.
-  if (o.pp_size > 1) {
-    return Unsupported("--pp_size " + std::to_string(o.pp_size) +
-                       " with --calib_dataset: the calibrated engine is quantized, and quantized "
-                       "engines are not supported at --pp_size above 1 yet; accepted: --pp_size 1 "
-                       "(split the model with --tp_size)");
   }
   if (o.checkpoint_dir.empty()) return Status::Ok();
   ASSIGN_OR_RETURN(CheckpointQuantization cq, ReadCheckpointQuantization(o.checkpoint_dir));

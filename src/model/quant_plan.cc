@@ -1,5 +1,6 @@
 #include "model/quant_plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -68,7 +69,15 @@ std::vector<EngineWeight> QuantizeRankPlan(const EngineConfig& c, std::vector<En
     s.stored_dtype = DType::kFloat32;
     out.push_back(std::move(s));
   };
-  std::int64_t kv_scales_added = 0;
+  // A stage file's KV cache scales are its layers' only: [first, last] of the plan's layer tensors
+  // (every stage holds at least one layer).
+  std::int64_t first_layer = c.num_layers, last_layer = -1;
+  for (const EngineWeight& w : plan) {
+    if (w.name.rfind("layers.", 0) != 0) continue;
+    first_layer = std::min(first_layer, LayerOf(w.name));
+    last_layer = std::max(last_layer, LayerOf(w.name));
+  }
+  std::int64_t kv_scales_added = first_layer;
   for (EngineWeight& w : plan) {
     // The layer's scale goes after its last tensor (before the next layer's first).
     if (q.kv_cache_fp8 && w.name.rfind("layers.", 0) == 0) {
@@ -93,7 +102,7 @@ std::vector<EngineWeight> QuantizeRankPlan(const EngineConfig& c, std::vector<En
     }
   }
   if (q.kv_cache_fp8) {
-    while (kv_scales_added < c.num_layers) add_kv_scale(kv_scales_added++);
+    while (kv_scales_added <= last_layer) add_kv_scale(kv_scales_added++);
   }
   return out;
 }

@@ -24,9 +24,10 @@ bool IsQuantizedLinear(std::string_view engine_weight_name);
 // The layer of an engine weight named "layers.<i>.<rest>": i.
 std::int64_t LayerOf(const std::string& engine_weight_name);
 
-// `plan` (PlanRankWeights of one rank) with each quantized linear's ".weight" replaced by its
-// parts (weight, weight_scale, weight_zero, g_idx, input_scale as config.quant asks) and, with an
-// FP8 KV cache, layers.<i>.kv_cache_scale after each layer. Unchanged without quantization.
+// `plan` (PlanRankWeights of one rank, or PlanFileWeights of one stage's) with each quantized
+// linear's ".weight" replaced by its parts (weight, weight_scale, weight_zero, g_idx, input_scale
+// as config.quant asks) and, with an FP8 KV cache, layers.<i>.kv_cache_scale after each of the
+// plan's layers. Unchanged without quantization.
 std::vector<EngineWeight> QuantizeRankPlan(const EngineConfig& config,
                                            std::vector<EngineWeight> plan);
 

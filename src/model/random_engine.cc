@@ -122,7 +122,6 @@ EngineWeightFiller MakeRandomFiller(const RandomCheckpointOptions& o, const Engi
   const auto weights = std::make_shared<const RandomWeights>(o);
   std::shared_ptr<const QuantizedLinearSource> quant_source;
   if (config.quant.any()) {
-    // (--pp_size > 1 with quantization was refused by MakeEngineConfigFromJson, as for a build.)
     FloatWeightSource source;
     source.check = [weights](const std::string& name, const std::vector<std::int64_t>& shape) {
       return weights->Check(name, shape);

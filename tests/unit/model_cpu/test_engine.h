@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,10 +22,12 @@ namespace inflight::model::testing {
 class TestEngine {
  public:
   // Writes the checkpoint and builds an engine of `dtype` with `tokens_per_block`, split over
-  // `tp_size` tensor-parallel ranks and `pp_size` pipeline stages.
-  static std::unique_ptr<TestEngine> Make(const RandomCheckpointOptions& options, DType dtype,
-                                          std::int32_t tokens_per_block, std::string* error,
-                                          std::int32_t tp_size = 1, std::int32_t pp_size = 1) {
+  // `tp_size` tensor-parallel ranks and `pp_size` pipeline stages; `adjust` may set the build's
+  // other options (quantization) before it runs.
+  static std::unique_ptr<TestEngine> Make(
+      const RandomCheckpointOptions& options, DType dtype, std::int32_t tokens_per_block,
+      std::string* error, std::int32_t tp_size = 1, std::int32_t pp_size = 1,
+      const std::function<void(BuildOptions&)>& adjust = nullptr) {
     static std::atomic<int> counter{0};
     auto e = std::unique_ptr<TestEngine>(new TestEngine());
     e->root_ =
@@ -45,6 +48,7 @@ class TestEngine {
     b.tp_size = tp_size;
     b.pp_size = pp_size;
     b.max_seq_len = static_cast<std::int32_t>(options.max_position_embeddings);
+    if (adjust) adjust(b);
     auto built = BuildEngine(b);
     if (!built.ok()) {
       *error = "BuildEngine: " + built.status().ToString();
