@@ -36,6 +36,7 @@ struct Case {
   std::optional<QuantAlgo> qformat = std::nullopt;  // --qformat
   std::int64_t group_size = 128;                    // --group_size (int4_wo)
   bool kv_cache_fp8 = false;                        // --kv_cache_dtype fp8
+  std::int32_t pp_size = 1;                         // --pp_size
 };
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -46,6 +47,7 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   if (c.qformat) name += std::string("_") + QuantAlgoName(*c.qformat);
   if (c.qformat == QuantAlgo::kInt4Wo) name += "_g" + std::to_string(c.group_size);
   if (c.kv_cache_fp8) name += "_kvfp8";
+  if (c.pp_size > 1) name += "_pp" + std::to_string(c.pp_size);
   return name;
 }
 
@@ -64,6 +66,7 @@ TEST_P(RandomEngineTest, SameFilesAsBuildingTheRandomCheckpoint) {
   b.output_dir = dir / "built";
   b.dtype = c.engine_dtype;
   b.tp_size = c.tp_size;
+  b.pp_size = c.pp_size;
   b.max_seq_len = 96;
   b.max_input_len = 64;
   b.qformat = c.qformat;
@@ -107,6 +110,9 @@ INSTANTIATE_TEST_SUITE_P(
     Quantized, RandomEngineTest,
     ::testing::Values(
         Case{"llama", DType::kBFloat16, std::nullopt, 1, QuantAlgo::kFp8, 128, true},
+        // Pipeline stages: each file its layers' parts and FP8 KV scales.
+        Case{"llama", DType::kBFloat16, std::nullopt, 2, QuantAlgo::kFp8, 128, true, 2},
+        Case{"llama", DType::kFloat32, std::nullopt, 1, QuantAlgo::kInt4Wo, 32, false, 2},
         Case{"llama", DType::kFloat32, DType::kBFloat16, 2, QuantAlgo::kFp8},
         Case{"llama", DType::kBFloat16, std::nullopt, 1, QuantAlgo::kInt8Wo},
         Case{"qwen2", DType::kFloat16, std::nullopt, 2, QuantAlgo::kInt8Wo, 128, true},
@@ -140,11 +146,6 @@ TEST(RandomEngineErrorsTest, QuantizationRefusalsMatchTheCheckpointBuild) {
   BuildOptions b;
   b.output_dir = dir / "engine";
   b.qformat = QuantAlgo::kInt4Wo;
-  b.pp_size = 2;
-  Status st = WriteRandomEngine(o, b).status();
-  EXPECT_THAT(st.message(), HasSubstr("--pp_size 2"));
-  EXPECT_THAT(st.message(), HasSubstr("accepted with quantization: --pp_size 1"));
-  b.pp_size = 1;
   b.group_size = 1;
   EXPECT_THAT(WriteRandomEngine(o, b).status().message(), HasSubstr("--group_size 1"));
   // tp 2 halves attn_out's 64 input columns into 32, which cuts groups of 48.
@@ -159,11 +160,14 @@ TEST(RandomEngineErrorsTest, QuantizationRefusalsMatchTheCheckpointBuild) {
               HasSubstr("--qformat fp8"));
   EXPECT_FALSE(std::filesystem::exists(dir / "engine"));
 
-  // The same pp refusal from a checkpoint build.
+  // The same group refusal from a checkpoint build.
   ASSERT_TRUE(WriteRandomCheckpoint(o, dir / "ckpt").ok());
   b.checkpoint_dir = dir / "ckpt";
-  b.pp_size = 2;
-  EXPECT_THAT(BuildEngine(b).status().message(), HasSubstr("--pp_size 2"));
+  b.qformat = QuantAlgo::kInt4Wo;
+  b.kv_cache_fp8 = false;
+  b.group_size = 48;
+  b.tp_size = 2;
+  EXPECT_THAT(BuildEngine(b).status().message(), HasSubstr("group_size 48"));
 }
 
 }  // namespace
