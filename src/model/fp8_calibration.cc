@@ -30,8 +30,9 @@ struct RemoveOnExit {
   }
 };
 
-// The runner of the pass, observing into `amax`. A group's collectives already chose: on a CUDA
-// device (NCCL) the CUDA runner there, host collectives the CPU runner.
+// The runner of the pass, observing into `amax`. A group's collectives already chose (from
+// run.device, when the group was made): on a CUDA device (NCCL) the CUDA runner there, host
+// collectives the CPU runner.
 Result<std::unique_ptr<ModelRunner>> CalibrationRunner(const std::string& engine_dir,
                                                        const CalibrationRun& run,
                                                        std::int64_t kv_tokens,
@@ -59,14 +60,10 @@ Result<std::unique_ptr<ModelRunner>> CalibrationRunner(const std::string& engine
              cuda.status().message());
   }
 #else
-  if (run.device == CalibrationDevice::kCuda || group_on_gpu) {
+  if (run.device == CalibrationDevice::kCuda) {
     return Unsupported("--calib_device cuda: this build has no CUDA runner; accepted: auto, cpu");
   }
 #endif
-  if (collectives != nullptr && run.device == CalibrationDevice::kCuda) {
-    return InvalidArgument(
-        "--calib_device cuda: the calibration group's collectives are host ones");
-  }
   RunnerOptions options;
   options.num_threads = run.num_threads;
   if (options.num_threads == 0 && run.group != nullptr) {

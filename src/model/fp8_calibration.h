@@ -65,8 +65,9 @@ struct CalibrationRun {
   CalibrationDevice device = CalibrationDevice::kAuto;
   int num_threads = 0;  // CPU: 0 = every core (a group's: the host's cores over its ranks there)
   // Null: this process runs the float engine whole (tp 1, pp 1). Set: the float engine is built at
-  // the group's tp_size x pp_size and this process runs its rank; the group's device choice (CUDA
-  // through NCCL, or the CPU through MPI) made the collectives, so `device` must agree with it.
+  // the group's tp_size x pp_size and this process runs its rank where the group's collectives are
+  // (NCCL on a CUDA device, else the CPU through MPI), chosen from `device` when the group was
+  // made.
   std::shared_ptr<CalibrationGroup> group;
 };
 

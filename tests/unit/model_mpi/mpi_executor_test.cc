@@ -16,10 +16,10 @@
 
 #include "inflight/executor.h"
 #include "model/leader_runner.h"
-#include "model/mpi_collectives.h"
 #include "model/mpi_load_report.h"
 #include "model/mpi_step_channel.h"
 #include "mpi_world.h"
+#include "split_cpu_runner.h"
 #include "unit/executor/run_requests.h"
 #include "unit/model_cpu/test_engine.h"
 
@@ -37,7 +37,7 @@ using inflight::testing::RunAll;
 using testing::TestEngine;
 
 constexpr std::int32_t kTokensPerBlock = 4;
-constexpr std::int64_t kKvTokens = 96 * kTokensPerBlock;
+constexpr std::int64_t kKvTokens = std::int64_t{96} * kTokensPerBlock;
 constexpr std::int64_t kVocab = 997;
 
 // Llama, 4 layers (a stage of one layer at pp 4) of 4 heads (2 kv heads).
@@ -232,30 +232,22 @@ TEST_F(MpiExecutorTest, MicroBatchedPipelineGivesTheWholeEnginesTokens) {
       const std::string name = "tp " + std::to_string(l.tp) + " x pp " + std::to_string(l.pp) +
                                (micro ? ", micro-batches" : ", one step at a time");
       SCOPED_TRACE(name);
-      MpiCollectivesOptions mo;
-      mo.timeout_seconds = 120;
-      auto collectives = CreateMpiCollectives(MPI_COMM_WORLD, l.tp, l.pp, mo);
-      ASSERT_TRUE(collectives.ok()) << collectives.status().ToString();
-      RunnerOptions ro;
-      ro.max_kv_tokens = kKvTokens;
-      ro.num_threads = 1;
-      ro.collectives = *collectives;
-      auto runner = CreateCpuModelRunner(dir, ro);
-      EXPECT_TRUE(runner.ok()) << runner.status().ToString();
-      ASSERT_TRUE(AllRanks(runner.ok()));
+      auto split = testing::MakeSplitCpuRunner(dir, l.tp, l.pp, kKvTokens, 120);
+      EXPECT_TRUE(split.ok()) << split.status().ToString();
+      ASSERT_TRUE(AllRanks(split.ok()));
       const Result<std::int64_t> blocks =
-          GatherLoadResults(MPI_COMM_WORLD, Result<std::int64_t>((*runner)->num_kv_blocks()));
+          GatherLoadResults(MPI_COMM_WORLD, Result<std::int64_t>(split->runner->num_kv_blocks()));
       ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
       MPI_Comm step_comm = MPI_COMM_NULL;
       MPI_Comm_dup(MPI_COMM_WORLD, &step_comm);
       auto channel = std::make_unique<MpiStepChannel>(step_comm, std::chrono::seconds(120));
 
       if (rank != 0) {
-        const Status followed = RunFollower(runner->get(), *channel);
+        const Status followed = RunFollower(split->runner.get(), *channel);
         EXPECT_TRUE(followed.ok()) << followed.ToString();
       } else {
         auto leader =
-            std::make_unique<LeaderRunner>(std::move(runner).value(), std::move(channel), *blocks);
+            std::make_unique<LeaderRunner>(std::move(split->runner), std::move(channel), *blocks);
         EXPECT_EQ(leader->max_steps_in_flight(), l.pp);
         auto max_in_flight = std::make_shared<int>(0);
         auto ex = Executor::CreateWithRunner(

@@ -11,10 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "model/collectives.h"
-#include "model/mpi_collectives.h"
 #include "model/safetensors.h"
 #include "mpi_world.h"
+#include "split_cpu_runner.h"
 #include "split_test_model.h"
 #include "unit/model_cpu/test_engine.h"
 
@@ -25,6 +24,7 @@ using inflight::testing::mpi_world::AllRanks;
 using inflight::testing::mpi_world::ShareString;
 using inflight::testing::mpi_world::WorldRank;
 using inflight::testing::mpi_world::WorldSize;
+using testing::MakeSplitCpuRunner;
 using testing::NormalisedError;
 using testing::SplitTestModel;
 using testing::TestEngine;
@@ -143,19 +143,11 @@ TEST_P(MpiQuantStagesTest, StagesGiveTheWholeQuantizedEnginesLogits) {
     const std::string dir = ShareString(engine != nullptr ? engine->engine_dir() : "");
     ASSERT_FALSE(dir.empty()) << name << ": rank 0 could not build the engine";
 
-    MpiCollectivesOptions mo;
-    mo.timeout_seconds = 60;
-    auto collectives = CreateMpiCollectives(MPI_COMM_WORLD, l.tp, l.pp, mo);
-    ASSERT_TRUE(collectives.ok()) << collectives.status().ToString();
-    RunnerOptions ro;
-    ro.max_kv_tokens = kKvTokens;
-    ro.num_threads = 1;
-    ro.collectives = *collectives;
-    auto runner = CreateCpuModelRunner(dir, ro);
-    EXPECT_TRUE(runner.ok()) << name << ": " << runner.status().ToString();
-    ASSERT_TRUE(AllRanks(runner.ok())) << name << ": a rank could not load its stage";
+    auto split = MakeSplitCpuRunner(dir, l.tp, l.pp, kKvTokens);
+    EXPECT_TRUE(split.ok()) << name << ": " << split.status().ToString();
+    ASSERT_TRUE(AllRanks(split.ok())) << name << ": a rank could not load its stage";
     for (std::size_t step = 0; step < steps.size(); ++step) {
-      auto out = (*runner)->Step(steps[step]);
+      auto out = split->runner->Step(steps[step]);
       ASSERT_TRUE(out.ok()) << name << " step " << step << ": " << out.status().ToString();
       if (rank != 0) continue;
       const std::vector<float>& want = reference[step];
@@ -163,7 +155,7 @@ TEST_P(MpiQuantStagesTest, StagesGiveTheWholeQuantizedEnginesLogits) {
       EXPECT_LT(NormalisedError(out->logits.data(), want.data(), want.size()), 2e-5)
           << name << " step " << step;
     }
-    runner->reset();
+    split->runner.reset();
     MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with the files before rank 0 removes them
   }
 }

@@ -15,6 +15,7 @@
 
 #include "model/mpi_collectives.h"
 #include "mpi_world.h"
+#include "split_cpu_runner.h"
 #include "split_test_model.h"
 #include "unit/model_cpu/test_engine.h"
 
@@ -26,6 +27,7 @@ using inflight::testing::mpi_world::ShareString;
 using inflight::testing::mpi_world::WorldRank;
 using inflight::testing::mpi_world::WorldSize;
 
+using testing::MakeSplitCpuRunner;
 using testing::NormalisedError;
 using testing::SplitTestModel;
 using testing::TestEngine;
@@ -116,22 +118,14 @@ TEST_P(MpiRunnerTest, SplitEnginesMatchTheWholeEngine) {
     const std::string dir = ShareString(engine != nullptr ? engine->engine_dir() : "");
     ASSERT_FALSE(dir.empty()) << name << ": rank 0 could not build the engine";
 
-    MpiCollectivesOptions mo;
-    mo.timeout_seconds = 60;
-    auto collectives = CreateMpiCollectives(MPI_COMM_WORLD, l.tp, l.pp, mo);
-    ASSERT_TRUE(collectives.ok()) << collectives.status().ToString();
-    RunnerOptions ro;
-    ro.max_kv_tokens = kNumBlocks * kTokensPerBlock;
-    ro.num_threads = 1;
-    ro.collectives = *collectives;
-    auto runner = CreateCpuModelRunner(dir, ro);
-    EXPECT_TRUE(runner.ok()) << name << ": " << runner.status().ToString();
-    ASSERT_TRUE(AllRanks(runner.ok())) << name << ": a rank could not load its shard";
-    const Collectives& c = **collectives;
+    auto split = MakeSplitCpuRunner(dir, l.tp, l.pp, kNumBlocks * kTokensPerBlock);
+    EXPECT_TRUE(split.ok()) << name << ": " << split.status().ToString();
+    ASSERT_TRUE(AllRanks(split.ok())) << name << ": a rank could not load its shard";
+    const Collectives& c = *split->group;
     const bool first = c.pp_rank() == 0, last = c.pp_rank() == l.pp - 1;
 
     for (std::size_t step = 0; step < steps.size(); ++step) {
-      auto out = (*runner)->Step(steps[step]);
+      auto out = split->runner->Step(steps[step]);
       ASSERT_TRUE(out.ok()) << name << " step " << step << ": " << out.status().ToString();
       EXPECT_EQ(out->vocab_size, kVocab);
       EXPECT_EQ(out->row_begin,
@@ -158,7 +152,7 @@ TEST_P(MpiRunnerTest, SplitEnginesMatchTheWholeEngine) {
             << " differs from rank 0";
       }
     }
-    runner->reset();
+    split->runner.reset();
     MPI_Barrier(MPI_COMM_WORLD);  // every rank is done with the files before rank 0 removes them
   }
 }
