@@ -31,4 +31,5 @@ foreach(_bench gpu_ceilings gpu_kernels_bench gpu_overlap_bench gpu_quant_bench 
   set_target_properties(inflight-bench-${_name} PROPERTIES CUDA_STANDARD 17
     RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
 endforeach()
-target_sources(inflight-bench-gpu-kernels PRIVATE ${_inflight_bench_dir}/gpu_kernels_bench_sampling.cu)
+target_sources(inflight-bench-gpu-kernels PRIVATE ${_inflight_bench_dir}/gpu_kernels_bench_sampling.cu
+                                                  ${_inflight_bench_dir}/gpu_kernels_bench_mlp_fp8.cu)

@@ -15,13 +15,15 @@
 //             rate;
 //   rope      RoPE + KV-cache write (decode rows and prefill chunks), with and without Qwen3's
 //             fused q/k norm, GB/s;
-//   sampling  argmax and top-k/top-p over 128256 fp32 logits per row, GB/s of logits read.
+//   sampling  argmax and top-k/top-p over 128256 fp32 logits per row, GB/s of logits read;
+//   mlp-fp8   the FP8 gate/up layer to the down linear's codes: cuBLASLt then the codes pass,
+//             against kernels/cuda/gemm_swiglu_fp8.h, TFLOP/s.
 //
 // Random inputs (never zeros), random non-monotonic block tables, warm-up first, median of many
 // samples timed with CUDA events over graph replays; input sets rotated so that L2 does not hold
 // them between calls.
 //
-//   inflight-bench-gpu-kernels [--sections decode,context,norm,mlp,rope,sampling]
+//   inflight-bench-gpu-kernels [--sections decode,context,norm,mlp,rope,sampling,mlp-fp8]
 //       [--batches 1,8,64,256] [--contexts 512,2048,4096,8192,16384,32768] [--decode_windows 0]
 //       [--prefill 512,1024,2048,4096,8192,16384] [--mlp_tokens 256,1024,2048,3790,8192]
 //       [--budget_ms 200]
@@ -67,7 +69,8 @@ Options ParseArgs(int argc, char** argv) {
   tools::FlagSet flags("inflight-bench-gpu-kernels",
                        "Kernel micro-benchmarks: decode and context attention, norms, the MLP's "
                        "gate/up + SwiGLU, RoPE, sampling (Llama-3.1-8B shapes, bf16).");
-  flags.Add("sections", "LIST", "decode, context, norm, mlp, rope, sampling (default: all)",
+  flags.Add("sections", "LIST",
+            "decode, context, norm, mlp, rope, sampling, mlp-fp8 (default: all)",
             [&](const std::string& v) {
               return tools::ParseChoiceSet("--sections", v, kAllSections, &o.sections);
             });
@@ -490,6 +493,7 @@ int Run(const Options& opt) {
   if (opt.sections.count("mlp")) Mlp(opt, c, stream);
   if (opt.sections.count("rope")) Rope(opt, c, stream);
   if (opt.sections.count("sampling")) Sampling(opt, c, stream);
+  if (opt.sections.count("mlp-fp8")) MlpFp8(opt, c, stream);
   std::cout << "Times are medians over samples of CUDA-graph replays (p10..p90 beside them); "
                "\"sets\": input sets rotated so that L2 ("
             << Fmt(static_cast<double>(c.device.l2_bytes) / 1048576.0, 0)

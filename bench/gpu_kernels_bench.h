@@ -1,5 +1,5 @@
 // inflight-bench-gpu-kernels (gpu_kernels_bench.cu): what its sections share. The sampling section
-// is in gpu_kernels_bench_sampling.cu.
+// is in gpu_kernels_bench_sampling.cu, mlp-fp8 in gpu_kernels_bench_mlp_fp8.cu.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,8 +13,8 @@
 
 namespace inflight::bench::gpu::kernel_bench {
 
-const std::vector<std::string> kAllSections = {"decode", "context", "norm",
-                                               "mlp",    "rope",    "sampling"};
+const std::vector<std::string> kAllSections = {"decode", "context",  "norm",   "mlp",
+                                               "rope",   "sampling", "mlp-fp8"};
 
 struct Options {
   std::set<std::string> sections{kAllSections.begin(), kAllSections.end()};
@@ -39,5 +39,9 @@ std::string Mb(double bytes);  // "4.104" / "32.8" (no unit)
 
 // Argmax and top-k/top-p over 128256 fp32 logits a row (the section "sampling").
 void Sampling(const Options& opt, const Ceilings& c, cudaStream_t stream);
+
+// The FP8 gate/up layer to the down linear's codes: cuBLASLt then the codes pass, against one
+// kernel (the section "mlp-fp8").
+void MlpFp8(const Options& opt, const Ceilings& c, cudaStream_t stream);
 
 }  // namespace inflight::bench::gpu::kernel_bench

@@ -191,6 +191,11 @@ class CudaTransformer {
   // The fewest rows for the fused gate/up + SwiGLU kernel: against cuBLASLt and the SwiGLU kernel
   // it measured 0.92-1.05x from 1024 rows but 1.01-1.09x at 256 (H100 and H200, 8B shapes).
   static constexpr std::int64_t kFusedSwiGluMinRows = 1024;
+  // The same for the FP8 one (gemm_swiglu_fp8.h). Alone against cuBLASLt and the SwiGLU codes pass
+  // it measured 1.12x at 1024 rows, 0.98x at 2048 and 0.89x at 8192 (H200, 8B shapes), yet from
+  // 1024 rows a decode step of 1024 sequences took 21.8 ms, not 22.4: the card runs at its power
+  // cap, where the bytes and instructions it saves count (bench/NOTES.md entry 22).
+  static constexpr std::int64_t kFusedSwiGluFp8MinRows = 1024;
 };
 
 }  // namespace inflight::model

@@ -1,11 +1,14 @@
 // The CUDA transformer's W8A8 FP8 layers with fused activation producers: the RMSNorm before qkv
 // and gate/up writes its rows as FP8 codes and row scales, and the gate/up epilogue writes the
 // SwiGLU activations as down's codes (kernels/cuda/fp8_activation_producers.h), so no quantize pass
-// reads the activations back. The same bits as Norm then DecoderLinear (which quantizes in its own
-// pass). A decode step of 1,024 sequences of the 8B shape on an H200 spent 1.23 ms of 23.4 in
-// those passes (bench/kernel_profile_round.sh).
+// reads the activations back; under a static input scale for down and from
+// kFusedSwiGluFp8MinRows rows, the gate/up GEMM writes those codes itself (gemm_swiglu_fp8.h). The
+// same bits as Norm then DecoderLinear (which quantizes in its own pass). A decode step of 1,024
+// sequences of the 8B shape on an H200 spent 1.23 ms of 23.4 in those passes
+// (bench/kernel_profile_round.sh).
 #include "common/env_switch.h"
 #include "kernels/cuda/fp8_activation_producers.h"
+#include "kernels/cuda/gemm_swiglu_fp8.h"
 #include "model/cuda_status.h"
 #include "model/cuda_transformer.h"
 
@@ -19,6 +22,19 @@ namespace {
 bool FusedProducersOn() {
   static const bool on = EnvSwitchOn("INFLIGHT_FP8_FUSED_PRODUCERS");
   return on;
+}
+
+// INFLIGHT_FP8_FUSED_SWIGLU_GEMM=0 keeps cuBLASLt and the SwiGLU codes pass where the one-kernel
+// gate/up layer (kernels/cuda/gemm_swiglu_fp8.h) would run, an A/B switch.
+bool FusedSwiGluGemmOn() {
+  static const bool on = EnvSwitchOn("INFLIGHT_FP8_FUSED_SWIGLU_GEMM");
+  return on;
+}
+
+// INFLIGHT_FP8_FUSED_SWIGLU_MIN_ROWS overrides kFusedSwiGluFp8MinRows, for measuring the switch.
+std::int64_t FusedSwiGluGemmMinRows(std::int64_t fallback) {
+  static const long long rows = EnvInteger("INFLIGHT_FP8_FUSED_SWIGLU_MIN_ROWS", fallback);
+  return rows;
 }
 
 }  // namespace
@@ -68,11 +84,18 @@ Result<bool> CudaTransformer::Fp8NormMlp(const DeviceLayer& l, std::int64_t T, s
   }
   const kc::Fp8Rows norm_rows = Fp8RowsIn(normed_.get(), H);
   const kc::Fp8Rows act_rows = Fp8RowsIn(mlp_act_.get(), inter);
+  // Under a static input scale for down, gate/up, SwiGLU and down's codes are one kernel.
+  const bool one_kernel =
+      FusedSwiGluGemmOn() && fused_swiglu_ && T >= FusedSwiGluGemmMinRows(kFusedSwiGluFp8MinRows) &&
+      l.mlp_in_bias == nullptr &&
+      kc::GemmSwiGluFp8Supports(dtype_, T, inter, H, norm_rows, l.mlp_in_q.codes, l.mlp_in_q.scales,
+                                !l.mlp_in_q.per_tensor, l.down_q.input_scale, act_rows);
   if (!kc::RmsNormFp8Takes(H, residual_.get(), l.mlp_norm, norm_rows.codes) ||
-      !quant_linear_->TakesFp8Rows(l.mlp_in_q, dtype_, T, 2 * inter, H, normed_.get(), H,
-                                   quant_scratch_) ||
-      !kc::Fp8SwiGluCodesTakes(inter, quant_scratch_.raw_out, l.mlp_in_q.scales,
-                               !l.mlp_in_q.per_tensor, l.mlp_in_bias, act_rows.codes) ||
+      !(one_kernel ||
+        (quant_linear_->TakesFp8Rows(l.mlp_in_q, dtype_, T, 2 * inter, H, normed_.get(), H,
+                                     quant_scratch_) &&
+         kc::Fp8SwiGluCodesTakes(inter, quant_scratch_.raw_out, l.mlp_in_q.scales,
+                                 !l.mlp_in_q.per_tensor, l.mlp_in_bias, act_rows.codes))) ||
       !quant_linear_->TakesFp8Rows(l.down_q, dtype_, T, H, inter, mlp_act_.get(), inter,
                                    quant_scratch_)) {
     return false;
@@ -81,10 +104,17 @@ Result<bool> CudaTransformer::Fp8NormMlp(const DeviceLayer& l, std::int64_t T, s
       CudaStatus(kc::RmsNormQuantFp8(norm_rows, residual_.get(), l.mlp_norm, dtype_, T, H,
                                      config_.norm_eps, l.mlp_in_q.input_scale, stream_),
                  "RmsNorm (FP8 codes)"));
-  RETURN_IF_ERROR(CudaStatus(
-      quant_linear_->RunSwiGluFp8Rows(act_rows, l.down_q.input_scale, norm_rows, l.mlp_in_q,
-                                      l.mlp_in_bias, dtype_, T, inter, H, quant_scratch_, stream_),
-      "quantized linear gate_up"));
+  if (one_kernel) {
+    RETURN_IF_ERROR(CudaStatus(
+        kc::GemmSwiGluFp8(act_rows, l.down_q.input_scale, norm_rows, l.mlp_in_q.codes,
+                          l.mlp_in_q.scales, !l.mlp_in_q.per_tensor, dtype_, T, inter, H, stream_),
+        "gate_up + SwiGLU (FP8 codes)"));
+  } else {
+    RETURN_IF_ERROR(CudaStatus(quant_linear_->RunSwiGluFp8Rows(
+                                   act_rows, l.down_q.input_scale, norm_rows, l.mlp_in_q,
+                                   l.mlp_in_bias, dtype_, T, inter, H, quant_scratch_, stream_),
+                               "quantized linear gate_up"));
+  }
   // RowParallelAdd's sum, from codes: rank 0 adds into the residual stream, the others write over
   // their copy, then the all-reduce.
   RETURN_IF_ERROR(CudaStatus(

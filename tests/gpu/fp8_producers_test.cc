@@ -3,7 +3,10 @@
 // quantize pass, and the gate/up epilogue with SwiGLU then the quantize pass. Both must give the
 // same codes and row scales bit for bit (those passes are checked against the CPU in norm_test and
 // quant_linear_test); the dequantized norm output is also held against the CPU RMSNorm within
-// E4M3's rounding.
+// E4M3's rounding. The FP8 gate/up GEMM with SwiGLU and the codes in its epilogue
+// (kernels/cuda/gemm_swiglu_fp8.h) sums in another order than cuBLASLt, so against the two kernels
+// it replaces its codes may differ by one step where a bf16 product lands on the other side of a
+// rounding boundary; it is also held against a CPU reference in double on the same codes.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +17,7 @@
 #include "gpu_test_util.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cuda/fp8_activation_producers.h"
+#include "kernels/cuda/gemm_swiglu_fp8.h"
 #include "kernels/cuda/quant_activation_fp8.h"
 #include "kernels/cuda/quant_gemm_fp8.h"
 #include "kernels/cuda/rmsnorm.h"
@@ -201,6 +205,136 @@ GPU_TEST(SwiGluEpilogueCodesEqualsTwoPasses) {
   // Past the largest row: refused, not run.
   GPU_CHECK(!kc::Fp8SwiGluCodesTakes(32776, nullptr, nullptr, false, nullptr, nullptr),
             "a row past 32768 is not refused");
+}
+
+// Normalised mean squared error of found against expected.
+double Nmse(const std::vector<float>& found, const std::vector<float>& expected) {
+  double err = 0.0, ref = 0.0;
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    const double d = static_cast<double>(found[i]) - expected[i];
+    err += d * d;
+    ref += static_cast<double>(expected[i]) * expected[i];
+  }
+  return ref > 0.0 ? err / ref : err;
+}
+
+// Random E4M3 codes of values in [-range, range] (no NaN).
+std::vector<std::uint8_t> RandomCodes(std::size_t n, float range) {
+  std::vector<std::uint8_t> codes(n);
+  const std::vector<float> v = RandomVector(n, -range, range);
+  for (std::size_t i = 0; i < n; ++i) codes[i] = FloatToFp8E4M3(v[i]);
+  return codes;
+}
+
+// Whether two E4M3 codes are equal or neighbours (one step apart in magnitude, the same sign, or
+// both within one step of zero).
+bool OneStepApart(std::uint8_t a, std::uint8_t b) {
+  const int ma = a & 0x7f, mb = b & 0x7f;
+  if ((a & 0x80) != (b & 0x80)) return ma <= 1 && mb <= 1;
+  return std::abs(ma - mb) <= 1;
+}
+
+// The fused kernel against cuBLASLt (fast accumulation) + Fp8GemmSwiGluEpilogueCodes on every row,
+// and against the CPU in double on rows_checked rows. The static scale is the largest row's
+// dynamic one, as a calibration would give.
+void CheckGemmSwiGluFp8(DType dtype, int m, int inter, int k, bool per_channel) {
+  const std::string name = "gemm swiglu fp8 " + Describe(dtype) + " m=" + std::to_string(m) +
+                           " inter=" + std::to_string(inter) + " k=" + std::to_string(k) +
+                           (per_channel ? " per-channel" : " per-tensor");
+  const auto M = static_cast<std::size_t>(m), I = static_cast<std::size_t>(inter),
+             K = static_cast<std::size_t>(k);
+  const std::vector<std::uint8_t> x = RandomCodes(M * K, 400.0f), w = RandomCodes(2 * I * K, 1.0f);
+  const std::vector<float> row_scales = RandomVector(M, 0.001f, 0.01f);
+  const std::vector<float> col_scales = RandomVector(per_channel ? 2 * I : 1, 0.002f, 0.02f);
+  DeviceArray<std::uint8_t> d_x(x), d_w(w), codes(M * I), ref_codes(M * I);
+  DeviceArray<float> d_rs(row_scales), d_cs(col_scales), scales(M), ref_scales(M);
+  DeviceArray<std::uint16_t> raw(M * 2 * I);
+  kc::CublasLtFp8Gemm gemm;
+  GPU_CHECK(gemm.status() == CUBLAS_STATUS_SUCCESS, "cuBLASLt handle");
+  GPU_CHECK(gemm.Multiply(raw.get(), d_x.get(), d_w.get(), m, 2 * inter, k, nullptr) ==
+                CUBLAS_STATUS_SUCCESS,
+            name + ": cuBLASLt");
+  // The static scale: the largest row scale of the dynamic rule.
+  CUDA_OK(kc::Fp8GemmSwiGluEpilogueCodes({ref_codes.get(), ref_scales.get()}, raw.get(), d_rs.get(),
+                                         d_cs.get(), per_channel, nullptr, dtype, m, inter, 0.0f,
+                                         nullptr));
+  float scale = 0.0f;
+  for (float row : ref_scales.Download()) scale = std::max(scale, row);
+  CUDA_OK(kc::Fp8GemmSwiGluEpilogueCodes({ref_codes.get(), ref_scales.get()}, raw.get(), d_rs.get(),
+                                         d_cs.get(), per_channel, nullptr, dtype, m, inter, scale,
+                                         nullptr));
+  const kc::Fp8Rows in{d_x.get(), d_rs.get()}, out{codes.get(), scales.get()};
+  GPU_CHECK(kc::GemmSwiGluFp8Supports(dtype, m, inter, k, in, d_w.get(), d_cs.get(), per_channel,
+                                      scale, out),
+            name + ": refused");
+  CUDA_OK(kc::GemmSwiGluFp8(out, scale, in, d_w.get(), d_cs.get(), per_channel, dtype, m, inter, k,
+                            nullptr));
+  const CodesAndScales fused = Fetch(codes, scales), ref = Fetch(ref_codes, ref_scales);
+  std::size_t differ = 0, far = 0, nonzero = 0;
+  for (std::size_t i = 0; i < fused.codes.size(); ++i) {
+    differ += fused.codes[i] != ref.codes[i];
+    far += !OneStepApart(fused.codes[i], ref.codes[i]);
+    nonzero += (fused.codes[i] & 0x7f) != 0;
+  }
+  const bool scales_equal = fused.scales == ref.scales;
+  std::printf("  %-58s %zu of %zu codes differ from the two passes (%zu by more than a step)\n",
+              name.c_str(), differ, fused.codes.size(), far);
+  GPU_CHECK(far == 0 && differ * 200 <= fused.codes.size() && scales_equal,
+            name + ": fused and two-pass codes differ");
+  GPU_CHECK(nonzero > fused.codes.size() / 2, name + ": most codes are zero");
+
+  // The CPU on a few rows: the first, the last and some between.
+  std::vector<float> got, want;
+  for (int t : {0, m / 3, m / 2, m - 1}) {
+    for (int i = 0; i < inter; ++i) {
+      double g = 0.0, u = 0.0;
+      for (std::size_t j = 0; j < K; ++j) {
+        const double a = Fp8E4M3ToFloat(x[static_cast<std::size_t>(t) * K + j]);
+        g += a * Fp8E4M3ToFloat(w[static_cast<std::size_t>(i) * K + j]);
+        u += a * Fp8E4M3ToFloat(w[(I + static_cast<std::size_t>(i)) * K + j]);
+      }
+      const double rs = row_scales[static_cast<std::size_t>(t)];
+      g *= rs * col_scales[per_channel ? static_cast<std::size_t>(i) : 0];
+      u *= rs * col_scales[per_channel ? I + static_cast<std::size_t>(i) : 0];
+      want.push_back(static_cast<float>(g / (1.0 + std::exp(-g)) * u));
+      got.push_back(
+          E4M3Value(fused.codes[static_cast<std::size_t>(t) * I + static_cast<std::size_t>(i)]) *
+          scale);
+    }
+  }
+  // E4M3's rounding: half a step is 2^-4 of the value (NMSE at most ~1.3e-3 for values spread
+  // over a binade; below the smallest normal the step is absolute and smaller).
+  const double nmse = Nmse(got, want);
+  std::printf("  %-58s NMSE %.2e against the CPU on 4 rows\n", name.c_str(), nmse);
+  GPU_CHECK(nmse < 3e-3, name + ": NMSE against the CPU " + std::to_string(nmse));
+}
+
+GPU_TEST(GemmSwiGluFp8EqualsCublasThenCodes) {
+  if (!kc::GemmSwiGluFp8Supports(DType::kBFloat16, 1, 128, 64, {nullptr, nullptr}, nullptr, nullptr,
+                                 false, 1.0f, {nullptr, nullptr}) &&
+      !kc::CublasLtFp8Gemm::DeviceSupportsFp8()) {
+    std::printf("  no FP8 device: skipped\n");
+    return;
+  }
+  CheckGemmSwiGluFp8(DType::kBFloat16, 1, 128, 64, false);  // one k tile, half of it past k
+  CheckGemmSwiGluFp8(DType::kBFloat16, 200, 256, 4096, false);
+  CheckGemmSwiGluFp8(DType::kFloat16, 301, 384, 1040, true);  // k not a multiple of 128
+  // Llama-3.1-8B's gate/up at a decode step's rows and past two row blocks of a cluster.
+  CheckGemmSwiGluFp8(DType::kBFloat16, 1024, 14336, 4096, true);
+  CheckGemmSwiGluFp8(DType::kBFloat16, 517, 14336, 4096, false);
+  // What it does not take: refused, not run.
+  DeviceArray<std::uint8_t> buf(1 << 16);
+  DeviceArray<float> fl(1024);
+  const kc::Fp8Rows rows{buf.get(), fl.get()};
+  GPU_CHECK(!kc::GemmSwiGluFp8Supports(DType::kBFloat16, 8, 128, 64, rows, buf.get(), fl.get(),
+                                       false, 0.0f, rows),
+            "a dynamic (zero) output scale is not refused");
+  GPU_CHECK(!kc::GemmSwiGluFp8Supports(DType::kBFloat16, 8, 136, 64, rows, buf.get(), fl.get(),
+                                       false, 1.0f, rows),
+            "inter 136 is not refused");
+  GPU_CHECK(!kc::GemmSwiGluFp8Supports(DType::kBFloat16, 8, 128, 72, rows, buf.get(), fl.get(),
+                                       false, 1.0f, rows),
+            "k 72 is not refused");
 }
 
 }  // namespace

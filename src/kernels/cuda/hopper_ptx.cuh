@@ -1,11 +1,11 @@
 // Hopper (sm_90a) primitives of our warp-specialised kernels, as thin wrappers over PTX: shared-
 // memory matrix descriptors for the 128-byte swizzle, the async-proxy fence, the mbarrier,
 // named-barrier and setmaxnreg instructions, tensor-map (TMA) tile loads that complete on an
-// mbarrier, and wgmma.mma_async m64nNk16 with fp32 accumulators, A from shared memory (SS) or
-// registers (RS). Layouts and descriptor fields: PTX ISA, "Asynchronous Warpgroup Level Matrix
-// Multiply-Accumulate" (canonical layouts, matrix descriptor format, register fragments) and
-// "cp.async.bulk.tensor". Outside an sm_90a compilation the wrappers are empty: launchers run these
-// kernels only where their sm_90a code was built.
+// mbarrier, and wgmma.mma_async m64nNk16 (m64n256k32 for E4M3) with fp32 accumulators, A from
+// shared memory (SS) or registers (RS). Layouts and descriptor fields: PTX ISA, "Asynchronous
+// Warpgroup Level Matrix Multiply-Accumulate" (canonical layouts, matrix descriptor format,
+// register fragments) and "cp.async.bulk.tensor". Outside an sm_90a compilation the wrappers are
+// empty: launchers run these kernels only where their sm_90a code was built.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -395,6 +395,23 @@ __device__ __forceinline__ void WgmmaSS(float (&d)[N / 8][4], std::uint64_t desc
         : INFLIGHT_WGMMA_ACC64_OPERANDS(d)
         : "l"(desc_a), "l"(desc_b), "r"(accumulate));
   }
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+#endif
+}
+
+// d (+)= A B for a 64 x 256 tile of E4M3 codes: A 64 x 32 and B 32 x 256, both K-major in shared
+// memory (8-bit operands have no transposed form; a k step is 32 bytes, as WgmmaSS's k16 of 16-bit
+// elements). Fragments as WgmmaSS's.
+__device__ __forceinline__ void WgmmaSSE4M3N256(float (&d)[32][4], std::uint64_t desc_a,
+                                                std::uint64_t desc_b, int accumulate) {
+#if INFLIGHT_HAS_WGMMA
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 " INFLIGHT_WGMMA_ACC128_REGS
+      ", %128, %129, p, 1, 1;\n}\n"
+      : INFLIGHT_WGMMA_ACC128_OPERANDS(d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
 #endif

@@ -2,11 +2,21 @@
 
 #include <algorithm>
 
+#include "common/env_switch.h"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/quant_codes.cuh"
 
 namespace inflight::kernels::cuda {
 namespace {
+
+// Whether the FP8 GEMMs accumulate the wgmma way (CUBLASLT_MATMUL_DESC_FAST_ACCUM), without
+// cuBLASLt's periodic promotion of the partial sums to a separate fp32 accumulator: what
+// TensorRT-LLM's FP8 GEMM sets (its thop fp8 gemm, fastAcc = 1) and what our own wgmma kernels
+// (gemm_swiglu_fp8.h) do. INFLIGHT_FP8_FAST_ACCUM=0 turns it off, an A/B switch.
+bool FastAccumulation() {
+  static const bool on = EnvSwitchOn("INFLIGHT_FP8_FAST_ACCUM");
+  return on;
+}
 
 constexpr int kThreads = 256;
 
@@ -171,6 +181,9 @@ cublasStatus_t CublasLtFp8Gemm::MakePlan(const PlanKey& key, Plan* plan) {
   const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t));
   cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n));
+  const std::int8_t fast_accum = FastAccumulation() ? 1 : 0;
+  cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
+                                 sizeof(fast_accum));
   if (scaled) {
     // A (the weights, M = n channels): a vector of n, or the tensor's scalar; B (the activations,
     // N = m tokens): a vector of m, or the static scalar.
