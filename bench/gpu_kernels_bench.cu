@@ -62,6 +62,23 @@ std::string Mb(double bytes) {
   return Fmt(bytes / 1e6, bytes < 1e7 ? 3 : 1);
 }
 
+void AddSeparateAndFusedRows(Table& t, const Options& opt, const Ceilings& c, std::int64_t tokens,
+                             int sets, double flops,
+                             const std::function<cudaError_t(int)>& separate,
+                             const std::function<cudaError_t(int)>& fused, cudaStream_t stream) {
+  TimingOptions to;
+  to.budget_ms = opt.budget_ms;
+  to.rotations = sets;
+  const Timing sep = TimeCalls([&](int call) { return separate(call % sets); }, stream, to);
+  const Timing one = TimeCalls([&](int call) { return fused(call % sets); }, stream, to);
+  for (const Timing* tm : {&sep, &one}) {
+    const double tflops = flops / (tm->median_us * 1e-6) / 1e12;
+    t.AddRow({tm == &one ? "fused" : "separate", std::to_string(tokens), FmtUs(tm->median_us),
+              Range(*tm), Fmt(tflops, 1), Percent(tflops, c.gemm_tflops),
+              tm == &one ? Fmt(one.median_us / sep.median_us, 3) + "x" : "", std::to_string(sets)});
+  }
+}
+
 namespace {
 
 Options ParseArgs(int argc, char** argv) {
@@ -302,8 +319,7 @@ void Mlp(const Options& opt, const Ceilings& c, cudaStream_t stream) {
             << Fmt(c.gemm_tflops, 1)
             << "). separate: CublasLtGemm::Linear to [T, 28672], then the SwiGLU kernel; "
                "fused: kernels/cuda/gemm_swiglu.h.\n\n";
-  Table t({"path", "tokens", "median", "p10..p90", "TFLOP/s", "% of 8192^3", "fused / separate",
-           "sets"});
+  Table t(kPairColumns);
   kc::CublasLtGemm gemm;
   if (gemm.status() != CUBLAS_STATUS_SUCCESS) {
     Die(__FILE__, __LINE__, "CublasLtGemm()", CublasStatusName(gemm.status()));
@@ -330,34 +346,20 @@ void Mlp(const Options& opt, const Ceilings& c, cudaStream_t stream) {
       std::cout << "(fused kernel not available on this device: no sm_90a code)\n\n";
       return;
     }
-    TimingOptions to;
-    to.budget_ms = opt.budget_ms;
-    to.rotations = sets;
-    const Timing separate = TimeCalls(
-        [&](int call) {
-          const int i = call % sets;
+    AddSeparateAndFusedRows(
+        t, opt, c, T, sets, 2.0 * static_cast<double>(T) * 2 * kInter * kHidden,
+        [&](int i) {
           const cublasStatus_t st =
               gemm.Linear(mid.get(), kDType, 2 * kInter, xs[i].get(), kHidden, ws[i].get(), nullptr,
                           kDType, T, 2 * kInter, kHidden, stream);
           if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
           return kc::SwiGlu(outs[i].get(), mid.get(), kDType, T, kInter, stream);
         },
-        stream, to);
-    const Timing fused = TimeCalls(
-        [&](int call) {
-          const int i = call % sets;
+        [&](int i) {
           return kc::GemmSwiGlu(outs[i].get(), kInter, xs[i].get(), kHidden, ws[i].get(), kDType, T,
                                 kInter, kHidden, stream);
         },
-        stream, to);
-    const double flops = 2.0 * static_cast<double>(T) * 2 * kInter * kHidden;
-    for (const Timing* tm : {&separate, &fused}) {
-      const double tflops = flops / (tm->median_us * 1e-6) / 1e12;
-      t.AddRow({tm == &fused ? "fused" : "separate", std::to_string(T), FmtUs(tm->median_us),
-                Range(*tm), Fmt(tflops, 1), Percent(tflops, c.gemm_tflops),
-                tm == &fused ? Fmt(fused.median_us / separate.median_us, 3) + "x" : "",
-                std::to_string(sets)});
-    }
+        stream);
   }
   t.Print(std::cout);
   std::cout << "\n";

@@ -5,11 +5,13 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "gpu_bench_util.h"
+#include "table.h"
 
 namespace inflight::bench::gpu::kernel_bench {
 
@@ -36,6 +38,18 @@ struct Ceilings {
 
 std::string Gb(double bytes);  // "1.23 GB"
 std::string Mb(double bytes);  // "4.104" / "32.8" (no unit)
+
+// The columns AddSeparateAndFusedRows fills.
+const std::vector<std::string> kPairColumns = {
+    "path", "tokens", "median", "p10..p90", "TFLOP/s", "% of 8192^3", "fused / separate", "sets"};
+
+// Times `separate`, then `fused` (each enqueues call i's work on `stream`; call i uses input set
+// i % sets) within opt.budget_ms each, and adds a row for each to `t`: TFLOP/s of `flops` a call,
+// its share of c.gemm_tflops (bf16 8192^3), and fused's median over separate's.
+void AddSeparateAndFusedRows(Table& t, const Options& opt, const Ceilings& c, std::int64_t tokens,
+                             int sets, double flops,
+                             const std::function<cudaError_t(int)>& separate,
+                             const std::function<cudaError_t(int)>& fused, cudaStream_t stream);
 
 // Argmax and top-k/top-p over 128256 fp32 logits a row (the section "sampling").
 void Sampling(const Options& opt, const Ceilings& c, cudaStream_t stream);

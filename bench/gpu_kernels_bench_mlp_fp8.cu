@@ -20,7 +20,6 @@
 #include "kernels/cuda/gemm_swiglu_fp8.h"
 #include "kernels/cuda/quant_gemm_fp8.h"
 #include "kernels/cuda/quant_linear_path.h"
-#include "table.h"
 
 namespace inflight::bench::gpu::kernel_bench {
 namespace {
@@ -57,7 +56,7 @@ void MlpFp8(const Options& opt, const Ceilings& c, cudaStream_t stream) {
   if (gemm.status() != CUBLAS_STATUS_SUCCESS) {
     Die(__FILE__, __LINE__, "CublasLtFp8Gemm()", CublasStatusName(gemm.status()));
   }
-  Table t({"path", "tokens", "median", "p10..p90", "TFLOP/s", "fused / separate", "sets"});
+  Table t(kPairColumns);
   const auto w_bytes = static_cast<std::size_t>(2 * kInter * kHidden);
   DeviceBuffer w_scale(4),
       chunk_raw(static_cast<std::size_t>(kc::kQuantFp8ChunkRows * 2 * kInter * 2));
@@ -88,12 +87,9 @@ void MlpFp8(const Options& opt, const Ceilings& c, cudaStream_t stream) {
       std::cout << "(fused kernel not available on this device: no sm_90a code)\n\n";
       return;
     }
-    TimingOptions to;
-    to.budget_ms = opt.budget_ms;
-    to.rotations = sets;
-    const Timing separate = TimeCalls(
-        [&](int call) {
-          const int i = call % sets;
+    AddSeparateAndFusedRows(
+        t, opt, c, T, sets, 2.0 * static_cast<double>(T) * 2 * kInter * kHidden,
+        [&](int i) {
           for (std::int64_t t0 = 0; t0 < T; t0 += kc::kQuantFp8ChunkRows) {
             const std::int64_t mt = std::min(kc::kQuantFp8ChunkRows, T - t0);
             if (gemm.Multiply(chunk_raw.get(), xs[i].get<std::uint8_t>() + t0 * kHidden,
@@ -109,22 +105,11 @@ void MlpFp8(const Options& opt, const Ceilings& c, cudaStream_t stream) {
           }
           return cudaSuccess;
         },
-        stream, to);
-    const Timing fused = TimeCalls(
-        [&](int call) {
-          const int i = call % sets;
+        [&](int i) {
           return kc::GemmSwiGluFp8(out(i), out_scale, in(i), ws[i].get<std::uint8_t>(),
                                    w_scale.get<float>(), false, kDType, T, kInter, kHidden, stream);
         },
-        stream, to);
-    const double flops = 2.0 * static_cast<double>(T) * 2 * kInter * kHidden;
-    for (const Timing* tm : {&separate, &fused}) {
-      const double tflops = flops / (tm->median_us * 1e-6) / 1e12;
-      t.AddRow({tm == &fused ? "fused" : "separate", std::to_string(T), FmtUs(tm->median_us),
-                Range(*tm), Fmt(tflops, 1),
-                tm == &fused ? Fmt(fused.median_us / separate.median_us, 3) + "x" : "",
-                std::to_string(sets)});
-    }
+        stream);
   }
   t.Print(std::cout);
   std::cout << "\n";

@@ -251,8 +251,8 @@ void CheckGemmSwiGluFp8(DType dtype, int m, int inter, int k, bool per_channel) 
   DeviceArray<std::uint16_t> raw(M * 2 * I);
   kc::CublasLtFp8Gemm gemm;
   GPU_CHECK(gemm.status() == CUBLAS_STATUS_SUCCESS, "cuBLASLt handle");
-  GPU_CHECK(gemm.Multiply(raw.get(), d_x.get(), d_w.get(), m, 2 * inter, k, nullptr) ==
-                CUBLAS_STATUS_SUCCESS,
+  GPU_CHECK(gemm.Multiply(raw.get(), d_x.get(), d_w.get(), m, 2 * std::int64_t{inter}, k,
+                          nullptr) == CUBLAS_STATUS_SUCCESS,
             name + ": cuBLASLt");
   // The static scale: the largest row scale of the dynamic rule.
   CUDA_OK(kc::Fp8GemmSwiGluEpilogueCodes({ref_codes.get(), ref_scales.get()}, raw.get(), d_rs.get(),
