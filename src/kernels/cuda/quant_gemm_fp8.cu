@@ -295,8 +295,8 @@ cublasStatus_t CublasLtFp8Gemm::MultiplyScaled(void* y, std::int64_t y_stride, D
   if (m == 0) return CUBLAS_STATUS_SUCCESS;
   // NOTE: the plans are asked for with cuBLASLt's default alignment (256 bytes); a row chunk of an
   // output whose rows are not a multiple of that apart takes the caller's other way.
-  const auto at256 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 256 == 0; };
-  if (!at256(y) || !at256(x_codes) || !at256(w_codes) || (bias != nullptr && !at256(bias))) {
+  if (!Aligned256(y) || !Aligned256(x_codes) || !Aligned256(w_codes) ||
+      (bias != nullptr && !Aligned256(bias))) {
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   cublasStatus_t st = CUBLAS_STATUS_SUCCESS;

@@ -63,6 +63,9 @@ class CublasLtFp8Gemm {
                                 const std::uint8_t* w_codes, const float* col_scales,
                                 ScaleModes modes, const void* bias, std::int64_t m, std::int64_t n,
                                 std::int64_t k, bool accumulate, cudaStream_t stream);
+  // Whether p meets the alignment MultiplyScaled's plans are made for (cuBLASLt's default, 256
+  // bytes): y, x_codes, w_codes and bias must.
+  static bool Aligned256(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 256 == 0; }
   // Whether MultiplyScaled has a kernel for these arguments (asks the library once per shape);
   // y_stride 0: n.
   bool OffersScaled(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, ScaleModes modes,

@@ -198,7 +198,7 @@ cublasStatus_t QuantLinear::MultiplyScaledRuns(void* y, std::int64_t y_stride, D
   auto at = [](const void* p, std::int64_t elements, std::int64_t bytes) {
     return p == nullptr ? nullptr : static_cast<const char*>(p) + elements * bytes;
   };
-  auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 256 == 0; };
+  const auto aligned = CublasLtFp8Gemm::Aligned256;
   for (int pass = 0; pass < 2; ++pass) {
     std::int64_t begin = 0;
     for (int r = 0; r < w.num_scalar_runs; ++r) {
