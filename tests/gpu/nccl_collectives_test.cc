@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -158,55 +159,74 @@ std::string ShareDir(const std::string& dir) {
   return d;
 }
 
-// The CUDA runner at tp N and pp N: rank 0's logits against the CPU runner's whole engine.
-TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
-  const int n = WorldSize(), rank = WorldRank();
-  const RandomCheckpointOptions o = SmallLlama();
+// A prompt of prompt_len random tokens, then two decode steps, over block_table.
+std::vector<StepInput> RandomSteps(std::uint64_t seed, int prompt_len,
+                                   const std::vector<std::int32_t>& block_table) {
   std::vector<StepInput> steps(3);
-  std::mt19937_64 rng(9);
+  std::mt19937_64 rng(seed);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     SequenceStep s;
-    const int len = i == 0 ? 11 : 1;
+    const int len = i == 0 ? prompt_len : 1;
     for (int t = 0; t < len; ++t) s.tokens.push_back(static_cast<TokenIdType>(rng() % 1031));
-    s.num_cached = i == 0 ? 0 : 10 + static_cast<std::int32_t>(i);
-    s.block_table = {3, 0, 5, 1};
+    s.num_cached = i == 0 ? 0 : prompt_len - 1 + static_cast<std::int32_t>(i);
+    s.block_table = block_table;
     steps[i].sequences.push_back(s);
   }
+  return steps;
+}
+
+// The CUDA runner on the engine of `o` split at tp x pp (built with `adjust`): rank 0's logits of
+// each step against the CPU runner on the whole engine (built with `adjust` too), within the split
+// bf16 engine's bound. quantized_stages: CudaRunnerOptions' switch of that name.
+void ExpectSplitMatchesWhole(const std::string& name, const RandomCheckpointOptions& o,
+                             const std::vector<StepInput>& steps, int tp, int pp,
+                             const std::function<void(BuildOptions&)>& adjust,
+                             bool quantized_stages) {
+  const int rank = WorldRank();
+  std::unique_ptr<TestEngine> whole, split;
+  std::string dir, error;
+  if (rank == 0) {
+    whole = TestEngine::Make(o, DType::kBFloat16, 4, &error, 1, 1, adjust);
+    ASSERT_NE(whole, nullptr) << name << ": " << error;
+    split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp, adjust);
+    ASSERT_NE(split, nullptr) << name << ": " << error;
+    dir = split->engine_dir();
+  }
+  dir = ShareDir(dir);
+  CudaRunnerOptions co;
+  co.max_kv_tokens = 64;
+  co.device = rank;
+  co.collectives = Make(tp, pp);
+  co.quantized_stages = quantized_stages;
+  ASSERT_NE(co.collectives, nullptr);
+  auto runner = CreateCudaModelRunner(dir, co);
+  ASSERT_TRUE(runner.ok()) << name << ": " << runner.status().ToString();
+  std::unique_ptr<ModelRunner> cpu = rank == 0 ? whole->Runner(64) : nullptr;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    auto got = (*runner)->Step(steps[i]);
+    ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
+    if (rank != 0) continue;
+    auto want = cpu->Step(steps[i]);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    ASSERT_EQ(got->logits.size(), want->logits.size());
+    // For quantized engines: bf16 activations on the GPU, float on the CPU, so an FP8 activation
+    // code may differ by a step where a value lies near a rounding boundary; the same bound holds.
+    EXPECT_LT(NormalisedError(got->logits.data(), want->logits.data(), want->logits.size()), 0.05)
+        << name << " step " << i;
+  }
+  runner->reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The CUDA runner at tp N and pp N: rank 0's logits against the CPU runner's whole engine.
+TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
+  const int n = WorldSize();
+  const RandomCheckpointOptions o = SmallLlama();
+  const std::vector<StepInput> steps = RandomSteps(9, 11, {3, 0, 5, 1});
   for (const auto& [tp, pp] : {std::pair{n, 1}, std::pair{1, n}}) {
     if (o.num_heads % tp != 0 || pp > o.num_layers) continue;
-    std::unique_ptr<TestEngine> whole, split;
-    std::string dir, error;
-    if (rank == 0) {
-      whole = TestEngine::Make(o, DType::kBFloat16, 4, &error);
-      ASSERT_NE(whole, nullptr) << error;
-      split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp);
-      ASSERT_NE(split, nullptr) << error;
-      dir = split->engine_dir();
-    }
-    int len = static_cast<int>(dir.size());
-    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    dir.resize(static_cast<std::size_t>(len));
-    MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
-    CudaRunnerOptions co;
-    co.max_kv_tokens = 64;
-    co.device = rank;
-    co.collectives = Make(tp, pp);
-    ASSERT_NE(co.collectives, nullptr);
-    auto runner = CreateCudaModelRunner(dir, co);
-    ASSERT_TRUE(runner.ok()) << runner.status().ToString();
-    std::unique_ptr<ModelRunner> cpu = rank == 0 ? whole->Runner(64) : nullptr;
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      auto got = (*runner)->Step(steps[i]);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      if (rank != 0) continue;
-      auto want = cpu->Step(steps[i]);
-      ASSERT_TRUE(want.ok()) << want.status().ToString();
-      ASSERT_EQ(got->logits.size(), want->logits.size());
-      EXPECT_LT(NormalisedError(got->logits.data(), want->logits.data(), want->logits.size()), 0.05)
-          << "tp " << tp << " x pp " << pp << " step " << i;
-    }
-    runner->reset();
-    MPI_Barrier(MPI_COMM_WORLD);
+    ExpectSplitMatchesWhole("tp " + std::to_string(tp) + " x pp " + std::to_string(pp), o, steps,
+                            tp, pp, nullptr, false);
   }
 }
 
@@ -214,19 +234,10 @@ TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
 // runner on the whole quantized engine (the same codes and scales, dequantized exactly). FP8 with
 // an FP8 KV cache (each stage's file holds its own layers' KV scales) and INT8 weight-only.
 TEST(NcclRunnerTest, QuantizedStagesMatchTheWholeQuantizedEngine) {
-  const int n = WorldSize(), rank = WorldRank();
+  const int n = WorldSize();
   const RandomCheckpointOptions o = SmallLlama(5);
   if (n > o.num_layers) GTEST_SKIP() << "more ranks than layers";
-  std::vector<StepInput> steps(3);
-  std::mt19937_64 rng(11);
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    SequenceStep s;
-    const int len = i == 0 ? 13 : 1;
-    for (int t = 0; t < len; ++t) s.tokens.push_back(static_cast<TokenIdType>(rng() % 1031));
-    s.num_cached = i == 0 ? 0 : 12 + static_cast<std::int32_t>(i);
-    s.block_table = {2, 4, 0, 1};
-    steps[i].sequences.push_back(s);
-  }
+  const std::vector<StepInput> steps = RandomSteps(11, 13, {2, 4, 0, 1});
   const std::pair<QuantAlgo, bool> formats[] = {{QuantAlgo::kFp8, true},
                                                 {QuantAlgo::kInt8Wo, false}};
   for (const auto& [algo, kv_fp8] : formats) {
@@ -236,42 +247,7 @@ TEST(NcclRunnerTest, QuantizedStagesMatchTheWholeQuantizedEngine) {
     };
     const std::string name = std::string(algo == QuantAlgo::kFp8 ? "fp8 + fp8 kv" : "int8_wo") +
                              " pp " + std::to_string(n);
-    std::unique_ptr<TestEngine> whole, split;
-    std::string dir, error;
-    if (rank == 0) {
-      whole = TestEngine::Make(o, DType::kBFloat16, 4, &error, 1, 1, quantize);
-      ASSERT_NE(whole, nullptr) << error;
-      split = TestEngine::Make(o, DType::kBFloat16, 4, &error, 1, n, quantize);
-      ASSERT_NE(split, nullptr) << error;
-      dir = split->engine_dir();
-    }
-    int len = static_cast<int>(dir.size());
-    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    dir.resize(static_cast<std::size_t>(len));
-    MPI_Bcast(dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
-    CudaRunnerOptions co;
-    co.max_kv_tokens = 64;
-    co.device = rank;
-    co.collectives = Make(1, n);
-    co.quantized_stages = true;
-    ASSERT_NE(co.collectives, nullptr);
-    auto runner = CreateCudaModelRunner(dir, co);
-    ASSERT_TRUE(runner.ok()) << name << ": " << runner.status().ToString();
-    std::unique_ptr<ModelRunner> cpu = rank == 0 ? whole->Runner(64) : nullptr;
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      auto got = (*runner)->Step(steps[i]);
-      ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
-      if (rank != 0) continue;
-      auto want = cpu->Step(steps[i]);
-      ASSERT_TRUE(want.ok()) << want.status().ToString();
-      ASSERT_EQ(got->logits.size(), want->logits.size());
-      // bf16 activations on the GPU, float on the CPU: an FP8 activation code may differ by a step
-      // where a value lies near a rounding boundary. The split engine's own bf16 bound.
-      EXPECT_LT(NormalisedError(got->logits.data(), want->logits.data(), want->logits.size()), 0.05)
-          << name << " step " << i;
-    }
-    runner->reset();
-    MPI_Barrier(MPI_COMM_WORLD);
+    ExpectSplitMatchesWhole(name, o, steps, 1, n, quantize, true);
   }
 }
 
