@@ -26,7 +26,7 @@
 # INFLIGHT_GPU_TEST_SEED (repeat a seed), INFLIGHT_ROUND_STEPS (default "gpu sanitize parity qparity e2e multigpu"),
 # INFLIGHT_ROUND_E2E_TESTS=0 (only the quickstart requests, not the e2e test files),
 # INFLIGHT_ROUND_GPU_TESTS (names of the GPU test binaries to run; default all),
-# INFLIGHT_ROUND_ATTENTION_VARIANTS=0 (not the paged-attention, FP8 KV and FP8 producer tests' forced-kernel reruns),
+# INFLIGHT_ROUND_ATTENTION_VARIANTS=0 (not the paged-attention test's forced-kernel reruns),
 # INFLIGHT_ROUND_E2E_FILES (the tests/e2e modules of step 4; default test_llm_ensemble
 # test_llm_repository test_every_path), INFLIGHT_GRPC_PY (gRPC stubs for them; default <package>/grpc_py),
 # INFLIGHT_PARITY_TIMEOUT (300 s), INFLIGHT_PARITY_CASES (gpu_parity.py's --cases; default all), INFLIGHT_E2E_TIMEOUT (360 s), INFLIGHT_ROUND_STRIP_PROMPT_TABLE_IDS=0
@@ -173,12 +173,6 @@ if want gpu; then
   if [[ -x "$exe" && "${INFLIGHT_ROUND_ATTENTION_VARIANTS:-1}" != 0 ]]; then
     run_test "gpu_fp8_kv_test INFLIGHT_CONTEXT_WGMMA=0" \
       "$out/gpu_fp8_kv_test.mma_sync.log" env INFLIGHT_CONTEXT_WGMMA=0 "$exe"
-  fi
-  # The FP8 gate/up kernel's other stage layout (kernels/cuda/gemm_swiglu_fp8.cu).
-  exe="$pkg/libexec/gpu_fp8_producers_test"
-  if [[ -x "$exe" && "${INFLIGHT_ROUND_ATTENTION_VARIANTS:-1}" != 0 ]]; then
-    run_test "gpu_fp8_producers_test INFLIGHT_FP8_SWIGLU_STAGES=6" \
-      "$out/gpu_fp8_producers_test.stages6.log" env INFLIGHT_FP8_SWIGLU_STAGES=6 "$exe"
   fi
 fi
 

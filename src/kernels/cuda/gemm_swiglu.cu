@@ -11,7 +11,6 @@ namespace sg = swiglu_gemm;
 // T-typed gate_up layer, then the SwiGLU kernel.
 template <typename T>
 struct SwiGluOut {
-  static constexpr int kRowBytes = 128, kStages = 3;
   using Operand = T;
   using Staged = T;
   T* out;

@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "common/env_switch.h"
 #include "kernels/cuda/gemm_swiglu_kernel.cuh"
 #include "kernels/cuda/quant_codes.cuh"
 
@@ -13,10 +12,9 @@ namespace sg = swiglu_gemm;
 
 // The accumulators rounded to bf16 (the unscaled products cuBLASLt writes on the separate path),
 // then Fp8GemmSwiGluEpilogueCodes's arithmetic under a static scale: the same bits given the same
-// sums. kDeep: six stages of 64 bytes of k, not three of 128 (gemm_swiglu_kernel.cuh).
-template <typename T, bool kDeep>
+// sums.
+template <typename T>
 struct SwiGluCodes {
-  static constexpr int kRowBytes = kDeep ? 64 : 128, kStages = kDeep ? 6 : 3;
   using Operand = std::uint8_t;
   using Staged = __nv_bfloat16;
   std::uint8_t* codes;
@@ -46,29 +44,6 @@ struct SwiGluCodes {
   }
 };
 
-// INFLIGHT_FP8_SWIGLU_STAGES=6 runs six stages of 64 bytes of k instead of three of 128: an A/B
-// switch until it is measured. Nsight Compute had the tensor pipe 73% busy with three stages
-// against cuBLASLt's 87% with four (bench/NOTES.md entry 22).
-bool DeepStages() {
-  static const bool deep = EnvInteger("INFLIGHT_FP8_SWIGLU_STAGES", 3) == 6;
-  return deep;
-}
-
-template <typename T>
-bool Runnable() {
-  return DeepStages() ? sg::KernelRunnable<SwiGluCodes<T, true>>()
-                      : sg::KernelRunnable<SwiGluCodes<T, false>>();
-}
-
-template <typename T, bool kDeep>
-cudaError_t Launch(Fp8Rows out, float out_scale, Fp8Rows x, const std::uint8_t* w,
-                   const float* col_scales, bool per_channel, std::int64_t m, std::int64_t inter,
-                   std::int64_t k, cudaStream_t stream) {
-  const SwiGluCodes<T, kDeep> epi{out.codes,   out.row_scales,          x.row_scales, col_scales,
-                                  per_channel, static_cast<int>(inter), out_scale};
-  return sg::Launch(epi, x.codes, k, w, m, inter, k, stream);
-}
-
 bool Aligned8(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 8 == 0;
 }
@@ -91,7 +66,8 @@ bool GemmSwiGluFp8Supports(DType dtype, std::int64_t m, std::int64_t inter, std:
       (per_channel && !Aligned16(col_scales))) {
     return false;
   }
-  return dtype == DType::kBFloat16 ? Runnable<__nv_bfloat16>() : Runnable<__half>();
+  return dtype == DType::kBFloat16 ? sg::KernelRunnable<SwiGluCodes<__nv_bfloat16>>()
+                                   : sg::KernelRunnable<SwiGluCodes<__half>>();
 }
 
 cudaError_t GemmSwiGluFp8(Fp8Rows out, float out_scale, Fp8Rows x, const std::uint8_t* w,
@@ -101,10 +77,9 @@ cudaError_t GemmSwiGluFp8(Fp8Rows out, float out_scale, Fp8Rows x, const std::ui
     return cudaErrorNotSupported;
   }
   INFLIGHT_DISPATCH_HALF(dtype, T, {
-    return DeepStages()
-               ? Launch<T, true>(out, out_scale, x, w, col_scales, per_channel, m, inter, k, stream)
-               : Launch<T, false>(out, out_scale, x, w, col_scales, per_channel, m, inter, k,
-                                  stream);
+    const SwiGluCodes<T> epi{out.codes,   out.row_scales,          x.row_scales, col_scales,
+                             per_channel, static_cast<int>(inter), out_scale};
+    return sg::Launch(epi, x.codes, k, w, m, inter, k, stream);
   });
   return cudaErrorNotSupported;
 }

@@ -16,14 +16,10 @@
 // kept the tensor cores idle ~6% of the time at 8192 rows on an H200; beside the next tile's wgmmas
 // they cost ~2-3%. CTAs are persistent.
 //
-// A stage holds Epi::kRowBytes of each row in that swizzle: 128 bytes (64 elements of fp16 / bf16
-// or 128 E4M3 codes, four wgmmas: k16 or k32, 32 bytes each) or 64 bytes (two wgmmas). The
-// consumers hold two stages (the one they multiply and the one before it, until its wgmmas are
-// done), so three stages of 128 bytes leave one in flight; six of 64 bytes, as many bytes, leave
-// four.
+// A stage holds 128 bytes of each row (the 128-byte swizzle row): 64 elements of fp16 / bf16 or 128
+// E4M3 codes, four wgmmas either way (k16 or k32, 32 bytes each).
 //
 // Epi: a trivially copyable struct with
-//   static constexpr int kRowBytes = 128 or 64, kStages: its stages (3 x 128 or 6 x 64 fit);
 //   using Operand = __nv_bfloat16, __half or std::uint8_t (E4M3 codes);
 //   using Staged = __nv_bfloat16 or __half: what the accumulators are rounded to;
 //   __device__ void Finish8(const Vec8<Staged>& g, const Vec8<Staged>& u, int row, int col) const;
@@ -42,6 +38,8 @@ namespace inflight::kernels::cuda::swiglu_gemm {
 
 constexpr int kRows = 128;
 constexpr int kCols = 128;
+constexpr int kRowBytes = 128;  // of a stage's rows: one 128-byte swizzle row
+constexpr int kStages = 3;
 constexpr int kThreads = 384;
 constexpr int kMathWarps = 8;
 constexpr int kFinishThreads = 96;  // warps 1-3
@@ -49,35 +47,23 @@ constexpr int kLoaderRegs = 56;
 constexpr int kMathRegs = 224;
 static_assert(kLoaderRegs * 128 + kMathRegs * 256 <= kThreads * (65536 / kThreads / 8 * 8),
               "the register split must fit the launch's allocation");
+constexpr int kATileBytes = kRows * kRowBytes;
+constexpr int kBHalfBytes = kCols * kRowBytes;
+constexpr int kStageBytes = kATileBytes + 2 * kBHalfBytes;
 // A staging row: 128 gate then 128 up values (16-bit), padded by 16 bytes so that the 8 rows a warp
 // writes at once start 4 banks apart.
 constexpr int kStagingRowBytes = 2 * kCols * 2 + 16;
 constexpr int kStagingBytes = 64 * kStagingRowBytes;  // one multiplying warpgroup's rows
+// Barriers: full and empty per stage, then staged and drained per multiplying warpgroup.
+constexpr int kNumBarriers = 2 * kStages + 4;
+// Stages start 1024-byte aligned (the swizzle atom); staging buffers and barriers follow them.
+constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStagingBytes + kNumBarriers * 8;
 // Tiles are visited in groups of kGroupBlocks row blocks, column by column, so that the CTAs in
 // flight at once share ~16 row blocks and ~8 weight tiles: ~32 MB, within L2.
 constexpr int kGroupBlocks = 16;
 // CTAs a cluster: 2 along the rows, sharing each weight tile (multicast). Against one CTA (the same
 // kernel, each CTA loading its whole weight tile): 2-5% faster from 1024 rows on an H200.
 constexpr int kCluster = 2;
-
-// What depends on Epi's stages.
-template <class Epi>
-struct Layout {
-  static constexpr int kRowBytes = Epi::kRowBytes;
-  static_assert(kRowBytes == 128 || kRowBytes == 64, "128- or 64-byte stage rows");
-  static constexpr int kStages = Epi::kStages;
-  static constexpr int kATileBytes = kRows * kRowBytes;
-  static constexpr int kBHalfBytes = kCols * kRowBytes;
-  static constexpr int kStageBytes = kATileBytes + 2 * kBHalfBytes;
-  // Barriers: full and empty per stage, then staged and drained per multiplying warpgroup.
-  static constexpr int kNumBarriers = 2 * kStages + 4;
-  // Stages start 1024-byte aligned (the swizzle atoms); staging buffers and barriers follow them.
-  static constexpr int kSmemBytes =
-      1024 + kStages * kStageBytes + 2 * kStagingBytes + kNumBarriers * 8;
-  static_assert(kSmemBytes <= 227 * 1024, "sm_90's shared memory a block");
-  // Rows of an 8-row swizzle atom are kRowBytes apart: atoms 8 kRowBytes apart.
-  static constexpr std::uint32_t kAtomBytes = 8 * kRowBytes;
-};
 
 template <class Epi>
 struct Args {
@@ -122,13 +108,13 @@ __device__ __forceinline__ void FinishRows(const Args<Epi>& args, std::uint32_t 
   }
 }
 
-// The wgmmas over a stage's kRowBytes of k (32 bytes each).
+// Four wgmmas over a stage's 128 bytes of k (32 bytes each).
 template <class Epi>
 __device__ __forceinline__ void MultiplyStage(float (&acc)[32][4], std::uint64_t a_desc,
                                               std::uint64_t b_desc, bool first) {
   using namespace detail;
 #pragma unroll
-  for (int ks = 0; ks < Epi::kRowBytes / 32; ++ks) {
+  for (int ks = 0; ks < 4; ++ks) {
     const std::uint64_t step = static_cast<std::uint64_t>(ks) * 2;  // 32 bytes, in 16-byte units
     const int accumulate = (!first || ks > 0) ? 1 : 0;
     if constexpr (std::is_same_v<typename Epi::Operand, std::uint8_t>) {
@@ -139,18 +125,16 @@ __device__ __forceinline__ void MultiplyStage(float (&acc)[32][4], std::uint64_t
   }
 }
 
-// Grid: (kCluster x clusters), Block: (kThreads), Layout<Epi>::kSmemBytes of dynamic shared memory;
-// clusters of kCluster CTAs along x. The CTAs of a cluster take row blocks kCluster u .. kCluster u
-// + kCluster - 1 of one weight tile, and each loads 1 / kCluster of that weight tile into all of
+// Grid: (kCluster x clusters), Block: (kThreads), kSmemBytes of dynamic shared memory; clusters of
+// kCluster CTAs along x. The CTAs of a cluster take row blocks kCluster u .. kCluster u +
+// kCluster - 1 of one weight tile, and each loads 1 / kCluster of that weight tile into all of
 // them (multicast), so that L2 serves each weight tile once per cluster.
 template <class Epi>
 __global__ void __launch_bounds__(kThreads, 1)
     Kernel(const __grid_constant__ CUtensorMap x_map, const __grid_constant__ CUtensorMap w_map,
            const __grid_constant__ Args<Epi> args) {
   using namespace detail;
-  using L = Layout<Epi>;
-  constexpr int kStages = L::kStages, kStageBytes = L::kStageBytes, kATileBytes = L::kATileBytes;
-  constexpr int kDepth = L::kRowBytes / static_cast<int>(sizeof(typename Epi::Operand));
+  constexpr int kDepth = kRowBytes / static_cast<int>(sizeof(typename Epi::Operand));
   extern __shared__ unsigned char smem[];
   const std::uint32_t base =
       (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem)) + 1023u) & ~1023u;
@@ -200,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           MbarrierArriveExpectTx(full(s), kStageBytes);
           TmaLoad2d(a, &x_map, kt * kDepth, row, full(s));
           // This CTA's half (gate or up) of the weight tile, into both CTAs.
-          TmaLoad2dMulticast(b + rank * L::kBHalfBytes, &w_map, kt * kDepth,
+          TmaLoad2dMulticast(b + rank * kBHalfBytes, &w_map, kt * kDepth,
                              static_cast<int>(rank) * args.inter + col, full(s), 0x3);
           if (++s == kStages) {
             s = 0;
@@ -229,10 +213,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     SetMaxRegistersIncrease<kMathRegs>();
     const int group = warp / 4 - 1;  // rows 64 group .. 64 group + 63 of the tile
     // K-major operands: no leading offset (1 by convention), 8-row groups 1024 bytes apart.
-    const std::uint64_t a_desc =
-        SwizzledSmemDesc(base + group * 64 * L::kRowBytes, 16, L::kAtomBytes, L::kRowBytes);
-    const std::uint64_t b_desc =
-        SwizzledSmemDesc(base + kATileBytes, 16, L::kAtomBytes, L::kRowBytes);
+    const std::uint64_t a_desc = SwizzledSmemDesc(base + group * 64 * kRowBytes, 16, 1024);
+    const std::uint64_t b_desc = SwizzledSmemDesc(base + kATileBytes, 16, 1024);
     const auto release = [&](int stage) {
       if (lane < kCluster) {
         MbarrierArriveCluster(empty(stage), static_cast<std::uint32_t>(lane));  // lane r: CTA r
@@ -307,8 +289,8 @@ inline EncodeTiledFn EncodeTiled() {
   return fn;
 }
 
-// A row-major [rows, cols] matrix of Epi::Operand, read in boxes of kRowBytes of a row x box_rows
-// rows laid out in the kRowBytes swizzle that the wgmma descriptors above describe.
+// A row-major [rows, cols] matrix of Epi::Operand, read in boxes of 128 bytes of a row x box_rows
+// rows laid out in the 128-byte swizzle that the wgmma descriptors above describe.
 template <class Epi>
 bool EncodeMatrix(CUtensorMap* map, const void* base, std::int64_t rows, std::int64_t cols,
                   std::int64_t row_stride, int box_rows) {
@@ -316,7 +298,6 @@ bool EncodeMatrix(CUtensorMap* map, const void* base, std::int64_t rows, std::in
   constexpr auto kBytes = static_cast<cuuint64_t>(sizeof(Operand));
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * kBytes};
-  constexpr int kRowBytes = Layout<Epi>::kRowBytes;
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kRowBytes / kBytes),
                              static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
@@ -326,8 +307,7 @@ bool EncodeMatrix(CUtensorMap* map, const void* base, std::int64_t rows, std::in
                                                : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   return EncodeTiled() != nullptr &&
          EncodeTiled()(map, type, 2, const_cast<void*>(base), dims, strides, box, element_strides,
-                       CU_TENSOR_MAP_INTERLEAVE_NONE,
-                       kRowBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
@@ -337,7 +317,7 @@ bool KernelRunnable() {
   static const bool runnable = [] {
     if (EncodeTiled() == nullptr || !Sm90aCodeRuns(Kernel<Epi>)) return false;
     return cudaFuncSetAttribute(Kernel<Epi>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                Layout<Epi>::kSmemBytes) == cudaSuccess;
+                                kSmemBytes) == cudaSuccess;
   }();
   return runnable;
 }
@@ -364,7 +344,7 @@ int ResidentClusters(const cudaLaunchConfig_t& config) {
 template <class Epi>
 cudaError_t Launch(const Epi& epi, const void* x, std::int64_t x_stride, const void* w,
                    std::int64_t m, std::int64_t inter, std::int64_t k, cudaStream_t stream) {
-  constexpr int kDepth = Layout<Epi>::kRowBytes / static_cast<int>(sizeof(typename Epi::Operand));
+  constexpr int kDepth = kRowBytes / static_cast<int>(sizeof(typename Epi::Operand));
   CUtensorMap x_map{}, w_map{};
   if (!EncodeMatrix<Epi>(&x_map, x, m, k, x_stride, kRows) ||
       !EncodeMatrix<Epi>(&w_map, w, 2 * inter, k, k, kCols)) {
@@ -379,7 +359,7 @@ cudaError_t Launch(const Epi& epi, const void* x, std::int64_t x_stride, const v
   if (static_cast<std::int64_t>(args.m_units) * args.n_blocks >= (std::int64_t{1} << 30)) {
     return cudaErrorNotSupported;  // int unit indices
   }
-  ClusterLaunch launch(dim3(kCluster), dim3(kThreads), Layout<Epi>::kSmemBytes, stream, kCluster);
+  ClusterLaunch launch(dim3(kCluster), dim3(kThreads), kSmemBytes, stream, kCluster);
   const int clusters = std::min(args.m_units * args.n_blocks, ResidentClusters<Epi>(launch.config));
   launch.config.gridDim = dim3(static_cast<unsigned>(clusters * kCluster));
   return cudaLaunchKernelEx(&launch.config, Kernel<Epi>, x_map, w_map, args);

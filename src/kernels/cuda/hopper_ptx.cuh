@@ -92,17 +92,14 @@
 
 namespace inflight::kernels::cuda::detail {
 
-// Descriptor of a K-major or MN-major operand laid out in swizzle atoms of 8 rows of swizzle_bytes
-// (128: 1024-byte atoms, aligned so; 64: 512-byte atoms). Byte offsets: lbo between atoms along the
-// leading dimension (MN-major only), sbo between groups of 8 rows. Adding (bytes >> 4) to a
-// descriptor moves its start. Layout type (bits 62-63): 1 the 128-byte swizzle, 2 the 64-byte one.
+// Descriptor of a K-major or MN-major operand laid out in 128-byte swizzle atoms (8 rows of 128
+// bytes, 1024-byte aligned). Byte offsets: lbo between atoms along the leading dimension (MN-major
+// only), sbo between groups of 8 rows. Adding (bytes >> 4) to a descriptor moves its start.
 __device__ __forceinline__ std::uint64_t SwizzledSmemDesc(std::uint32_t smem_addr,
-                                                          std::uint32_t lbo, std::uint32_t sbo,
-                                                          std::uint32_t swizzle_bytes = 128) {
+                                                          std::uint32_t lbo, std::uint32_t sbo) {
   return static_cast<std::uint64_t>((smem_addr & 0x3ffff) >> 4) |
          (static_cast<std::uint64_t>((lbo & 0x3ffff) >> 4) << 16) |
-         (static_cast<std::uint64_t>((sbo & 0x3ffff) >> 4) << 32) |
-         (std::uint64_t{swizzle_bytes == 64 ? 2u : 1u} << 62);
+         (static_cast<std::uint64_t>((sbo & 0x3ffff) >> 4) << 32) | (std::uint64_t{1} << 62);
 }
 
 // desc moved on by `units` 16-byte units. The start address (bits 0-13) is below 2^14 for any
