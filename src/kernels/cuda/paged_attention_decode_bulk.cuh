@@ -28,30 +28,53 @@ struct DecodeBulkTiling {
   static constexpr int kSmemBytes = kStages * kStageBytes;
   // The warps' merge reuses the stages once the last one is read.
   static constexpr int kMergeBytes =
-      kDecWarps * kDecTileHeads * (D + 2) * static_cast<int>(sizeof(float));
+      (DecodeMergeLayout<D>::kFloats + 2 * kDecWarps * kDecTileHeads) *
+      static_cast<int>(sizeof(float));
   static_assert(kMergeBytes <= kSmemBytes, "the merge fits in the stages");
   static_assert(kDecPartition % kChunkKeys == 0, "splits are whole stages");
 };
 
-// Thread 0: the K and V rows of keys [c0, c1) of one kv head into the stage at `dst`, one bulk
-// copy per paged block and pool, completing on `bar`.
+// Warp 0: the K and V rows of chunks [c_lo, c_hi) but `skip` (keys [k_begin + c * kChunkKeys,
+// +kChunkKeys) clipped at k_end) into their stages, one bulk copy per pool and paged block of a
+// chunk, completing on the stage's barrier. The lanes take the (chunk, paged block) pieces in
+// parallel, so their block table reads overlap: from one thread, each copy waited on its own table
+// read (asm volatile orders them), three reads in a row before a 192-key block's last chunk was
+// asked for.
 template <typename KV, int D>
-__device__ __forceinline__ void DecodeCopyChunk(const DecodeArgs& args, const std::int32_t* table,
-                                                int kv_head, int c0, int c1, std::uint32_t dst,
-                                                std::uint32_t bar) {
+__device__ __forceinline__ void DecodeCopyChunks(const DecodeArgs& args, const DecodeBlock& b,
+                                                 int k_end, int c_lo, int c_hi, int skip,
+                                                 std::uint32_t smem_base, std::uint32_t bar0) {
   using Tiling = DecodeBulkTiling<KV, D>;
+  constexpr int kChunk = Tiling::kChunkKeys;
   constexpr auto kRowBytes = static_cast<std::uint32_t>(Tiling::kRowBytes);
-  MbarrierArriveExpectTx(bar, 2 * static_cast<std::uint32_t>(c1 - c0) * kRowBytes);
-  for (int pos = c0; pos < c1;) {
-    const int next = min(c1, (pos / args.tokens_per_block + 1) * args.tokens_per_block);
-    const std::size_t row =
-        DecodePoolRow(table, pos, args.tokens_per_block, args.num_kv_heads, kv_head);
-    const auto bytes = static_cast<std::uint32_t>(next - pos) * kRowBytes;
-    const std::uint32_t at = dst + static_cast<std::uint32_t>(pos - c0) * kRowBytes;
+  const int tpb = args.tokens_per_block;
+  const int per_chunk = (kChunk + tpb - 1) / tpb + 1;  // paged blocks a chunk can touch
+  const auto stage_of = [](int c) { return static_cast<std::uint32_t>(c % Tiling::kStages); };
+  if (b.lane == 0) {
+    for (int c = c_lo; c < c_hi; ++c) {
+      const int c0 = b.k_begin + c * kChunk;
+      if (c != skip) {
+        MbarrierArriveExpectTx(
+            bar0 + 8 * stage_of(c),
+            2 * static_cast<std::uint32_t>(min(k_end, c0 + kChunk) - c0) * kRowBytes);
+      }
+    }
+  }
+  for (int j = b.lane; j < (c_hi - c_lo) * per_chunk; j += 32) {
+    const int c = c_lo + j / per_chunk;
+    const int c0 = b.k_begin + c * kChunk;
+    const int block = c0 / tpb + j % per_chunk;
+    const int lo = max(c0, block * tpb);
+    const int hi = min(min(k_end, c0 + kChunk), (block + 1) * tpb);
+    if (c == skip || lo >= hi) continue;
+    const std::size_t row = DecodePoolRow(b.table, lo, tpb, args.num_kv_heads, b.kv_head);
+    const auto bytes = static_cast<std::uint32_t>(hi - lo) * kRowBytes;
+    const std::uint32_t at = smem_base + stage_of(c) * Tiling::kStageBytes +
+                             static_cast<std::uint32_t>(lo - c0) * kRowBytes;
+    const std::uint32_t bar = bar0 + 8 * stage_of(c);
     BulkCopyToShared(at, static_cast<const KV*>(args.k_pool) + row * D, bytes, bar);
-    BulkCopyToShared(at + Tiling::kChunkKeys * kRowBytes,
-                     static_cast<const KV*>(args.v_pool) + row * D, bytes, bar);
-    pos = next;
+    BulkCopyToShared(at + kChunk * kRowBytes, static_cast<const KV*>(args.v_pool) + row * D, bytes,
+                     bar);
   }
 }
 
@@ -85,20 +108,18 @@ __global__ void __launch_bounds__(kDecThreads, DecodeBulkTiling<KV, D>::kBlocksP
   const int newest_chunk = kWindow && k_end < kv_len ? chunks : (kv_len - 1 - b.k_begin) / kChunk;
   const auto smem_base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
   const auto bar0 = static_cast<std::uint32_t>(__cvta_generic_to_shared(full));
-  const auto copy_chunk = [&](int c) {
-    const int c0 = b.k_begin + c * kChunk;
-    DecodeCopyChunk<KV, D>(
-        args, b.table, b.kv_head, c0, min(k_end, c0 + kChunk),
-        smem_base + static_cast<std::uint32_t>((c % kStages) * Tiling::kStageBytes),
-        bar0 + static_cast<std::uint32_t>((c % kStages) * 8));
-  };
   const int first_chunks = min(kStages, chunks);
+  // Warp 0 issues the copies (DecodeCopyChunks); thread 0 sets up the barriers first.
+  const auto copy_chunks = [&](int c_lo, int c_hi, int skip) {
+    DecodeCopyChunks<KV, D>(args, b, k_end, c_lo, c_hi, skip, smem_base, bar0);
+  };
   if (threadIdx.x == 0) {
     for (int st = 0; st < kStages; ++st) MbarrierInit(bar0 + static_cast<std::uint32_t>(st * 8), 1);
     FenceMbarrierInit();
-    for (int c = 0; c < first_chunks; ++c) {
-      if (c != newest_chunk) copy_chunk(c);
-    }
+  }
+  if (b.warp == 0) {
+    __syncwarp();
+    copy_chunks(0, first_chunks, newest_chunk);
   }
   const int ring_end = b.k_begin + kStages * kChunk;
   const int keys_end = kWindow ? k_end : kv_len;
@@ -110,7 +131,7 @@ __global__ void __launch_bounds__(kDecThreads, DecodeBulkTiling<KV, D>::kBlocksP
   __syncthreads();  // the barriers are initialised before any thread waits on them
   GridDependencyWait();
   GridDependencyLaunchDependents();
-  if (threadIdx.x == 0 && newest_chunk < first_chunks) copy_chunk(newest_chunk);
+  if (b.warp == 0 && newest_chunk < first_chunks) copy_chunks(newest_chunk, newest_chunk + 1, -1);
 
   const int q_row = batch.query_start[b.s];
   uint4 qf[DecodeLayout<D>::kKPieces];
@@ -136,12 +157,18 @@ __global__ void __launch_bounds__(kDecThreads, DecodeBulkTiling<KV, D>::kBlocksP
           b.g, b.q);
       Steps::Compute(st, r, qf, qf_tail, scale_log2, c0 + step_row, k_end, b.g);
     }
-    __syncthreads();  // every warp is done with the stage: it may be refilled
-    if (threadIdx.x == 0 && c + kStages < chunks) copy_chunk(c + kStages);
+    // A stage is refilled once every warp is done with it; the last kStages chunks are not, so
+    // their warps go on to the next stage without waiting for each other (a 192-key block: no
+    // barrier between its three chunks).
+    if (c + kStages < chunks) {
+      __syncthreads();
+      if (b.warp == 0) copy_chunks(c + kStages, c + kStages + 1, -1);
+    }
   }
+  __syncthreads();  // the merge below writes over the stages
 
-  auto* s_o = reinterpret_cast<float(*)[kDecTileHeads][D]>(smem);
-  constexpr std::size_t kOBytes = sizeof(float) * kDecWarps * kDecTileHeads * D;
+  auto* s_o = reinterpret_cast<float*>(smem);
+  constexpr std::size_t kOBytes = sizeof(float) * DecodeMergeLayout<D>::kFloats;
   auto* s_m = reinterpret_cast<float(*)[kDecTileHeads]>(smem + kOBytes);
   auto* s_l = s_m + kDecWarps;
   DecodeMergeWarpsAndStore<T, D, !std::is_same_v<KV, T>>(args, b, st, s_o, s_m, s_l, q_row);
