@@ -3,6 +3,7 @@
 // rate measured at the start of the run):
 //
 //   rmsnorm-codes   RMSNorm of [rows, 4096] straight to E4M3 codes and row scales (RmsNormQuantFp8)
+//   rmsnorm-static  the same under a static input scale (a calibrated or ModelOpt engine's)
 //   swiglu-codes    the gate/up GEMM's raw products [rows, 2 x 14336] through their scales and
 //                   SwiGLU to the down linear's codes and row scales (Fp8GemmSwiGluEpilogueCodes)
 //   epilogue        the raw products [rows, 4096] of attention-out / down through their scales,
@@ -35,7 +36,7 @@ namespace kc = kernels::cuda;
 
 struct Options {
   std::vector<std::int64_t> rows = {1, 64, 1024, 8192};
-  std::set<std::string> passes = {"rmsnorm-codes", "swiglu-codes", "epilogue"};
+  std::set<std::string> passes = {"rmsnorm-codes", "rmsnorm-static", "swiglu-codes", "epilogue"};
   double budget_ms = 200;
 };
 
@@ -47,10 +48,12 @@ Options ParseArgs(int argc, char** argv) {
   flags.Add("rows", "LIST", "token rows (default 1,64,1024,8192)", [&](const std::string& v) {
     return tools::ParseIntList("--rows", v, 1, 16384, &o.rows);
   });
-  flags.Add("passes", "LIST", "of rmsnorm-codes, swiglu-codes, epilogue (default all)",
+  flags.Add("passes", "LIST",
+            "of rmsnorm-codes, rmsnorm-static, swiglu-codes, epilogue (default all)",
             [&](const std::string& v) {
               return tools::ParseChoiceSet(
-                  "--passes", v, {"rmsnorm-codes", "swiglu-codes", "epilogue"}, &o.passes);
+                  "--passes", v, {"rmsnorm-codes", "rmsnorm-static", "swiglu-codes", "epilogue"},
+                  &o.passes);
             });
   AddBudgetFlag(flags, &o.budget_ms);
   ParseFlagsOrExit(flags, argc, argv);
@@ -92,6 +95,12 @@ int Run(const Options& opt) {
          return kc::RmsNormQuantFp8({s.out_codes.get<std::uint8_t>(), s.out_scales.get<float>()},
                                     s.in.get(), norm_weight.get(), kDType, m, kHidden, 1e-5f, 0.0f,
                                     st);
+       }},
+      {"rmsnorm-static", kHidden, kHidden, true,
+       [&](const PassSet& s, std::int64_t m, cudaStream_t st) {
+         return kc::RmsNormQuantFp8({s.out_codes.get<std::uint8_t>(), s.out_scales.get<float>()},
+                                    s.in.get(), norm_weight.get(), kDType, m, kHidden, 1e-5f,
+                                    4.0f / 448.0f, st);
        }},
       {"swiglu-codes", 2 * kInter, kInter, true,
        [&](const PassSet& s, std::int64_t m, cudaStream_t st) {
