@@ -74,7 +74,7 @@ model::DeviceSampling DeviceSamplingInputs::Next(const Request& request,
   d.top_p = c.top_p.value_or(0.0f);
   d.seed = sampler.seed();
   d.draw_index = sampler.num_draws();
-  sampler.NextUniform();  // every Sample call takes one draw, greedy included
+  sampler.SkipDraw();  // every Sample call takes one draw, greedy included
   d.repetition_penalty = c.repetition_penalty.value_or(1.0f);
   d.presence_penalty = c.presence_penalty.value_or(0.0f);
   d.frequency_penalty = c.frequency_penalty.value_or(0.0f);

@@ -192,7 +192,8 @@ bool Executor::Impl::LaunchStep() {
     RequestState& s = *states_.at(item.seq->id);
     if (s.first_scheduled_time_ns == 0) s.first_scheduled_time_ns = now;
   }
-  model::StepInput input = scheduler_.BuildStepInput(step);
+  model::StepInput& input = step_input_;
+  scheduler_.BuildStepInput(step, &input);
   profile_.Mark(executor::StepProfile::kSchedule);
   f.on_device.assign(step.items.size(), false);
   const bool device_sampling = config_.device_sampling && runner_->supports_device_sampling();
@@ -246,6 +247,8 @@ void Executor::Impl::CompleteStep() {
   }
   scheduler_.OnStepComputed(step);
   const std::int64_t vocab = out->vocab_size;
+  // The device's tokens of this step all arrived now: one clock read, not one a token.
+  const std::int64_t step_done_ns = SteadyNowNs();
   for (std::size_t i = 0; i < step.items.size(); ++i) {
     const ScheduledItem& item = step.items[i];
     RequestState& s = *states_.at(item.seq->id);
@@ -254,7 +257,7 @@ void Executor::Impl::CompleteStep() {
       continue;
     }
     if (on_device[i]) {
-      AcceptDeviceToken(s, out->sampled_tokens[i], out->sampled_log_probs[i], vocab);
+      AcceptDeviceToken(s, out->sampled_tokens[i], out->sampled_log_probs[i], vocab, step_done_ns);
       continue;
     }
     const std::size_t num_rows = item.logits == model::SequenceStep::Logits::kAll ? item.num_tokens
@@ -316,7 +319,7 @@ model::DeviceSampling Executor::Impl::MakeDeviceSampling(RequestState& s) {
 }
 
 void Executor::Impl::AcceptDeviceToken(RequestState& s, TokenIdType token, float log_prob,
-                                       std::int64_t vocab) {
+                                       std::int64_t vocab, std::int64_t now_ns) {
   // The texts of the host sampler's CheckSamplable (sampler.cc), so both paths fail alike.
   if (token == model::StepOutput::kSampledNotFinite) {
     return FailRequest(s, Internal("a logit is nan or +inf after bias, temperature and "
@@ -332,7 +335,7 @@ void Executor::Impl::AcceptDeviceToken(RequestState& s, TokenIdType token, float
                                    " for request " + std::to_string(s.sequence.id) +
                                    ": outside the vocabulary [0, " + std::to_string(vocab) + ")"));
   }
-  AcceptToken(s, token, log_prob, {});
+  AcceptToken(s, token, log_prob, {}, now_ns);
 }
 
 void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
@@ -342,16 +345,15 @@ void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
                                   sampling::MakeDecodeContext(s.request, seq.generated()),
                                   s.sampler, config_.normalize_log_probs);
   if (!sampled.ok()) return FailRequest(s, sampled.status());
-  AcceptToken(s, sampled->token, sampled->log_prob, row);
+  AcceptToken(s, sampled->token, sampled->log_prob, row, SteadyNowNs());
 }
 
 void Executor::Impl::AcceptToken(RequestState& s, TokenIdType token, float log_prob,
-                                 std::span<const float> row) {
+                                 std::span<const float> row, std::int64_t now_ns) {
   executor::Sequence& seq = s.sequence;
   const sampling::StepOutcome outcome = sampling::EvaluateStep(token, seq.generated(), s.criteria);
-  const std::int64_t now = SteadyNowNs();
-  if (s.first_token_time_ns == 0) s.first_token_time_ns = now;
-  s.last_token_time_ns = now;
+  if (s.first_token_time_ns == 0) s.first_token_time_ns = now_ns;
+  s.last_token_time_ns = now_ns;
   if (outcome.append_token) {
     seq.AppendToken(token);
     s.log_probs.push_back(log_prob);

@@ -72,15 +72,16 @@ class Executor::Impl {
   // Samples the next token of one scheduled item on the host, then AcceptToken.
   void SampleItem(executor::RequestState& state, std::span<const float> row);
   // The request's next token, sampled on the host or the device: stop criteria, append, respond.
-  // `row` is the logits row it came from (empty when the device sampled it).
+  // `row` is the logits row it came from (empty when the device sampled it); `now_ns` the token's
+  // time (SteadyNowNs).
   void AcceptToken(executor::RequestState& state, TokenIdType token, float log_prob,
-                   std::span<const float> row);
+                   std::span<const float> row, std::int64_t now_ns);
   // The device-sampling inputs of the request's next token (device_sampling_inputs.h); consumes
   // its next draw, as sampling::Sample would.
   model::DeviceSampling MakeDeviceSampling(executor::RequestState& state);
   // A device-sampled token, or the error code of a row the device could not sample.
   void AcceptDeviceToken(executor::RequestState& state, TokenIdType token, float log_prob,
-                         std::int64_t vocab);
+                         std::int64_t vocab, std::int64_t now_ns);
   void CollectContextLogits(executor::RequestState& state, const executor::ScheduledItem& item,
                             std::span<const float> rows);
   void FinishRequest(executor::RequestState& state, FinishReason reason);
@@ -107,9 +108,11 @@ class Executor::Impl {
   // Requests sampled on the device so far (loop thread only); erased with the state.
   std::unordered_map<IdType, executor::DeviceSamplingInputs> device_inputs_;
   std::uint64_t iteration_ = 0;
-  bool busy_ = false;                        // the last loop turn ran a step
-  executor::StepProfile profile_;            // loop thread only
-  std::deque<InFlightStep> in_flight_;       // loop thread only; at most max_micro_batches
+  bool busy_ = false;                   // the last loop turn ran a step
+  executor::StepProfile profile_;       // loop thread only
+  std::deque<InFlightStep> in_flight_;  // loop thread only; at most max_micro_batches
+  // LaunchStep's runner input, rebuilt in place each step (Scheduler::BuildStepInput's reuse).
+  model::StepInput step_input_;
   std::unordered_set<IdType> held_cancels_;  // cancels of requests in flight, applied when back
   std::int64_t num_launches_ = 0;
   // ExecutorConfig::busy_poll resolved, and what the spinning threads read without mu_: responses

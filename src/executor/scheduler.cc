@@ -295,9 +295,15 @@ void Scheduler::InsertByArrival(std::vector<Sequence*>& list, Sequence* seq) {
 
 model::StepInput Scheduler::BuildStepInput(const ScheduleResult& result) const {
   model::StepInput input;
-  input.sequences.reserve(result.items.size());
-  for (const ScheduledItem& item : result.items) {
-    SequenceStep step;
+  BuildStepInput(result, &input);
+  return input;
+}
+
+void Scheduler::BuildStepInput(const ScheduleResult& result, model::StepInput* input) const {
+  input->sequences.resize(result.items.size());
+  for (std::size_t i = 0; i < result.items.size(); ++i) {
+    const ScheduledItem& item = result.items[i];
+    SequenceStep& step = input->sequences[i];
     step.seq_id = static_cast<std::int64_t>(item.seq->id);
     auto tokens = item.tokens();
     step.tokens.assign(tokens.begin(), tokens.end());
@@ -308,9 +314,8 @@ model::StepInput Scheduler::BuildStepInput(const ScheduleResult& result) const {
     assert(num_blocks <= table.size());
     step.block_table.assign(table.begin(), table.begin() + std::min(num_blocks, table.size()));
     step.logits = item.logits;
-    input.sequences.push_back(std::move(step));
+    step.device_sampling.reset();
   }
-  return input;
 }
 
 void Scheduler::OnStepComputed(const ScheduleResult& result) {

@@ -140,6 +140,10 @@ class Scheduler {
   // The model's input for `result`: for each item, its tokens, num_cached, the block table trimmed
   // to the blocks that hold positions [0, num_cached + num_tokens), and the logits kind.
   model::StepInput BuildStepInput(const ScheduleResult& result) const;
+  // The same into *input, reusing its sequences and their vectors' storage: a decode step of 1,024
+  // sequences allocated ~2,000 small vectors anew, and the heap's trim and regrowth page-faulted
+  // (inflight-bench-executor-host).
+  void BuildStepInput(const ScheduleResult& result, model::StepInput* input) const;
 
   // Call after the model computed `result` (before appending sampled tokens): advances each item's
   // num_computed_tokens, registers blocks that became full in the prefix cache and takes the

@@ -36,6 +36,9 @@ class SamplerState {
 
   // Uniform in [0, 1); advances the stream.
   double NextUniform();
+  // Advances the stream past the draw NextUniform would return, without computing it: the device
+  // sampler computes that draw itself from seed() and num_draws().
+  void SkipDraw() { ++num_draws_; }
   std::uint64_t seed() const { return seed_; }
   std::uint64_t num_draws() const { return num_draws_; }
 
