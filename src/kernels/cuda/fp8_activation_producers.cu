@@ -10,8 +10,12 @@ constexpr int kNormMaxThreads = 1024;   // RMSNorm: a 16-byte chunk a thread, hi
 constexpr int kThreads = 256;           // SwiGLU
 constexpr int kSwiGluMaxInter = 32768;  // its row in shared memory: 64 KiB at most
 
-// The row's scale from its amax (quant_codes.cuh's rule), written by thread 0.
-__device__ __forceinline__ float RowScale(float amax, float static_scale, float* row_scales) {
+// The row's scale (quant_codes.cuh's rule), written by thread 0; every thread of the block calls
+// it with its part of the row's amax. A static scale needs no amax, so the block reduces it only
+// under a dynamic one: one block reduction (two barriers) less, the same codes.
+__device__ __forceinline__ float RowScale(float thread_amax, float static_scale,
+                                          float* row_scales) {
+  const float amax = static_scale > 0.0f ? 0.0f : BlockMax(thread_amax);
   const float s = ActivationFp8Scale(static_scale, amax);
   if (threadIdx.x == 0) row_scales[blockIdx.x] = s;
   return s;
@@ -48,9 +52,7 @@ __global__ void __launch_bounds__(kNormMaxThreads)
       amax = fmaxf(amax, fabsf(ToFloat(v.e[j])));
     }
   }
-  // A static scale needs no amax: one block reduction (two barriers) less, the same codes.
-  const float s =
-      RowScale(static_scale > 0.0f ? 0.0f : BlockMax(amax), static_scale, out.row_scales);
+  const float s = RowScale(amax, static_scale, out.row_scales);
   if (active) reinterpret_cast<uint2*>(out.codes)[at] = ActivationCodes8(v, s);
 }
 
@@ -94,9 +96,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     s_act[c] = act.bits;
   }
-  // A static scale needs no amax. Each thread reads back only the chunks it wrote: no barrier.
-  const float s =
-      RowScale(static_scale > 0.0f ? 0.0f : BlockMax(amax), static_scale, out.row_scales);
+  // Each thread reads back only the chunks it wrote, so no barrier is needed when RowScale skips
+  // its reduction.
+  const float s = RowScale(amax, static_scale, out.row_scales);
   uint2* codes =
       reinterpret_cast<uint2*>(out.codes) + static_cast<std::int64_t>(blockIdx.x) * chunks;
   for (int c = threadIdx.x; c < chunks; c += kThreads) {
