@@ -17,9 +17,9 @@
 # --calib_dataset of N prompts of L random token ids, seed 0, written here), and any INFLIGHT_*
 # switch the executor reads (INFLIGHT_CUDA_GRAPHS=0, INFLIGHT_DISABLE_PDL=1, ...); INFLIGHT_BENCH_VARIANTS (space-separated NAME=VALUE settings: each
 # run once per setting, for A/B comparisons in one engine build, e.g. "INFLIGHT_DECODE_FP8_BLOCKS=2
-# INFLIGHT_DECODE_FP8_BLOCKS=3"; settings joined by + make one run, e.g. "A=0+B=0"; an item starting
+# INFLIGHT_DECODE_FP8_BLOCKS=3"; settings joined by + make one run, e.g. "A=0+B=0"; a setting starting
 # with -- is an inflight-bench-executor flag instead, e.g. "--executor_max_batch_size=1024
-# --executor_max_batch_size=2048").
+# --executor_max_batch_size=2048", or "A=1+--executor_max_batch_size=1024").
 set -u -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 pkg=${INFLIGHT_BENCH_PACKAGE_DIR:-$root/.device/bench}
@@ -93,10 +93,11 @@ for run in $runs; do
   for variant in ${INFLIGHT_BENCH_VARIANTS:-none}; do
     shape=${run%%:*} n=${run#*:} tag=${run//[\/:]/-}
     settings=() args=()
-    if [[ "$variant" == --* ]]; then
-      args=("$variant")
-    elif [[ "$variant" != none ]]; then
-      IFS=+ read -ra settings <<<"$variant"
+    if [[ "$variant" != none ]]; then
+      IFS=+ read -ra parts <<<"$variant"
+      for part in "${parts[@]}"; do
+        if [[ "$part" == --* ]]; then args+=("$part"); else settings+=("$part"); fi
+      done
     fi
     label=
     [[ "$variant" != none ]] && { tag+="-${variant//[^A-Za-z0-9]/_}"; label=" $variant"; }
