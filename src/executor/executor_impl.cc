@@ -71,14 +71,10 @@ Result<std::unique_ptr<Executor::Impl>> Executor::Impl::CreateWithRunner(
   ASSIGN_OR_RETURN(executor::SchedulerLimits limits, MakeLimits(engine, config));
   if (config.enable_micro_batching) {
     limits.max_micro_batches = std::max<std::int32_t>(1, runner->max_steps_in_flight());
-    limits.min_micro_batch_sequences =
-        std::max<std::int32_t>(1, runner->min_micro_batch_sequences());
   }
   if (limits.max_micro_batches > 1) {
-    LOG_INFO(
-        "executor: up to {} micro-batches in flight (pipeline of {} stages), each of at least {} "
-        "sequences",
-        limits.max_micro_batches, engine.pp_size, limits.min_micro_batch_sequences);
+    LOG_INFO("executor: up to {} micro-batches in flight (pipeline of {} stages)",
+             limits.max_micro_batches, engine.pp_size);
   } else if (engine.pp_size > 1 && config.enable_micro_batching) {
     // NOTE: orchestrator mode does not split a step into Launch / Complete yet
     // (docs/multi_gpu.md): its stages take turns.
@@ -173,7 +169,7 @@ void Executor::Impl::AdmitAndCancel() {
 }
 
 void Executor::Impl::RunStep() {
-  while (static_cast<SizeType>(in_flight_.size()) < scheduler_.MicroBatchDepth() && LaunchStep()) {
+  while (static_cast<SizeType>(in_flight_.size()) < limits_.max_micro_batches && LaunchStep()) {
   }
   if (in_flight_.empty()) {
     // Nothing fits this instant (blocks held by requests being finished); wait for a change.

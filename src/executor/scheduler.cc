@@ -30,7 +30,6 @@ Status SchedulerLimits::Validate() const {
   RETURN_IF_ERROR(check("max_seq_len", max_seq_len));
   RETURN_IF_ERROR(check("tokens_per_block", tokens_per_block));
   RETURN_IF_ERROR(check("max_micro_batches", max_micro_batches));
-  RETURN_IF_ERROR(check("min_micro_batch_sequences", min_micro_batch_sequences));
   return Status::Ok();
 }
 
@@ -222,16 +221,9 @@ bool Scheduler::TryAdmit(Sequence* seq, SizeType& budget, ScheduleResult& result
   return true;
 }
 
-SizeType Scheduler::MicroBatchDepth() const {
-  const std::int64_t depth = limits_.max_micro_batches;
-  if (depth == 1) return 1;
-  const std::int64_t sequences = num_running() + num_paused() + num_waiting();
-  return sequences >= depth * limits_.min_micro_batch_sequences ? limits_.max_micro_batches : 1;
-}
-
 std::size_t Scheduler::MicroBatchCap() const {
   const auto ceil_div = [](std::int64_t a, std::int64_t b) { return (a + b - 1) / b; };
-  const std::int64_t depth = MicroBatchDepth();
+  const std::int64_t depth = limits_.max_micro_batches;
   if (depth == 1) return static_cast<std::size_t>(limits_.max_batch_size);
   const std::int64_t sequences = num_running() + num_paused() + num_waiting();
   return static_cast<std::size_t>(std::min(ceil_div(limits_.max_batch_size, depth),

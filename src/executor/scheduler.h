@@ -50,11 +50,7 @@
 //   min(ceil(max_batch_size / max_micro_batches), max(1, ceil(sequences / max_micro_batches)))
 // sequences (sequences: running + paused + waiting), so that the requests spread over the
 // micro-batches instead of filling the first; max_batch_size still bounds the running sequences of
-// all micro-batches together, and max_num_tokens bounds each micro-batch. With
-// min_micro_batch_sequences > 1 the sequences are split only while each micro-batch gets at least
-// that many (MicroBatchDepth); below, one micro-batch takes them all and the executor keeps one
-// step in flight. On one device, micro-batches only hide the host's work between steps, and a
-// small one costs a whole read of the weights.
+// all micro-batches together, and max_num_tokens bounds each micro-batch.
 //
 //   stage 0:  [mb0][mb1][mb0'][mb1'] ...      mb0' = mb0's sequences, one token later
 //   stage 1:       [mb0][mb1 ][mb0'] ...
@@ -81,9 +77,7 @@ struct SchedulerLimits {
   SizeType max_seq_len = 1;        // prompt + generated tokens of one sequence; >= 1
   SizeType tokens_per_block = 1;   // must equal the BlockManager's; >= 1
   SizeType max_micro_batches = 1;  // steps in flight at once (pipeline stages); >= 1
-  // Split into max_micro_batches only from max_micro_batches x this many sequences; >= 1.
-  SizeType min_micro_batch_sequences = 1;
-  Status Validate() const;  // names the field, its value and the accepted range
+  Status Validate() const;         // names the field, its value and the accepted range
 };
 
 // One sequence's share of a step.
@@ -169,9 +163,6 @@ class Scheduler {
   bool HasWork() const { return !waiting_.empty() || !running_.empty() || !paused_.empty(); }
   // Sequences in micro-batches the model has not finished.
   std::int64_t num_in_flight() const;
-  // How many micro-batches the sequences are split into now: max_micro_batches, or 1 while there
-  // are fewer than max_micro_batches x min_micro_batch_sequences (running, paused and waiting).
-  SizeType MicroBatchDepth() const;
   const SchedulerLimits& limits() const { return limits_; }
 
  private:

@@ -216,17 +216,6 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   if (r->shard_.pp_size > 1 && r->shard_.first_stage() && micro_batches) {
     ASSIGN_OR_RETURN(r->pipeline_, CudaPipelineResults::Create(r->shard_.pp_size));
   }
-  // One process keeps two steps in flight, so that the executor's work between steps overlaps the
-  // device's (cuda_local_steps.h), unless INFLIGHT_CUDA_STEPS_IN_FLIGHT=1 or calibration reads
-  // each step's amax. A micro-batch of fewer sequences than the threshold would pay a whole read
-  // of the weights for a part of the batch, so the executor splits only above it.
-  const long long local_steps = EnvInteger("INFLIGHT_CUDA_STEPS_IN_FLIGHT", 2);
-  if (r->shard_.tp_size * r->shard_.pp_size == 1 && r->observe_amax_ == nullptr &&
-      local_steps > 1) {
-    ASSIGN_OR_RETURN(r->local_, CudaLocalSteps::Create(static_cast<std::int32_t>(local_steps)));
-    r->local_min_sequences_ = static_cast<std::int32_t>(
-        std::max(1LL, EnvInteger("INFLIGHT_CUDA_MICRO_BATCH_MIN_SEQUENCES", 256)));
-  }
   LOG_INFO(
       "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
       "blocks x {} tokens = {} "
@@ -271,8 +260,7 @@ Status CudaModelRunner::ValidateStep(const StepInput& input) const {
   return Status::Ok();
 }
 
-Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wait,
-                                QueuedSamples* queued) {
+Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wait) {
   const EngineConfig& c = config_;
   const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
   // Host side of the page-table format (kernels/cuda/paged_batch.h), sent in one copy.
@@ -423,11 +411,6 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wa
   }
   RETURN_IF_ERROR(transformer_->Enqueue(l));
   if (!wait) {
-    if (queued != nullptr && num_sampled > 0) {
-      queued->words = sampled_ids_.get();
-      queued->log_prob_offset = num_sampled;
-      queued->sequences = std::move(sample_seq);
-    }
     if (num_sampled > 0) {
       out.sampled_tokens.assign(static_cast<std::size_t>(num_seqs), -1);
       out.sampled_log_probs.assign(static_cast<std::size_t>(num_seqs),

@@ -18,7 +18,6 @@
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
 #include "model/cuda_graphs.h"
-#include "model/cuda_local_steps.h"
 #include "model/cuda_model_runner.h"
 #include "model/cuda_pipeline_results.h"
 #include "model/cuda_sampling_stage.h"
@@ -53,18 +52,10 @@ class CudaModelRunner final : public ModelRunner {
   bool supports_device_sampling() const override { return true; }
   // The first stage of a pipeline keeps up to pp_size steps in flight: Launch queues its layers
   // and the hand-over, and posts the receive of the step's result on a stream of its own
-  // (cuda_pipeline_results.h); Complete waits for that result. One process (tp 1 x pp 1) keeps
-  // two (cuda_local_steps.h) unless INFLIGHT_CUDA_STEPS_IN_FLIGHT=1. Other stages run the whole
-  // step in Launch.
+  // (cuda_pipeline_results.h); Complete waits for that result. Other stages (and pp 1) run the
+  // whole step in Launch.
   std::int32_t max_steps_in_flight() const override {
-    return pipeline_ != nullptr ? pipeline_->capacity()
-           : local_ != nullptr  ? local_->capacity()
-                                : 1;
-  }
-  // One process: micro-batches only from this many sequences each
-  // (INFLIGHT_CUDA_MICRO_BATCH_MIN_SEQUENCES); a pipeline splits from one.
-  std::int32_t min_micro_batch_sequences() const override {
-    return local_ != nullptr ? local_min_sequences_ : 1;
+    return pipeline_ != nullptr ? pipeline_->capacity() : 1;
   }
   Status Launch(const StepInput& input) override;
   Result<StepOutput> Complete() override;
@@ -75,13 +66,9 @@ class CudaModelRunner final : public ModelRunner {
   // workspace_bytes_ counts both and cuBLASLt's workspace.
   Status AllocateStepBuffers();
   Status ValidateStep(const StepInput& input) const;
-  // Queues the step. wait: then brings back its logits and sampled tokens; else (a step kept in
-  // flight) only sizes them in `out` and, when `queued` is given, says where the sampled rows
-  // will be (host logits, rare, come back before it returns either way).
-  Status Forward(const StepInput& input, StepOutput& out, bool wait = true,
-                 QueuedSamples* queued = nullptr);
-  // Launch on one process with steps in flight (local_).
-  Status LaunchLocal(const StepInput& input);
+  // Queues the step. wait: then brings back its logits and sampled tokens; else (the first stage
+  // of a pipeline, whose results come from the last stage) only sizes them in `out`.
+  Status Forward(const StepInput& input, StepOutput& out, bool wait = true);
   // The whole step, one at a time (every runner but a pipeline's first stage).
   Result<StepOutput> RunStep(const StepInput& input);
   // Blocks until the stream's work is done; the time goes to out.device_wait_ms.
@@ -121,9 +108,6 @@ class CudaModelRunner final : public ModelRunner {
   std::mutex pipeline_mutex_;         // Launch, Complete and everything they touch
   // pp > 1, first stage: the steps in flight and their results' stream (null elsewhere).
   std::unique_ptr<CudaPipelineResults> pipeline_;
-  // tp 1 x pp 1: the steps in flight and their sampled rows' pinned copies (null: one at a time).
-  std::unique_ptr<CudaLocalSteps> local_;
-  std::int32_t local_min_sequences_ = 1;
   std::deque<Result<StepOutput>> finished_;  // elsewhere: Launch's finished steps
   // Device sampling: this step's rows (host side) and the requests' embedding biases on the device.
   std::unique_ptr<CudaSamplingStage> sampling_;

@@ -1,7 +1,6 @@
 // The CUDA ModelRunner's steps (cuda_model_runner_impl.h): Step is Launch then Complete; a
-// pipeline's first stage keeps steps in flight (cuda_pipeline_results.h), and so does one process
-// (cuda_local_steps.h); every other runner runs the whole step in Launch (RunStep: the forward
-// pass or a decode graph, then the results).
+// pipeline's first stage keeps steps in flight (cuda_pipeline_results.h), every other runner runs
+// the whole step in Launch (RunStep: the forward pass or a decode graph, then the results).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -10,7 +9,6 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -62,7 +60,6 @@ Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
 Status CudaModelRunner::Launch(const StepInput& input) {
   std::lock_guard<std::mutex> lock(pipeline_mutex_);
   RETURN_IF_ERROR(ValidateStep(input));
-  if (local_ != nullptr) return LaunchLocal(input);
   if (pipeline_ == nullptr) {
     finished_.push_back(RunStep(input));
     return Status::Ok();
@@ -95,43 +92,8 @@ Status CudaModelRunner::Launch(const StepInput& input) {
   return pipeline_->Post(std::move(out), stream_, *collectives_);
 }
 
-Status CudaModelRunner::LaunchLocal(const StepInput& input) {
-  CUDA_RETURN(cudaSetDevice(device_));
-  StepOutput out;
-  out.vocab_size = config_.vocab_size;
-  RETURN_IF_ERROR(local_->Begin(stream_));
-  // NOTE: the step before may still run; freeing an expired bias (cudaFree) waits for the device.
-  sampling_->BeginStep();
-  const auto n = static_cast<std::int32_t>(input.sequences.size());
-  QueuedSamples samples;
-  Status queued;
-  if (n == 0) {
-    // Nothing to compute: the step completes in its turn with an empty result.
-  } else if (graphs_->Eligible(input)) {
-    const Result<std::int32_t> bucket = graphs_->Enqueue(input);
-    queued = bucket.status();
-    if (bucket.ok()) {
-      // The graph's ids, then its log-probs at the bucket's offset (DecodeWithGraph's layout).
-      samples.words = graphs_->sampled_ids().get();
-      samples.log_prob_offset = *bucket;
-      samples.sequences.resize(static_cast<std::size_t>(n));
-      std::iota(samples.sequences.begin(), samples.sequences.end(), 0);
-      out.row_begin.assign(static_cast<std::size_t>(n), 0);
-    }
-  } else {
-    queued = Forward(input, out, /*wait=*/false, &samples);
-  }
-  if (!queued.ok()) {
-    // NOTE: part of the step may be queued; its requests fail, and later steps run after it.
-    local_->Abandon();
-    return queued;
-  }
-  return local_->Post(std::move(out), n, std::move(samples), stream_);
-}
-
 Result<StepOutput> CudaModelRunner::Complete() {
   std::lock_guard<std::mutex> lock(pipeline_mutex_);
-  if (local_ != nullptr) return local_->Complete();
   if (pipeline_ != nullptr) return pipeline_->Complete(*collectives_);
   if (finished_.empty()) return Internal("CudaModelRunner::Complete without a launched step");
   Result<StepOutput> out = std::move(finished_.front());

@@ -62,9 +62,6 @@ class LeaderRunner final : public ModelRunner {
   // posts `input` to the followers (StepChannel::Post) and launches it on the local shard;
   // Complete completes the local shard's oldest step, whose output is the group's.
   std::int32_t max_steps_in_flight() const override { return local_->max_steps_in_flight(); }
-  std::int32_t min_micro_batch_sequences() const override {
-    return local_->min_micro_batch_sequences();
-  }
   Status Launch(const StepInput& input) override;
   Result<StepOutput> Complete() override { return local_->Complete(); }
 

@@ -131,12 +131,6 @@ class ModelRunner {
   // Launch refuses (validation, before any collective) is not in flight and has nothing to
   // complete. The default runs the whole step in Launch: one in flight.
   virtual std::int32_t max_steps_in_flight() const { return 1; }
-  // The executor splits its sequences into max_steps_in_flight() micro-batches only while each
-  // gets at least this many (SchedulerLimits::min_micro_batch_sequences). A pipeline splits from
-  // the first; one device keeping two steps in flight (to hide the host's work between them)
-  // splits only where a micro-batch still fills the device, as a small one costs a whole read of
-  // the weights.
-  virtual std::int32_t min_micro_batch_sequences() const { return 1; }
   virtual Status Launch(const StepInput& input) {
     launched_.push_back(Step(input));
     return Status::Ok();

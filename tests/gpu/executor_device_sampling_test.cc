@@ -11,8 +11,8 @@
 // The requests mix plain greedy and seeded sampling with every logits processor: repetition /
 // presence / frequency penalties, multi-token bad words, min_tokens, an embedding bias, and
 // log-prob outputs. Also prints the batch-1 decode step time of each set-up. Once more, greedy
-// only, on an engine with sliding windows (decode graphs capture the windowed kernels), and with
-// two steps in flight against one at a time. Main build only; skipped without a device.
+// only, on an engine with sliding windows (decode graphs capture the windowed kernels). Main build
+// only; skipped without a device.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -330,44 +330,6 @@ GPU_TEST(DeviceSamplingMatchesHostSampling) {
   Compare("graphs vs device, batched", cases, graphs.batched, device.batched, 4, 0.1f);
   std::printf("batch-1 decode step with device sampling + CUDA graphs: %.3f ms\n",
               graphs.batch1_ms);
-}
-
-// Two steps in flight on one device (cuda_local_steps.h), the threshold lowered so that the 13
-// requests split into micro-batches of 7 and 6: every request's tokens as one step at a time gives
-// them. The micro-batches are other GEMM shapes than the whole batch, so as with graphs a late
-// divergence is reported and an early one fails. Eager launches, then graphs.
-GPU_TEST(TwoStepsInFlightMatchOneAtATime) {
-  const std::string engine = MakeEngine();
-  const Request greedy0 = Plain(0);
-  VecTokens free_run;
-  {
-    auto host = MakeExecutor(engine, Setup::kHost);
-    free_run = RunAll(*host, {greedy0})[0].tokens;
-  }
-  const std::vector<Case> cases = Cases(greedy0, free_run);
-  std::vector<Request> reqs;
-  for (const Case& c : cases) reqs.push_back(c.request);
-  setenv("INFLIGHT_CUDA_MICRO_BATCH_MIN_SEQUENCES", "1", 1);
-  for (const Setup setup : {Setup::kDevice, Setup::kGraphs}) {
-    const std::string what = setup == Setup::kGraphs ? "graphs" : "eager";
-    setenv("INFLIGHT_CUDA_STEPS_IN_FLIGHT", "1", 1);
-    std::vector<Output> one;
-    {
-      auto ex = MakeExecutor(engine, setup);
-      one = RunAll(*ex, reqs);
-    }
-    setenv("INFLIGHT_CUDA_STEPS_IN_FLIGHT", "2", 1);
-    auto ex = MakeExecutor(engine, setup);
-    ex->getLatestIterationStats();
-    const std::vector<Output> two = RunAll(*ex, reqs);
-    std::int64_t second = 0;  // steps of the second micro-batch: there were two in flight
-    for (const IterationStats& s : ex->getLatestIterationStats()) second += s.micro_batch_id == 1;
-    if (second == 0) Fail(what + ": no step of a second micro-batch was recorded");
-    Compare(what + ", two in flight vs one", cases, two, one, 4, 0.1f);
-  }
-  unsetenv("INFLIGHT_CUDA_STEPS_IN_FLIGHT");
-  unsetenv("INFLIGHT_CUDA_MICRO_BATCH_MIN_SEQUENCES");
-  unsetenv("INFLIGHT_CUDA_GRAPHS");
 }
 
 // Windows of 24 and 48 keys under sequences of up to 83 tokens: the eager decode and the graphs'

@@ -13,7 +13,6 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "inflight/executor.h"
@@ -47,16 +46,11 @@ struct PipelineLog {
 class FakePipelineRunner final : public model::ModelRunner {
  public:
   // `stage_time`: how long Complete takes (the later stages' compute), so that a client thread
-  // gets to act while steps are in flight. `min_sequences`: min_micro_batch_sequences().
+  // gets to act while steps are in flight.
   FakePipelineRunner(std::unique_ptr<model::ModelRunner> inner, std::int32_t depth,
                      std::shared_ptr<PipelineLog> log,
-                     std::chrono::milliseconds stage_time = std::chrono::milliseconds(0),
-                     std::int32_t min_sequences = 1)
-      : inner_(std::move(inner)),
-        depth_(depth),
-        log_(std::move(log)),
-        stage_time_(stage_time),
-        min_sequences_(min_sequences) {}
+                     std::chrono::milliseconds stage_time = std::chrono::milliseconds(0))
+      : inner_(std::move(inner)), depth_(depth), log_(std::move(log)), stage_time_(stage_time) {}
   const model::EngineConfig& config() const override { return inner_->config(); }
   std::int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
   const char* device_name() const override { return "fake-pipeline"; }
@@ -65,7 +59,6 @@ class FakePipelineRunner final : public model::ModelRunner {
     return inner_->Step(input);
   }
   std::int32_t max_steps_in_flight() const override { return depth_; }
-  std::int32_t min_micro_batch_sequences() const override { return min_sequences_; }
 
   Status Launch(const model::StepInput& input) override {
     std::set<std::int64_t> seqs;
@@ -104,7 +97,6 @@ class FakePipelineRunner final : public model::ModelRunner {
   const std::int32_t depth_;
   std::shared_ptr<PipelineLog> log_;
   const std::chrono::milliseconds stage_time_;
-  const std::int32_t min_sequences_;
   std::deque<model::StepInput> in_flight_;
 };
 
@@ -166,25 +158,6 @@ TEST(ExecutorPipelineTest, MicroBatchingOffKeepsOneStepInFlight) {
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   EXPECT_EQ(Tokens(testing::RunAll(**ex, Requests())), Reference());
   EXPECT_EQ(log->max_in_flight, 1);
-}
-
-// A runner that splits only from min_micro_batch_sequences a micro-batch (one device keeping two
-// steps in flight): 16 requests stay one micro-batch under a minimum of 100; under 5 they split
-// while ten or more are left. The tokens are the same either way.
-TEST(ExecutorPipelineTest, MicroBatchesSplitOnlyFromTheRunnersMinimum) {
-  const std::vector<VecTokens> want = Reference();
-  for (const auto& [min_sequences, in_flight] : {std::pair{100, 1}, std::pair{5, 2}}) {
-    SCOPED_TRACE("minimum " + std::to_string(min_sequences));
-    auto log = std::make_shared<PipelineLog>();
-    auto ex = Executor::CreateWithRunner(
-        Config(), std::make_unique<FakePipelineRunner>(
-                      CpuRunner(), 2, log, std::chrono::milliseconds(0), min_sequences));
-    ASSERT_TRUE(ex.ok()) << ex.status().ToString();
-    EXPECT_EQ(Tokens(testing::RunAll(**ex, Requests())), want);
-    EXPECT_EQ(log->max_in_flight, in_flight);
-    const KvCacheStats kv = (*ex)->getKvCacheStats();
-    EXPECT_EQ(kv.free_num_blocks, kv.max_num_blocks);
-  }
 }
 
 // Streaming requests cancelled as their tokens arrive, so that most cancels find the request in a

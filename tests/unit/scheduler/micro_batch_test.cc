@@ -45,6 +45,7 @@ PipelineOutcome RunPipeline(const SimSetup& setup, const std::vector<SimRequest>
   }
   FakeKvModel model(setup.num_blocks, setup.limits.tokens_per_block,
                     [&](std::int64_t id) -> const VecTokens& { return seqs.at(id - 1)->tokens; });
+  const auto depth = static_cast<std::size_t>(setup.limits.max_micro_batches);
   std::deque<InFlight> pipeline;
   std::set<IdType> cancel_pending;
   int launches = 0;
@@ -53,9 +54,8 @@ PipelineOutcome RunPipeline(const SimSetup& setup, const std::vector<SimRequest>
       ADD_FAILURE() << "no progress after " << turn << " turns";
       break;
     }
-    // Launch while there is room and something to launch (room: the executor's, the scheduler's
-    // depth of the moment).
-    while (pipeline.size() < static_cast<std::size_t>(sched.MicroBatchDepth())) {
+    // Launch while there is room and something to launch.
+    while (pipeline.size() < depth) {
       ScheduleResult r = sched.Schedule();
       out.num_pauses += static_cast<std::int64_t>(r.paused.size());
       EXPECT_EQ(bm.CheckInvariants(), "");
@@ -240,53 +240,6 @@ TEST(MicroBatchTest, CancelsInTheMiddleOfThePipelineLeakNoBlocks) {
     }
   }
   EXPECT_EQ(out.free_blocks_at_end, setup.num_blocks);
-}
-
-// One device keeping two steps in flight splits only from min_micro_batch_sequences a micro-batch.
-TEST(MicroBatchTest, BelowTheThresholdOneMicroBatchTakesThemAll) {
-  SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 2, 8, 64);
-  setup.limits.min_micro_batch_sequences = 3;
-  std::vector<SimRequest> requests(4);
-  for (std::size_t i = 0; i < 4; ++i) {
-    requests[i].prompt = {static_cast<TokenIdType>(i + 1), 9, 9};
-    requests[i].max_new_tokens = 5;
-  }
-  const PipelineOutcome out = RunPipeline(setup, requests);
-  ExpectReferenceTokens(requests, out);
-  EXPECT_EQ(out.max_in_flight, 1u);
-  EXPECT_EQ(out.micro_batch_sizes, std::vector<std::size_t>(5, 4));
-  setup.limits.min_micro_batch_sequences = 2;  // now two of two
-  const PipelineOutcome split = RunPipeline(setup, requests);
-  ExpectReferenceTokens(requests, split);
-  EXPECT_EQ(split.max_in_flight, 2u);
-  EXPECT_EQ(split.micro_batch_sizes, std::vector<std::size_t>(10, 2));
-}
-
-// Six requests split 3 + 3; once the two short ones finish, the four left are one micro-batch
-// again (the half in flight completes first).
-TEST(MicroBatchTest, TheThresholdFollowsTheSequencesLeft) {
-  SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 2, 8, 64);
-  setup.limits.min_micro_batch_sequences = 3;
-  std::vector<SimRequest> requests(6);
-  for (std::size_t i = 0; i < 6; ++i) {
-    requests[i].prompt = {static_cast<TokenIdType>(i + 1), 4, 4};
-    requests[i].max_new_tokens = i < 2 ? 2 : 8;
-  }
-  const PipelineOutcome out = RunPipeline(setup, requests);
-  ExpectReferenceTokens(requests, out);
-  EXPECT_EQ(out.max_in_flight, 2u);
-  ASSERT_GE(out.micro_batch_sizes.size(), 3u);
-  EXPECT_EQ(out.micro_batch_sizes[0], 3u);
-  EXPECT_EQ(out.micro_batch_sizes[1], 3u);
-  EXPECT_EQ(out.micro_batch_sizes.back(), 4u);
-  EXPECT_EQ(out.free_blocks_at_end, setup.num_blocks);
-}
-
-TEST(MicroBatchTest, ZeroMinimumSequencesIsRefusedByName) {
-  SchedulerLimits limits{4, 24, 64, 4, 2, 0};
-  const Status st = limits.Validate();
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("min_micro_batch_sequences 0"), std::string::npos) << st.message();
 }
 
 TEST(MicroBatchTest, ZeroMicroBatchesIsRefusedByName) {
