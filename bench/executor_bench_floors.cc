@@ -6,6 +6,7 @@
 
 #include "common/dtype.h"
 #include "memcpy_bandwidth.h"
+#include "model/checkpoint_converter.h"
 #ifdef INFLIGHT_BENCH_HAVE_GPU
 #include "gpu_bench_util.h"
 #endif
@@ -19,6 +20,14 @@ std::int64_t WeightBytesPerStep(const std::string& engine_dir, const model::Engi
   for (const auto& entry : fs::directory_iterator(engine_dir)) {
     if (entry.path().extension() == ".safetensors")
       total += static_cast<std::int64_t>(entry.file_size());
+  }
+  if (total == 0 && cfg.random_weights.has_value()) {
+    // Weights made at load (inflight-build --weights_at_load): the bytes the rank files would hold.
+    model::BuildSummary summary;
+    for (std::int32_t rank = 0; rank < cfg.tp_size * cfg.pp_size; ++rank) {
+      model::CountPlan(cfg, model::RankFilePlan(cfg, rank), &summary);
+    }
+    total = static_cast<std::int64_t>(summary.num_bytes);
   }
   if (!cfg.tie_word_embeddings) {
     total -= cfg.vocab_size * cfg.hidden_size * static_cast<std::int64_t>(DTypeSize(cfg.dtype));

@@ -11,7 +11,8 @@
 namespace inflight::bench {
 
 // Bytes of weights one batch-1 decode step reads: every matrix, but only one row of the embedding
-// table (unless it doubles as the output projection). From the engine's files' sizes.
+// table (unless it doubles as the output projection). From the engine's files' sizes, or for an
+// engine whose weights are made at load, from the sizes its rank files would have.
 std::int64_t WeightBytesPerStep(const std::string& engine_dir, const model::EngineConfig& cfg);
 
 // K and V of every layer for `context` positions, bytes_per_value each (the CPU runner keeps the

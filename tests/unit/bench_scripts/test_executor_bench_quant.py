@@ -1,6 +1,7 @@
 """inflight-bench-executor's quantized random engines (--qformat, --group_size, --kv_cache_dtype) on
 the CPU: the tiny preset measured as int4_wo with an FP8 KV cache, its header saying so, and the
-flags refused by name beside --engine_dir. INFLIGHT_EXECUTOR_BENCH is the program."""
+flags refused by name beside --engine_dir; and the decode floor of an engine whose weights are made at
+load. INFLIGHT_EXECUTOR_BENCH is the program, INFLIGHT_BUILD inflight-build."""
 import os
 import re
 import subprocess
@@ -8,6 +9,7 @@ import tempfile
 import unittest
 
 BENCH = os.environ.get("INFLIGHT_EXECUTOR_BENCH")
+BUILD = os.environ.get("INFLIGHT_BUILD")
 SMALL_RUN = ["--preset", "tiny", "--sections", "decode,throughput", "--shapes", "16/8",
              "--num_requests", "4", "--decode_context", "8", "--decode_steps", "4",
              "--bandwidth_gbps", "10"]
@@ -67,6 +69,37 @@ class QuantizedRandomEngineTest(unittest.TestCase):
         done = run("--kv_cache_dtype", "int8")
         self.assertNotEqual(done.returncode, 0)
         self.assertIn("fp8", done.stderr)
+
+
+@unittest.skipUnless(BENCH and BUILD, "INFLIGHT_EXECUTOR_BENCH or INFLIGHT_BUILD is not set")
+class WeightsMadeAtLoadTest(unittest.TestCase):
+    def decode_row(self, engine_dir):
+        done = run("--engine_dir", engine_dir, "--sections", "decode", "--decode_context", "8",
+                   "--decode_steps", "4", "--bandwidth_gbps", "10")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        row = re.search(r"^\|\s*(-?[0-9.,]+)\s*\|\s*[0-9.,]+\s*\|\s*[0-9.,]+\s*\|\s*(-?[0-9.]+)\s*\|",
+                        done.stdout, re.M)
+        self.assertIsNotNone(row, done.stdout)
+        return float(row.group(1).replace(",", "")), float(row.group(2))
+
+    def test_floor_counts_the_weights_the_rank_files_would_hold(self):
+        # An engine of files and the same engine made at load (no rank files): the decode floor's
+        # weight bytes come from the files, or from the plan of the files not written.
+        with tempfile.TemporaryDirectory() as d:
+            floors = []
+            for name, extra in (("files", []), ("at_load", ["--weights_at_load"])):
+                out = os.path.join(d, name)
+                built = subprocess.run([BUILD, "--random_preset", "tiny", "--qformat", "int4_wo",
+                                        "--max_input_len", "8", "--max_seq_len", "16", *extra,
+                                        "--output_dir", out], capture_output=True, text=True,
+                                       timeout=120)
+                self.assertEqual(built.returncode, 0, built.stderr)
+                floors.append(self.decode_row(out))
+            self.assertFalse(any(f.endswith(".safetensors") for f in os.listdir(os.path.join(d, "at_load"))))
+            (mb_files, floor_files), (mb_at_load, floor_at_load) = floors
+            self.assertGreater(mb_files, 0)
+            self.assertAlmostEqual(mb_at_load, mb_files, delta=0.01 * mb_files)
+            self.assertAlmostEqual(floor_at_load, floor_files, delta=0.02 * floor_files)
 
 
 if __name__ == "__main__":
