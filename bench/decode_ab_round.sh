@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Batch-1 decode, settings side by side, in one device call: for each engine format, one random
-# Llama-3.1-8B engine (INFLIGHT_DECODE_PRESET) whose weights are made at load (inflight-build --weights_at_load), then
-# inflight-bench-executor's decode section (tokens a second against the weights-and-KV floor) once
-# per setting, the settings in turn INFLIGHT_BENCH_REPEATS times so that drift shows as spread.
+# Llama-3.1-8B engine (INFLIGHT_DECODE_PRESET) whose weights are made at load (inflight-build
+# --weights_at_load), then inflight-bench-executor's decode section (tokens a second against the
+# weights-and-KV floor) once per setting, the settings in turn INFLIGHT_BENCH_REPEATS times so that
+# drift shows as spread.
 #
 #   bash bench/decode_ab_round.sh          # on the device, with .device (or a package) carried
 #
@@ -31,9 +32,10 @@ for format in ${INFLIGHT_DECODE_FORMATS:-bf16 fp8 int4_wo}; do
     *) echo "format $format: accepted: bf16 fp8 int8_wo int4_wo" >&2; exit 2 ;;
   esac
   engine="$work/$format"
-  "$pkg/libexec/inflight-build" --random_preset "${INFLIGHT_DECODE_PRESET:-llama-3.1-8b}" --weights_at_load --dtype bfloat16 \
-    --max_batch_size 8 --max_input_len "$context" --max_seq_len $(( context + steps + 1 )) \
-    "${quant[@]}" --output_dir "$engine" >"$dest/engine-$format.log" 2>&1 ||
+  "$pkg/libexec/inflight-build" --random_preset "${INFLIGHT_DECODE_PRESET:-llama-3.1-8b}" \
+    --weights_at_load --dtype bfloat16 --max_batch_size 8 --max_input_len "$context" \
+    --max_seq_len $(( context + steps + 1 )) "${quant[@]}" --output_dir "$engine" \
+    >"$dest/engine-$format.log" 2>&1 ||
     { tail "$dest/engine-$format.log"; rc=1; continue; }
   for (( r = 1; r <= ${INFLIGHT_BENCH_REPEATS:-2}; ++r )); do
     for variant in ${INFLIGHT_BENCH_VARIANTS:-none}; do
