@@ -52,6 +52,8 @@ Executor::Impl::Impl(ExecutorConfig config, std::unique_ptr<model::ModelRunner> 
       busy_poll_(config_.busy_poll.value_or(
           std::string_view(runner_->device_name()).starts_with("cuda"))) {
   kv_stats_snapshot_ = blocks_.Stats();
+  lookahead_ =
+      config_.device_sampling && runner_->supports_lookahead() && limits_.max_micro_batches == 1;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -86,11 +88,14 @@ Result<std::unique_ptr<Executor::Impl>> Executor::Impl::CreateWithRunner(
   }
   LOG_INFO(
       "executor: {} on {}, {} KV blocks of {} tokens, max_batch_size {}, max_num_tokens {}, "
-      "max_seq_len {}, sampling on the {}",
+      "max_seq_len {}, sampling on the {}{}",
       engine.architecture_name, runner->device_name(), runner->num_kv_blocks(),
       limits.tokens_per_block, limits.max_batch_size, limits.max_num_tokens, limits.max_seq_len,
       config.device_sampling && runner->supports_device_sampling() ? "device when eligible"
-                                                                   : "host");
+                                                                   : "host",
+      config.device_sampling && runner->supports_device_sampling() && runner->supports_lookahead()
+          ? ", next step launched before the last one's tokens are back (lookahead)"
+          : "");
   return std::unique_ptr<Impl>(new Impl(config, std::move(runner), limits));
 }
 
@@ -160,7 +165,7 @@ void Executor::Impl::AdmitAndCancel() {
     if (it == states_.end()) continue;
     // NOTE: a request in a micro-batch in flight keeps its blocks until the micro-batch is back:
     // the pipeline's later stages still write them.
-    if (it->second->sequence.in_flight) {
+    if (it->second->sequence.in_flight()) {
       held_cancels_.insert(id);
       continue;
     }
@@ -169,6 +174,7 @@ void Executor::Impl::AdmitAndCancel() {
 }
 
 void Executor::Impl::RunStep() {
+  if (lookahead_) return RunStepAhead();
   while (static_cast<SizeType>(in_flight_.size()) < limits_.max_micro_batches && LaunchStep()) {
   }
   if (in_flight_.empty()) {
@@ -213,7 +219,10 @@ bool Executor::Impl::LaunchStep() {
   if (Status launched = runner_->Launch(input); !launched.ok()) {
     // Refused before anything moved (model_runner.h): nothing of it is in flight.
     LOG_ERROR("executor: model step failed: {}", launched.ToString());
-    for (const ScheduledItem& item : step.items) FailRequest(*states_.at(item.seq->id), launched);
+    scheduler_.OnStepDropped(step);
+    for (const ScheduledItem& item : step.items) {
+      EndRequest(*states_.at(item.seq->id), FinishReason::kNotFinished, launched);
+    }
     return true;
   }
   f.micro_batch_id = num_launches_++ % limits_.max_micro_batches;
@@ -239,9 +248,12 @@ void Executor::Impl::CompleteStep() {
   }
   if (!out.ok()) {
     LOG_ERROR("executor: model step failed: {}", out.status().ToString());
+    scheduler_.OnStepDropped(step);
     for (const ScheduledItem& item : step.items) {
-      held_cancels_.erase(item.seq->id);
-      FailRequest(*states_.at(item.seq->id), out.status());
+      RequestState& s = *states_.at(item.seq->id);
+      // An end held by the step before (its error first); lookahead: a request the next step
+      // computes too fails when that step is back.
+      if (!ApplyHeldEnd(s)) EndRequest(s, FinishReason::kNotFinished, out.status());
     }
     return;
   }
@@ -252,10 +264,7 @@ void Executor::Impl::CompleteStep() {
   for (std::size_t i = 0; i < step.items.size(); ++i) {
     const ScheduledItem& item = step.items[i];
     RequestState& s = *states_.at(item.seq->id);
-    if (held_cancels_.erase(item.seq->id) > 0) {
-      FinishRequest(s, FinishReason::kCancelled);  // its blocks are the pipeline's no more
-      continue;
-    }
+    if (ApplyHeldEnd(s)) continue;  // cancelled, or ended by the step before (lookahead)
     if (on_device[i]) {
       AcceptDeviceToken(s, out->sampled_tokens[i], out->sampled_log_probs[i], vocab, step_done_ns);
       continue;
@@ -321,19 +330,20 @@ model::DeviceSampling Executor::Impl::MakeDeviceSampling(RequestState& s) {
 void Executor::Impl::AcceptDeviceToken(RequestState& s, TokenIdType token, float log_prob,
                                        std::int64_t vocab, std::int64_t now_ns) {
   // The texts of the host sampler's CheckSamplable (sampler.cc), so both paths fail alike.
+  const auto fail = [&](const Status& error) { EndRequest(s, FinishReason::kNotFinished, error); };
   if (token == model::StepOutput::kSampledNotFinite) {
-    return FailRequest(s, Internal("a logit is nan or +inf after bias, temperature and "
-                                   "penalties: cannot sample"));
+    return fail(
+        Internal("a logit is nan or +inf after bias, temperature and penalties: cannot "
+                 "sample"));
   }
   if (token == model::StepOutput::kSampledAllBanned) {
-    return FailRequest(s, Internal("every token of the vocabulary (" + std::to_string(vocab) +
-                                   ") is banned (bad words, min_tokens or -inf logits): cannot "
-                                   "sample"));
+    return fail(Internal("every token of the vocabulary (" + std::to_string(vocab) +
+                         ") is banned (bad words, min_tokens or -inf logits): cannot sample"));
   }
   if (token < 0 || token >= vocab) {
-    return FailRequest(s, Internal("the device sampled token " + std::to_string(token) +
-                                   " for request " + std::to_string(s.sequence.id) +
-                                   ": outside the vocabulary [0, " + std::to_string(vocab) + ")"));
+    return fail(Internal("the device sampled token " + std::to_string(token) + " for request " +
+                         std::to_string(s.sequence.id) + ": outside the vocabulary [0, " +
+                         std::to_string(vocab) + ")"));
   }
   AcceptToken(s, token, log_prob, {}, now_ns);
 }
@@ -344,16 +354,21 @@ void Executor::Impl::SampleItem(RequestState& s, std::span<const float> row) {
   auto sampled = sampling::Sample(logits, s.request.sampling_config,
                                   sampling::MakeDecodeContext(s.request, seq.generated()),
                                   s.sampler, config_.normalize_log_probs);
-  if (!sampled.ok()) return FailRequest(s, sampled.status());
+  if (!sampled.ok()) return EndRequest(s, FinishReason::kNotFinished, sampled.status());
   AcceptToken(s, sampled->token, sampled->log_prob, row, SteadyNowNs());
 }
 
 void Executor::Impl::AcceptToken(RequestState& s, TokenIdType token, float log_prob,
                                  std::span<const float> row, std::int64_t now_ns) {
   executor::Sequence& seq = s.sequence;
-  const sampling::StepOutcome outcome = sampling::EvaluateStep(token, seq.generated(), s.criteria);
+  const sampling::StepOutcome outcome =
+      sampling::EvaluateStep(token, seq.known_generated(), s.criteria);
   if (s.first_token_time_ns == 0) s.first_token_time_ns = now_ns;
   s.last_token_time_ns = now_ns;
+  if (seq.token_pending) {  // lookahead: the token takes its placeholder's place
+    seq.tokens.pop_back();
+    seq.token_pending = false;
+  }
   if (outcome.append_token) {
     seq.AppendToken(token);
     s.log_probs.push_back(log_prob);
@@ -362,8 +377,9 @@ void Executor::Impl::AcceptToken(RequestState& s, TokenIdType token, float log_p
       s.generation_logits.insert(s.generation_logits.end(), row.begin(), row.end());
     }
   }
-  if (outcome.finish_reason != FinishReason::kNotFinished)
-    return FinishRequest(s, outcome.finish_reason);
+  if (outcome.finish_reason != FinishReason::kNotFinished) {
+    return EndRequest(s, outcome.finish_reason, Status::Ok());
+  }
   if (s.request.streaming) Emit(executor::MakeStreamingResponse(s, false, vocab_size()));
 }
 
@@ -374,6 +390,12 @@ void Executor::Impl::PublishKvStats() {
 }
 
 void Executor::Impl::FinishRequest(RequestState& s, FinishReason reason) {
+  if (s.sequence.token_pending) {  // a placeholder whose token never came (a cancel)
+    s.sequence.tokens.pop_back();
+    s.sequence.token_pending = false;
+  }
+  held_cancels_.erase(s.sequence.id);
+  held_ends_.erase(s.sequence.id);
   s.finish_reason = reason;
   scheduler_.Finish(&s.sequence);  // frees the blocks now; completes s.sequence.kv_stats
   // Before the response: whoever sees the final response also sees the blocks back.
@@ -385,6 +407,8 @@ void Executor::Impl::FinishRequest(RequestState& s, FinishReason reason) {
 }
 
 void Executor::Impl::FailRequest(RequestState& s, const Status& error) {
+  held_cancels_.erase(s.sequence.id);
+  held_ends_.erase(s.sequence.id);
   scheduler_.Cancel(&s.sequence);
   PublishKvStats();
   Emit(executor::MakeErrorResponse(s.sequence.id, error));

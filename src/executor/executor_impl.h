@@ -61,8 +61,23 @@ class Executor::Impl {
   // Moves new requests and cancellations from the client queues into the scheduler.
   void AdmitAndCancel();
   // Launches micro-batches while the pipeline has room (one at a time without micro-batching),
-  // then completes the oldest.
+  // then completes the oldest. With lookahead: RunStepAhead.
   void RunStep();
+  // Lookahead (executor_lookahead.cc): the step in flight gives its sequences' progress to the
+  // next step (LookAhead), which is launched before the step in flight is completed, so the host's
+  // work between steps overlaps the device's.
+  void RunStepAhead();
+  // Looks ahead every item of the newest step in flight that can go on without its token
+  // reaching the host: prompt chunks, and device-sampled tokens whose next sampling inputs do not
+  // read the tokens. False when an item that goes on after the step needs its token first (host
+  // sampling, penalties, bad words): then the step completes before the next launch.
+  bool LookAheadStep();
+  // Ends the request with `reason` (error: fails it) now, or, while a step in flight still
+  // computes it (lookahead), when that step is back: its work there is discarded.
+  void EndRequest(executor::RequestState& state, FinishReason reason, const Status& error);
+  // A request whose end was held (EndRequest, a held cancel): ends it once no step computes it.
+  // True when the item's output is to be skipped.
+  bool ApplyHeldEnd(executor::RequestState& state);
   // Schedules and launches one micro-batch; false when nothing could be scheduled.
   bool LaunchStep();
   // Completes the oldest micro-batch in flight: samples, responds, applies held-back cancels.
@@ -114,6 +129,15 @@ class Executor::Impl {
   // LaunchStep's runner input, rebuilt in place each step (Scheduler::BuildStepInput's reuse).
   model::StepInput step_input_;
   std::unordered_set<IdType> held_cancels_;  // cancels of requests in flight, applied when back
+  // Lookahead: ends decided while a later step still computes the request (EndRequest).
+  struct HeldEnd {
+    FinishReason reason = FinishReason::kNotFinished;
+    Status error;  // not ok: the request fails with it
+  };
+  std::unordered_map<IdType, HeldEnd> held_ends_;
+  // The runner reads a step's tokens from the step before on the device (supports_lookahead),
+  // device sampling is on and no micro-batches split the steps.
+  bool lookahead_ = false;
   std::int64_t num_launches_ = 0;
   // ExecutorConfig::busy_poll resolved, and what the spinning threads read without mu_: responses
   // ready, requests enqueued and not yet final, and a count of what gives the loop work (enqueues,

@@ -115,7 +115,7 @@ ScheduleResult Scheduler::Schedule() {
   std::vector<Sequence*> order;
   order.reserve(running_.size());
   for (Sequence* s : running_) {
-    if (!s->in_flight) order.push_back(s);
+    if (Schedulable(*s)) order.push_back(s);
   }
   std::stable_partition(order.begin(), order.end(),
                         [](const Sequence* s) { return s->NumTokensToCompute() == 1; });
@@ -159,7 +159,7 @@ ScheduleResult Scheduler::Schedule() {
   if (batching_type_ == BatchingType::kStatic && !was_idle) admit = false;
   while (admit && !waiting_.empty()) admit = TryAdmit(waiting_.front(), budget, result, reserved);
 
-  for (const ScheduledItem& item : result.items) item.seq->in_flight = true;
+  for (const ScheduledItem& item : result.items) ++item.seq->steps_in_flight;
 
   ScheduleStats& st = result.stats;
   st.num_waiting = num_waiting();
@@ -232,20 +232,20 @@ std::size_t Scheduler::MicroBatchCap() const {
 
 Sequence* Scheduler::PauseVictim() const {
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
-    if (!(*it)->in_flight) return *it;
+    if (!(*it)->in_flight()) return *it;
   }
   return nullptr;
 }
 
 std::int64_t Scheduler::num_in_flight() const {
   return std::count_if(running_.begin(), running_.end(),
-                       [](const Sequence* s) { return s->in_flight; });
+                       [](const Sequence* s) { return s->in_flight(); });
 }
 
 void Scheduler::AddItem(Sequence* seq, SizeType num_tokens, ScheduleResult& result) {
   // The micro-batch invariant: a sequence whose previous step is still in the pipeline has no
   // known next token yet.
-  assert(!seq->in_flight && "a sequence may be in only one micro-batch in flight");
+  assert(Schedulable(*seq) && "a sequence may be in only one micro-batch in flight");
   ScheduledItem item;
   item.seq = seq;
   item.num_cached = seq->num_computed_tokens;
@@ -315,14 +315,49 @@ void Scheduler::BuildStepInput(const ScheduleResult& result, model::StepInput* i
     step.block_table.assign(table.begin(), table.begin() + std::min(num_blocks, table.size()));
     step.logits = item.logits;
     step.device_sampling.reset();
+    const bool pending =
+        item.seq->token_pending && item.num_cached + item.num_tokens == item.seq->num_tokens();
+    step.previous_step_row = pending ? item.seq->pending_row : -1;
+  }
+}
+
+void Scheduler::LookAhead(ScheduledItem& item, std::int32_t sampled_row) {
+  Sequence* seq = item.seq;
+  assert(seq->state == SequenceState::kRunning && seq->steps_in_flight == 1 &&
+         !seq->computed_ahead && !item.looked_ahead && seq->num_computed_tokens == item.num_cached);
+  seq->num_computed_tokens = item.num_cached + item.num_tokens;
+  seq->computed_ahead = true;
+  item.looked_ahead = true;
+  if (item.needs_sampling) {
+    seq->AppendToken(Sequence::kPendingToken);
+    seq->token_pending = true;
+    seq->pending_row = sampled_row;
+  }
+}
+
+void Scheduler::OnStepDropped(const ScheduleResult& result) {
+  for (const ScheduledItem& item : result.items) {
+    Sequence* seq = item.seq;
+    if (seq->steps_in_flight > 0) --seq->steps_in_flight;
+    if (item.looked_ahead) seq->computed_ahead = false;
   }
 }
 
 void Scheduler::OnStepComputed(const ScheduleResult& result) {
   for (const ScheduledItem& item : result.items) {
     Sequence* seq = item.seq;
-    seq->in_flight = false;
-    if (seq->state != SequenceState::kRunning || seq->num_computed_tokens != item.num_cached)
+    if (seq->steps_in_flight > 0) --seq->steps_in_flight;
+    if (item.looked_ahead) {
+      // Progress was taken at LookAhead; the tokens it covers are all known now (a placeholder
+      // is the position after them).
+      seq->computed_ahead = false;
+      if (seq->state == SequenceState::kRunning && !seq->ending) {
+        blocks_.CommitTokens(seq->id, seq->tokens, item.num_cached + item.num_tokens);
+      }
+      continue;
+    }
+    if (seq->state != SequenceState::kRunning || seq->ending ||
+        seq->num_computed_tokens != item.num_cached)
       continue;
     seq->num_computed_tokens += item.num_tokens;
     blocks_.CommitTokens(seq->id, seq->tokens, seq->num_computed_tokens);
@@ -345,7 +380,8 @@ void Scheduler::Finish(Sequence* seq) {
       break;
   }
   ReleaseBlocks(seq);
-  seq->in_flight = false;
+  seq->steps_in_flight = 0;
+  seq->computed_ahead = false;
   seq->state = SequenceState::kFinished;
 }
 

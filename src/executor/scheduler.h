@@ -44,7 +44,7 @@
 // Micro-batches (pipeline parallelism, max_micro_batches = pp_size > 1): the executor keeps up to
 // that many steps in flight, so that stage s computes micro-batch m while stage s + 1 computes
 // m - 1. Each Schedule() call then builds one micro-batch from the sequences that are not in
-// flight (Sequence::in_flight): a sequence's next token depends on its previous step, so it is in
+// flight (Sequence::in_flight()): a sequence's next token depends on its previous step, so it is in
 // at most one micro-batch until OnStepComputed returns it. An in-flight sequence is never paused
 // (the pipeline still writes its blocks). A micro-batch holds at most
 //   min(ceil(max_batch_size / max_micro_batches), max(1, ceil(sequences / max_micro_batches)))
@@ -90,6 +90,8 @@ struct ScheduledItem {
   // The step reaches the sequence's last known token: the last logits row gives the next token.
   bool needs_sampling = false;
   model::SequenceStep::Logits logits = model::SequenceStep::Logits::kNone;
+  // Scheduler::LookAhead took this item's progress before its step came back.
+  bool looked_ahead = false;
   // Valid until seq->AppendToken.
   std::span<const TokenIdType> tokens() const {
     return std::span<const TokenIdType>(seq->tokens)
@@ -150,6 +152,18 @@ class Scheduler {
   // items out of flight. Items whose sequence was finished or cancelled in between are skipped.
   void OnStepComputed(const ScheduleResult& result);
 
+  // Lookahead (the executor's, with a runner that reads a step's tokens from the step before on
+  // the device): `item` of the one step in flight counts as computed now, so that the next step
+  // can take its sequence before this one is back. A prompt chunk's sequence moves on to its next
+  // chunk; a sequence whose item samples its next token gets a placeholder token
+  // (Sequence::token_pending) that the next step decodes, reading the token the runner samples for
+  // this step's sequence `sampled_row` on the device. Precondition: the sequence is running, in
+  // this step only, and the step's other items were not looked ahead for it.
+  void LookAhead(ScheduledItem& item, std::int32_t sampled_row);
+  // A step that never ran or failed: its sequences leave it without progress (they are failed
+  // next, or when the step after it is back).
+  void OnStepDropped(const ScheduleResult& result);
+
   // Frees seq's blocks at once, adds its block stats to seq->kv_stats, forgets it; state kFinished.
   // Valid in any state (Cancel of a waiting or paused request included); a second call is a no-op.
   // An in-flight sequence may be finished only when its micro-batch failed (the model no longer
@@ -182,6 +196,10 @@ class Scheduler {
   std::size_t MicroBatchCap() const;
   // The most recently admitted running sequence that is not in flight; null when all are.
   Sequence* PauseVictim() const;
+  // Not in a step in flight, or in one whose progress it already counts (LookAhead).
+  static bool Schedulable(const Sequence& s) {
+    return s.steps_in_flight == 0 || (s.computed_ahead && s.steps_in_flight == 1);
+  }
   // Frees the blocks of seq (pause) and removes its item from result if it had one.
   void Pause(Sequence* seq, SizeType& budget, ScheduleResult& result);
   void ReleaseBlocks(Sequence* seq);

@@ -59,12 +59,26 @@ struct Sequence {
   // not reuse cached blocks and its steps return all rows (Logits::kAll).
   bool return_context_logits = false;
   SizeType num_pauses = 0;
-  // In a micro-batch the model has not finished yet (Scheduler::Schedule sets it, OnStepComputed
-  // clears it): its next step needs this one's token, so no other micro-batch may take it, and
-  // its blocks may not be freed (paused) under the pipeline.
-  bool in_flight = false;
+  // Steps the model has not finished that compute this sequence (Scheduler::Schedule adds one,
+  // OnStepComputed takes it back): its next step needs this one's token, so no other micro-batch
+  // may take it, and its blocks may not be freed (paused) under the pipeline. At most one, or two
+  // with lookahead (Scheduler::LookAhead).
+  std::int32_t steps_in_flight = 0;
+  // Lookahead: the last token is a placeholder for the token the runner samples on the device in
+  // the step in flight, for that step's sequence `pending_row`; num_computed_tokens already counts
+  // the step in flight, so the next step may decode the placeholder before the token is back.
+  bool token_pending = false;
+  std::int32_t pending_row = -1;
+  // Lookahead: num_computed_tokens already counts the one step in flight (Scheduler::LookAhead),
+  // so the sequence may be scheduled again before that step is back.
+  bool computed_ahead = false;
+  // Lookahead: finished (or failed) by the token of a step that came back while the step after it
+  // still computes this sequence; that step's work for it is discarded and the executor ends the
+  // request when the step is back.
+  bool ending = false;
   SequenceKvStats kv_stats;  // complete once the scheduler has freed the blocks (Finish / Cancel)
 
+  bool in_flight() const { return steps_in_flight > 0; }
   SizeType num_tokens() const { return static_cast<SizeType>(tokens.size()); }
   SizeType num_generated() const { return num_tokens() - prompt_len; }
   SizeType NumTokensToCompute() const { return num_tokens() - num_computed_tokens; }
@@ -80,6 +94,12 @@ struct Sequence {
   }
   // Invalidates spans into `tokens` (ScheduledItem::tokens included).
   void AppendToken(TokenIdType token) { tokens.push_back(token); }
+  // The generated tokens known to the host: all of them but a pending placeholder.
+  std::span<const TokenIdType> known_generated() const {
+    return generated().first(generated().size() - (token_pending ? 1 : 0));
+  }
+  // What a placeholder token holds until the runner's sampled token replaces it.
+  static constexpr TokenIdType kPendingToken = -1;
 };
 
 }  // namespace inflight::executor

@@ -73,6 +73,11 @@ struct SequenceStep {
   // Set: the runner samples the next token on the device (independently of `logits`). Only for
   // runners that support it.
   std::optional<DeviceSampling> device_sampling;
+  // Lookahead (ModelRunner::supports_lookahead): >= 0 when `tokens` is one decode token whose value
+  // the host does not know yet: the token the runner samples on the device for sequence
+  // `previous_step_row` of the step launched just before this one (which had device_sampling). The
+  // runner reads it on the device; tokens[0] is a placeholder. -1: `tokens` are as given.
+  std::int32_t previous_step_row = -1;
 };
 
 struct StepInput {
@@ -131,6 +136,14 @@ class ModelRunner {
   // Launch refuses (validation, before any collective) is not in flight and has nothing to
   // complete. The default runs the whole step in Launch: one in flight.
   virtual std::int32_t max_steps_in_flight() const { return 1; }
+  // Lookahead on one process: true when the runner accepts one Launch more while a step is in
+  // flight (at most two launched and not completed, completed oldest first), and that step's
+  // sequences may take their token from the step launched just before it
+  // (SequenceStep::previous_step_row). So the executor launches step N + 1 before step N's tokens
+  // are back and the host's work between steps overlaps the device's. A row of step N the device
+  // could not sample (kSampledNotFinite, kSampledAllBanned) gives step N + 1 some valid token: the
+  // executor discards that sequence's work. Independent of max_steps_in_flight (micro-batches).
+  virtual bool supports_lookahead() const { return false; }
   virtual Status Launch(const StepInput& input) {
     launched_.push_back(Step(input));
     return Status::Ok();

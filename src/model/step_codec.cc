@@ -12,7 +12,7 @@ namespace {
 // libstdc++'s; a change here means a changed struct, and this file is the place to change with it.
 static_assert(sizeof(void*) != 8 || sizeof(DeviceSampling) == 144,
               "DeviceSampling changed: update step_codec.cc to send the new field");
-static_assert(sizeof(void*) != 8 || sizeof(SequenceStep) == 224,
+static_assert(sizeof(void*) != 8 || sizeof(SequenceStep) == 232,
               "SequenceStep changed: update step_codec.cc to send the new field");
 static_assert(sizeof(void*) != 8 || sizeof(StepOutput) == 120,
               "StepOutput changed: update step_codec.cc to send the new field");
@@ -168,6 +168,7 @@ std::string EncodeStep(const StepInput& input, EmbeddingBiasSender& biases) {
     w.Put(s.seq_id);
     w.Put(s.num_cached);
     w.Put(s.logits);
+    w.Put(s.previous_step_row);
     w.PutVector(s.tokens);
     w.PutVector(s.block_table);
     w.Put<std::uint8_t>(s.device_sampling ? 1 : 0);
@@ -207,6 +208,7 @@ Result<LeaderMessage> DecodeLeaderMessage(std::string_view bytes, EmbeddingBiasR
     RETURN_IF_ERROR(r.Get(&s.seq_id, "seq_id"));
     RETURN_IF_ERROR(r.Get(&s.num_cached, "num_cached"));
     RETURN_IF_ERROR(r.Get(&s.logits, "the logits mode"));
+    RETURN_IF_ERROR(r.Get(&s.previous_step_row, "previous_step_row"));
     if (s.logits != SequenceStep::Logits::kNone && s.logits != SequenceStep::Logits::kLast &&
         s.logits != SequenceStep::Logits::kAll) {
       return Internal("leader message has logits mode " +

@@ -8,6 +8,11 @@
 //            two, attention split for the step's key bucket): one request at a time the launches
 //            compute the same numbers, so outputs must equal device's; batched, padding changes
 //            GEMM shapes, so a late divergence is reported but only an early one fails
+//   ahead    graphs with lookahead (model_runner.h: step N + 1 launched before step N's tokens are
+//            back, its tokens read on the device): alone, outputs must equal graphs'; batched, a
+//            request ending by end id or stop words is computed once more (discarded), so the
+//            same early-divergence rule as graphs
+// The first three run with INFLIGHT_CUDA_LOOKAHEAD=0.
 // The requests mix plain greedy and seeded sampling with every logits processor: repetition /
 // presence / frequency penalties, multi-token bad words, min_tokens, an embedding bias, and
 // log-prob outputs. Also prints the batch-1 decode step time of each set-up. Once more, greedy
@@ -73,15 +78,16 @@ std::string MakeEngine(const std::vector<std::int64_t>& windows = {}) {
   return b.output_dir;
 }
 
-enum class Setup { kHost, kDevice, kGraphs };
+enum class Setup { kHost, kDevice, kGraphs, kAhead };
 
 std::unique_ptr<Executor> MakeExecutor(const std::string& engine, Setup setup) {
   // Read by the CUDA runner when it is created.
-  if (setup == Setup::kGraphs) {
+  if (setup == Setup::kGraphs || setup == Setup::kAhead) {
     unsetenv("INFLIGHT_CUDA_GRAPHS");
   } else {
     setenv("INFLIGHT_CUDA_GRAPHS", "0", 1);
   }
+  setenv("INFLIGHT_CUDA_LOOKAHEAD", setup == Setup::kAhead ? "1" : "0", 1);
   ExecutorConfig cfg;
   cfg.device = DeviceKind::kCuda;
   cfg.device_sampling = setup != Setup::kHost;
@@ -330,6 +336,12 @@ GPU_TEST(DeviceSamplingMatchesHostSampling) {
   Compare("graphs vs device, batched", cases, graphs.batched, device.batched, 4, 0.1f);
   std::printf("batch-1 decode step with device sampling + CUDA graphs: %.3f ms\n",
               graphs.batch1_ms);
+  const Outcome ahead = Run(engine, Setup::kAhead, cases);
+  unsetenv("INFLIGHT_CUDA_GRAPHS");
+  unsetenv("INFLIGHT_CUDA_LOOKAHEAD");
+  Compare("lookahead vs graphs, alone", cases, ahead.alone, graphs.alone, kMaxTokens);
+  Compare("lookahead vs graphs, batched", cases, ahead.batched, graphs.batched, 4, 0.1f);
+  std::printf("batch-1 decode step with CUDA graphs and lookahead: %.3f ms\n", ahead.batch1_ms);
 }
 
 // Windows of 24 and 48 keys under sequences of up to 83 tokens: the eager decode and the graphs'
@@ -341,7 +353,10 @@ GPU_TEST(WindowedDecodeGraphsMatchHost) {
   const Outcome host = Run(engine, Setup::kHost, cases);
   const Outcome device = Run(engine, Setup::kDevice, cases);
   const Outcome graphs = Run(engine, Setup::kGraphs, cases);
+  const Outcome ahead = Run(engine, Setup::kAhead, cases);
   unsetenv("INFLIGHT_CUDA_GRAPHS");
+  unsetenv("INFLIGHT_CUDA_LOOKAHEAD");
+  Compare("windowed, lookahead vs graphs, alone", cases, ahead.alone, graphs.alone, kMaxTokens);
   Compare("windowed, device vs host, alone", cases, device.alone, host.alone, kMaxTokens);
   Compare("windowed, graphs vs device, alone", cases, graphs.alone, device.alone, kMaxTokens);
   Compare("windowed, graphs vs device, batched", cases, graphs.batched, device.batched, 4, 0.1f);

@@ -3,10 +3,13 @@
 // processors from the DeviceSampling lists, then the sampler's selection) on the CPU runner's
 // logits, and returns only the token and its log-probability. Requests must come out exactly as
 // on the host path (same tokens, log-probs, draws, stop rules and errors) whatever processors they
-// use; only requests that want generation logits stay on the host.
+// use; only requests that want generation logits stay on the host. Each case also runs with
+// lookahead (model_runner.h: the fake reads a step's placeholder tokens from its previous step's
+// samples, as the CUDA runner does on the device), which must change nothing either.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -52,19 +55,45 @@ class FakeDeviceRunner final : public model::ModelRunner {
     std::set<const std::vector<float>*> bias_handles;  // DeviceSampling::embedding_bias seen
   };
 
-  explicit FakeDeviceRunner(std::unique_ptr<model::ModelRunner> inner,
-                            std::map<std::int64_t, Seen>* seen)
-      : inner_(std::move(inner)), seen_(seen) {}
+  // lookahead: supports_lookahead, and every step with a previous_step_row counts in
+  // *lookahead_rows. fail_at_call: that Step call (0-based) fails. on_call: called with each Step
+  // call's number first.
+  FakeDeviceRunner(std::unique_ptr<model::ModelRunner> inner, std::map<std::int64_t, Seen>* seen,
+                   bool lookahead = false, int* lookahead_rows = nullptr, int fail_at_call = -1,
+                   std::function<void(int)> on_call = {})
+      : inner_(std::move(inner)),
+        seen_(seen),
+        lookahead_(lookahead),
+        lookahead_rows_(lookahead_rows),
+        fail_at_call_(fail_at_call),
+        on_call_(std::move(on_call)) {}
   const model::EngineConfig& config() const override { return inner_->config(); }
   std::int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
   const char* device_name() const override { return "fake-device"; }
   std::int64_t memory_bytes() const override { return inner_->memory_bytes(); }
   bool supports_device_sampling() const override { return true; }
+  bool supports_lookahead() const override { return lookahead_; }
 
   Result<model::StepOutput> Step(const model::StepInput& input) override {
+    std::vector<TokenIdType> previous = std::move(last_sampled_);
+    last_sampled_.clear();
+    if (on_call_) on_call_(calls_);
+    if (calls_++ == fail_at_call_) return Internal("the fake device failed this step");
     model::StepInput host = input;
     bool any = false;
     for (model::SequenceStep& s : host.sequences) {
+      if (s.previous_step_row >= 0) {
+        // The default Launch runs Step at once, so the step launched just before is the last call.
+        EXPECT_TRUE(lookahead_);
+        EXPECT_EQ(s.tokens.size(), 1u);
+        const auto row = static_cast<std::size_t>(s.previous_step_row);
+        if (row >= previous.size() || previous[row] == -1) {
+          return InvalidArgument("previous_step_row " + std::to_string(row) + " was not sampled");
+        }
+        s.tokens = {std::max<TokenIdType>(previous[row], 0)};  // an error code gives a valid id
+        s.previous_step_row = -1;
+        if (lookahead_rows_ != nullptr) ++*lookahead_rows_;
+      }
       if (!s.device_sampling) continue;
       any = true;
       EXPECT_EQ(s.logits, Logits::kNone) << "a device-sampled sequence asked for logits rows";
@@ -97,12 +126,19 @@ class FakeDeviceRunner final : public model::ModelRunner {
       out.sampled_tokens[i] = sampled.token;
       out.sampled_log_probs[i] = sampled.log_prob;
     }
+    last_sampled_ = out.sampled_tokens;
     return out;
   }
 
  private:
   std::unique_ptr<model::ModelRunner> inner_;
   std::map<std::int64_t, Seen>* seen_;
+  bool lookahead_;
+  int* lookahead_rows_;
+  int fail_at_call_;
+  std::function<void(int)> on_call_;
+  int calls_ = 0;
+  std::vector<TokenIdType> last_sampled_;  // the last step's samples, by sequence
 };
 
 using Impl = Executor::Impl;
@@ -161,34 +197,50 @@ std::vector<Response> RunAll(Impl& ex, const std::vector<Request>& reqs,
   return out;
 }
 
-// The same requests through the plain CPU runner (host sampling) and the fake device runner.
+// The same requests through the plain CPU runner (host sampling) and the fake device runner,
+// without lookahead and with it.
 struct Both {
-  std::vector<Response> host, device;
+  std::vector<Response> host, device, ahead;
   std::vector<IdType> device_ids;
-  std::map<std::int64_t, FakeDeviceRunner::Seen> seen;
+  std::map<std::int64_t, FakeDeviceRunner::Seen> seen, seen_ahead;
+  int lookahead_rows = 0;       // tokens the lookahead run's steps read from the step before
+  KvCacheStats ahead_kv_after;  // the lookahead run's pool once every request is back
 };
 
-// `cfg` serves both (the plain CPU runner never samples on the device).
+// `cfg` serves all three (the plain CPU runner never samples on the device).
 Both RunBoth(const std::vector<Request>& reqs, ExecutorConfig cfg = {}) {
   Both b;
   auto host = MakeImpl(CpuRunner(), cfg);
   auto device = MakeImpl(std::make_unique<FakeDeviceRunner>(CpuRunner(), &b.seen), cfg);
-  if (!host || !device) return b;
+  auto ahead = MakeImpl(
+      std::make_unique<FakeDeviceRunner>(CpuRunner(), &b.seen_ahead, true, &b.lookahead_rows), cfg);
+  if (!host || !device || !ahead) return b;
   b.host = RunAll(*host, reqs);
   b.device = RunAll(*device, reqs, &b.device_ids);
+  b.ahead = RunAll(*ahead, reqs);
+  b.ahead_kv_after = ahead->kv_cache_stats();
   return b;
 }
 
 // Same tokens, finish reason and (bit for bit: the same double arithmetic) log-probs.
-void ExpectSame(const Both& b, std::size_t i) {
+void ExpectSameAs(const std::vector<Response>& run, const Both& b, std::size_t i,
+                  const char* name) {
   ASSERT_FALSE(b.host[i].hasError()) << "request " << i << ": " << b.host[i].error->ToString();
-  ASSERT_FALSE(b.device[i].hasError()) << "request " << i << ": " << b.device[i].error->ToString();
-  EXPECT_EQ(b.device[i].result.output_token_ids.at(0), b.host[i].result.output_token_ids.at(0))
-      << "request " << i;
-  EXPECT_EQ(b.device[i].result.finish_reasons.at(0), b.host[i].result.finish_reasons.at(0))
-      << "request " << i;
-  EXPECT_EQ(b.device[i].result.log_probs, b.host[i].result.log_probs) << "request " << i;
-  EXPECT_EQ(b.device[i].result.cum_log_probs, b.host[i].result.cum_log_probs) << "request " << i;
+  ASSERT_FALSE(run[i].hasError()) << name << " request " << i << ": " << run[i].error->ToString();
+  EXPECT_EQ(run[i].result.output_token_ids.at(0), b.host[i].result.output_token_ids.at(0))
+      << name << " request " << i;
+  EXPECT_EQ(run[i].result.finish_reasons.at(0), b.host[i].result.finish_reasons.at(0))
+      << name << " request " << i;
+  EXPECT_EQ(run[i].result.log_probs, b.host[i].result.log_probs) << name << " request " << i;
+  EXPECT_EQ(run[i].result.cum_log_probs, b.host[i].result.cum_log_probs)
+      << name << " request " << i;
+}
+
+void ExpectSame(const Both& b, std::size_t i) {
+  ExpectSameAs(b.device, b, i, "device");
+  ExpectSameAs(b.ahead, b, i, "lookahead");
+  // Every block back: no request's lookahead kept one.
+  EXPECT_EQ(b.ahead_kv_after.free_num_blocks, b.ahead_kv_after.max_num_blocks);
 }
 
 const FakeDeviceRunner::Seen& SeenOf(const Both& b, std::size_t i) {
@@ -375,6 +427,8 @@ TEST(DeviceSampling, ARowThatCannotBeSampledFailsLikeOnTheHost) {
   ASSERT_TRUE(b.host[0].hasError());
   ASSERT_TRUE(b.device[0].hasError());
   EXPECT_EQ(b.device[0].error->ToString(), b.host[0].error->ToString());
+  ASSERT_TRUE(b.ahead[0].hasError());
+  EXPECT_EQ(b.ahead[0].error->ToString(), b.host[0].error->ToString());
   EXPECT_EQ(SeenOf(b, 0).draws.size(), 1u);
   ExpectSame(b, 1);  // the batch goes on
 }
@@ -391,6 +445,82 @@ TEST(DeviceSampling, ConfigOffKeepsEverythingOnTheHost) {
     EXPECT_TRUE(seen.draws.empty());
     EXPECT_EQ(static_cast<std::size_t>(seen.host_steps), 6u);
   }
+}
+
+TEST(DeviceSamplingLookahead, StepsReadTheirTokensFromTheStepBefore) {
+  const std::vector<Request> reqs = {Make(61, 9), Sampled(62, 7, 0.9f, 8, 0.0f), Make(63, 1),
+                                     Sampled(64, 12, 1.1f, 0, 0.8f)};
+  const Both b = RunBoth(reqs);
+  ASSERT_EQ(b.ahead.size(), reqs.size());
+  for (std::size_t i = 0; i < reqs.size(); ++i) ExpectSame(b, i);
+  // Every token after a request's first but its last came from the step before on the "device";
+  // a token that ends a request by length is never looked ahead, so no draw is wasted.
+  int expected_rows = 0;
+  for (const Request& r : reqs) expected_rows += std::max(r.max_tokens - 1, 0);
+  EXPECT_EQ(b.lookahead_rows, expected_rows);
+  for (const auto& [id, seen] : b.seen_ahead) ExpectConsecutiveDraws(seen, 0);
+}
+
+TEST(DeviceSamplingLookahead, ACancelMidRunEndsOnlyThatRequestAndFreesItsBlocks) {
+  const std::vector<Request> reqs = {Make(71, 40), Make(72, 30), Sampled(73, 35, 0.8f, 10, 0.0f)};
+  std::map<std::int64_t, FakeDeviceRunner::Seen> seen;
+  int rows = 0;
+  // The cancel comes while Step call 6 runs (the default Launch runs it at once): request 0 is in
+  // that step and in the one launched before it, whose tokens are not taken yet.
+  Impl* executor = nullptr;
+  IdType victim = 0;
+  auto ex = MakeImpl(
+      std::make_unique<FakeDeviceRunner>(CpuRunner(), &seen, true, &rows, -1, [&](int call) {
+        if (call == 6) executor->Cancel(victim);
+      }));
+  ASSERT_TRUE(ex);
+  executor = ex.get();
+  auto host = MakeImpl(CpuRunner());
+  ASSERT_TRUE(host);
+  const std::vector<Response> want = RunAll(*host, reqs);
+  // Ids are given in order from 1, so the first request's is known before it is enqueued.
+  victim = 1;
+  std::vector<IdType> ids;
+  const std::vector<Response> got = RunAll(*ex, reqs, &ids);
+  ASSERT_EQ(ids.at(0), victim);
+  ASSERT_EQ(got.size(), reqs.size());
+  ASSERT_TRUE(got[0].isFinal() && !got[0].hasError());
+  EXPECT_EQ(got[0].result.finish_reasons.at(0), FinishReason::kCancelled);
+  for (std::size_t i = 1; i < reqs.size(); ++i) {
+    ASSERT_FALSE(got[i].hasError()) << got[i].error->ToString();
+    EXPECT_EQ(got[i].result.finish_reasons.at(0), want[i].result.finish_reasons.at(0));
+  }
+  EXPECT_GT(rows, 0);
+  const KvCacheStats kv = ex->kv_cache_stats();
+  EXPECT_EQ(kv.free_num_blocks, kv.max_num_blocks);
+}
+
+TEST(DeviceSamplingLookahead, AFailedStepFailsItsRequestsAndTheNextStepsWork) {
+  std::map<std::int64_t, FakeDeviceRunner::Seen> seen;
+  int rows = 0;
+  // Call 3 is a decode step with the next one already launched on its tokens.
+  auto ex = MakeImpl(std::make_unique<FakeDeviceRunner>(CpuRunner(), &seen, true, &rows, 3));
+  ASSERT_TRUE(ex);
+  const std::vector<Response> first = RunAll(*ex, {Make(81, 8), Make(82, 8)});
+  for (const Response& r : first) {
+    ASSERT_TRUE(r.hasError());
+    EXPECT_NE(r.error->ToString().find("the fake device failed this step"), std::string::npos)
+        << r.error->ToString();
+  }
+  KvCacheStats kv = ex->kv_cache_stats();
+  EXPECT_EQ(kv.free_num_blocks, kv.max_num_blocks);
+  // The executor goes on: later requests run to the end, equal to the host path.
+  auto host = MakeImpl(CpuRunner());
+  ASSERT_TRUE(host);
+  const std::vector<Request> later = {Make(83, 6), Sampled(84, 7, 0.9f, 5, 0.0f)};
+  const std::vector<Response> want = RunAll(*host, later);
+  const std::vector<Response> got = RunAll(*ex, later);
+  for (std::size_t i = 0; i < later.size(); ++i) {
+    ASSERT_FALSE(got[i].hasError()) << got[i].error->ToString();
+    EXPECT_EQ(got[i].result.output_token_ids, want[i].result.output_token_ids);
+  }
+  kv = ex->kv_cache_stats();
+  EXPECT_EQ(kv.free_num_blocks, kv.max_num_blocks);
 }
 
 }  // namespace

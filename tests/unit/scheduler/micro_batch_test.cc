@@ -67,7 +67,7 @@ PipelineOutcome RunPipeline(const SimSetup& setup, const std::vector<SimRequest>
       for (const ScheduledItem& item : r.items) {
         EXPECT_FALSE(in_flight.count(item.seq))
             << "sequence " << item.seq->id << " in two micro-batches in flight";
-        EXPECT_TRUE(item.seq->in_flight);
+        EXPECT_TRUE(item.seq->in_flight());
       }
       for (const Sequence* p : r.paused) {
         EXPECT_FALSE(in_flight.count(p)) << "sequence " << p->id << " paused while in flight";
@@ -82,7 +82,7 @@ PipelineOutcome RunPipeline(const SimSetup& setup, const std::vector<SimRequest>
       for (const auto& [index, at] : cancel_at) {
         if (at != launches) continue;
         Sequence* seq = seqs[index].get();
-        if (seq->in_flight) {
+        if (seq->in_flight()) {
           cancel_pending.insert(seq->id);
         } else {
           sched.Cancel(seq);
@@ -101,7 +101,7 @@ PipelineOutcome RunPipeline(const SimSetup& setup, const std::vector<SimRequest>
     sched.OnStepComputed(f.result);
     for (std::size_t i = 0; i < f.result.items.size(); ++i) {
       Sequence* seq = f.result.items[i].seq;
-      EXPECT_FALSE(seq->in_flight);
+      EXPECT_FALSE(seq->in_flight());
       if (cancel_pending.erase(seq->id)) {
         sched.Cancel(seq);
         continue;
