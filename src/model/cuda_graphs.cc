@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/sampling.h"
+#include "kernels/cuda/token_patch.h"
 #include "model/cuda_status.h"
 
 namespace inflight::model {
@@ -57,7 +58,8 @@ Status CudaDecodeGraphs::SetUp() {
                                       c.build.tokens_per_block);
   const std::int64_t S = slots_;
   constexpr std::int64_t kParamWords = sizeof(kc::SamplingParams) / 4;
-  params_at_ = (5 * S + 1 + 1) / 2 * 2;  // after the per-slot ints, 8-byte aligned
+  // After the per-slot ints and the patches, 8-byte aligned.
+  params_at_ = (7 * S + 1 + 1) / 2 * 2;
   tables_at_ = params_at_ + S * kParamWords;
   RETURN_IF_ERROR(ints_.Allocate((tables_at_ + S * blocks_) * 4));
   RETURN_IF_ERROR(ids_.Allocate(S * 8));
@@ -104,7 +106,8 @@ std::int32_t CudaDecodeGraphs::GraphKeys(std::int32_t max_kv_len) const {
   return std::min(keys, max_seq);
 }
 
-Result<std::int32_t> CudaDecodeGraphs::Enqueue(const StepInput& input) {
+Result<std::int32_t> CudaDecodeGraphs::Enqueue(const StepInput& input,
+                                               const SampledWords* tokens_from) {
   if (!ready_) RETURN_IF_ERROR(SetUp());
   const auto n = static_cast<std::int32_t>(input.sequences.size());
   std::int32_t bucket = 1;
@@ -112,9 +115,9 @@ Result<std::int32_t> CudaDecodeGraphs::Enqueue(const StepInput& input) {
   bucket = std::min(bucket, slots_);
   const std::int64_t S = slots_;
   // One upload of ints_ from the per-slot ints to the bucket's last table row: per slot
-  // num_cached, token, position; the SamplingParams; the block tables. Padding slots decode
-  // greedily from position 0 of the scratch block. The lists go to lists_.
-  const std::int64_t slots_at = 2 * S + 1;
+  // num_cached, token, position; the patches; the SamplingParams; the block tables. Padding slots
+  // decode greedily from position 0 of the scratch block. The lists go to lists_.
+  const std::int64_t slots_at = 2 * S + 1, patches_at = slots_at + 3 * S;
   std::vector<std::int32_t> step(
       static_cast<std::size_t>(tables_at_ + std::int64_t{bucket} * blocks_ - slots_at), 0);
   const auto word = [&](std::int64_t at) -> std::int32_t& {
@@ -123,10 +126,19 @@ Result<std::int32_t> CudaDecodeGraphs::Enqueue(const StepInput& input) {
   std::fill(step.begin() + (tables_at_ - slots_at), step.end(),
             static_cast<std::int32_t>(scratch_block_));
   sampling_.Clear();
+  std::int32_t num_patches = 0;
   for (std::int32_t i = 0; i < n; ++i) {
     const SequenceStep& s = input.sequences[static_cast<std::size_t>(i)];
+    const std::int32_t from =
+        tokens_from != nullptr ? tokens_from->word_of_sequence[static_cast<std::size_t>(i)] : -1;
     word(slots_at + i) = s.num_cached;
-    word(slots_at + S + i) = s.tokens[0];
+    // A patched token uploads 0, a valid id, until the patch overwrites it.
+    word(slots_at + S + i) = from >= 0 ? 0 : s.tokens[0];
+    if (from >= 0) {
+      word(patches_at + std::int64_t{2} * num_patches) = i;
+      word(patches_at + std::int64_t{2} * num_patches + 1) = from;
+      ++num_patches;
+    }
     word(slots_at + 2 * S + i) = s.num_cached;
     RETURN_IF_ERROR(sampling_.Add(*s.device_sampling, stream_));
     std::copy(s.block_table.begin(), s.block_table.end(),
@@ -144,6 +156,10 @@ Result<std::int32_t> CudaDecodeGraphs::Enqueue(const StepInput& input) {
   if (!lists.empty()) {
     CUDA_RETURN(cudaMemcpyAsync(lists_.get(), lists.data(), lists.size() * 4,
                                 cudaMemcpyHostToDevice, stream_));
+  }
+  if (num_patches > 0) {
+    CUDA_RETURN(kc::PatchTokenIds(d_slots + S, d_ints + patches_at, num_patches, tokens_from->words,
+                                  static_cast<std::int32_t>(config_.vocab_size), stream_));
   }
 
   std::int32_t max_kv = 1;

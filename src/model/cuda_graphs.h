@@ -19,6 +19,7 @@
 #include "model/cuda_sampling_stage.h"
 #include "model/cuda_transformer.h"
 #include "model/engine_config.h"
+#include "model/lookahead_tokens.h"
 #include "model/model_runner.h"
 
 namespace inflight::model {
@@ -38,8 +39,10 @@ class CudaDecodeGraphs {
   bool Eligible(const StepInput& input) const;
   // Uploads the step and replays its bucket's graph, or, on the bucket's first use, runs the step
   // as is and captures it. Returns the batch bucket: sampled_ids() then holds the bucket's ids,
-  // then its log-probs, once the stream gets there.
-  Result<std::int32_t> Enqueue(const StepInput& input);
+  // then its log-probs, once the stream gets there. `tokens_from` (lookahead): the sequences whose
+  // token is read on the device from the step before; patched in between the upload and the
+  // replay (or first run), outside the graph, which reads the tokens from ints_ as any step's.
+  Result<std::int32_t> Enqueue(const StepInput& input, const SampledWords* tokens_from = nullptr);
   const DeviceBuffer& sampled_ids() const { return ids_; }
   std::int64_t bytes() const { return ints_.bytes() + ws_.bytes() + ids_.bytes() + lists_.bytes(); }
 
@@ -71,9 +74,10 @@ class CudaDecodeGraphs {
   std::int32_t slots_ = 0;   // max_batch_size
   std::int32_t blocks_ = 0;  // block-table columns: enough for max_seq_len
   // Every bucket reads the same fixed buffers, filled per step: ints_ holds query_start and
-  // logit_rows (constant), then per slot num_cached, token and position, the slots'
-  // SamplingParams (8-byte aligned) and the block tables [slots, blocks_]; lists_ the sampling
-  // lists; ids_ the sampled ids of a bucket's slots, then their log-probs.
+  // logit_rows (constant), then per slot num_cached, token and position, then lookahead's token
+  // patches (pairs: slot, word of the step before; read by the patch kernel, never by a graph),
+  // the slots' SamplingParams (8-byte aligned) and the block tables [slots, blocks_]; lists_ the
+  // sampling lists; ids_ the sampled ids of a bucket's slots, then their log-probs.
   DeviceBuffer ints_, ws_, ids_, lists_;  // never reallocated once captured
   std::int64_t params_at_ = 0;            // word offsets into ints_
   std::int64_t tables_at_ = 0;

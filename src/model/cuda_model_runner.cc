@@ -25,6 +25,7 @@
 #include "kernels/cuda/paged_attention_decode.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/sm_subset_streams.h"
+#include "kernels/cuda/token_patch.h"
 #include "model/attention_split.h"
 #include "model/attention_windows.h"
 #include "model/collectives.h"
@@ -216,14 +217,22 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   if (r->shard_.pp_size > 1 && r->shard_.first_stage() && micro_batches) {
     ASSIGN_OR_RETURN(r->pipeline_, CudaPipelineResults::Create(r->shard_.pp_size));
   }
+  // Lookahead on one process, so that the executor's work between steps overlaps the device's
+  // (cuda_local_steps.h), unless INFLIGHT_CUDA_LOOKAHEAD=0 or calibration reads each step's amax.
+  // Two in flight: the step the device computes and the one launched behind it.
+  if (r->shard_.tp_size * r->shard_.pp_size == 1 && r->observe_amax_ == nullptr &&
+      EnvInteger("INFLIGHT_CUDA_LOOKAHEAD", 1) != 0) {
+    ASSIGN_OR_RETURN(r->local_, CudaLocalSteps::Create(2));
+  }
   LOG_INFO(
       "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
       "blocks x {} tokens = {} "
-      "tokens ({}), activation workspace {}{}",
+      "tokens ({}), activation workspace {}{}{}",
       r->device_name_, prop.name, c.architecture_name, c.num_layers,
       MiB(r->weights_.buffer.bytes()), blocks, tpb, blocks * tpb,
       MiB(r->kv_.buffer.bytes()) + (r->kv_.fp8 ? ", FP8 E4M3" : ""), MiB(r->workspace_bytes_),
-      window_text.empty() ? "" : "; attention windows: " + window_text);
+      window_text.empty() ? "" : "; attention windows: " + window_text,
+      r->local_ != nullptr ? "; lookahead" : "");
   return r;
 }
 
@@ -249,7 +258,7 @@ Status CudaModelRunner::SetUpAttentionSplit(const cudaDeviceProp& prop) {
 }
 
 Status CudaModelRunner::ValidateStep(const StepInput& input) const {
-  RETURN_IF_ERROR(ValidateStepInput(input, config_, kv_.num_blocks));
+  RETURN_IF_ERROR(ValidateStepInput(input, config_, kv_.num_blocks, supports_lookahead()));
   std::int64_t total = 0;
   for (const SequenceStep& s : input.sequences) total += static_cast<std::int64_t>(s.tokens.size());
   if (total > max_tokens_) {
@@ -260,7 +269,8 @@ Status CudaModelRunner::ValidateStep(const StepInput& input) const {
   return Status::Ok();
 }
 
-Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wait) {
+Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wait,
+                                QueuedSamples* queued, const SampledWords* tokens_from) {
   const EngineConfig& c = config_;
   const auto num_seqs = static_cast<std::int32_t>(input.sequences.size());
   // Host side of the page-table format (kernels/cuda/paged_batch.h), sent in one copy.
@@ -274,6 +284,9 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wa
   // Device sampling: the rows to sample (after every returned row in logit_rows) and, per sampled
   // row, its sequence; parameters and lists go in sampling_.
   std::vector<std::int32_t> sample_rows, sample_seq;
+  // Lookahead: (index into token_ids, word of tokens_from->words) per token the step before
+  // sampled on the device.
+  std::vector<std::int32_t> patches;
   sampling_->Clear();
   tables.assign(static_cast<std::size_t>(num_seqs) * static_cast<std::size_t>(max_blocks), 0);
   for (std::int32_t i = 0; i < num_seqs; ++i) {
@@ -284,9 +297,16 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wa
     num_cached.push_back(s.num_cached);
     std::copy(s.block_table.begin(), s.block_table.end(),
               tables.begin() + static_cast<std::ptrdiff_t>(i) * max_blocks);
+    const std::int32_t word =
+        tokens_from != nullptr ? tokens_from->word_of_sequence[static_cast<std::size_t>(i)] : -1;
     for (std::int32_t t = 0; t < n; ++t) {
-      token_ids.push_back(s.tokens[static_cast<std::size_t>(t)]);
+      // A patched token (n is 1) uploads 0, a valid id, until the patch overwrites it.
+      token_ids.push_back(word >= 0 ? 0 : s.tokens[static_cast<std::size_t>(t)]);
       positions.push_back(s.num_cached + t);
+    }
+    if (word >= 0) {
+      patches.push_back(first);
+      patches.push_back(word);
     }
     out.row_begin.push_back(static_cast<std::int32_t>(logit_rows.size()));
     if (s.logits == SequenceStep::Logits::kLast) {
@@ -313,7 +333,7 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wa
   const std::size_t o_qs = append(query_start), o_nc = append(num_cached),
                     o_tok = append(token_ids), o_pos = append(positions),
                     o_rows = append(logit_rows), o_tab = append(tables),
-                    o_lists = append(sampling_batch.lists()),
+                    o_lists = append(sampling_batch.lists()), o_patches = append(patches),
                     o_params = AppendWords(ints, sampling_batch.params());
   // Dynamic RoPE: sequence s's frequencies for the length it reaches in this step, as
   // transformers recomputes them per forward call (model/rope_frequencies.h).
@@ -332,16 +352,25 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wa
     ints.resize(o_rope + rope.size());  // fp32 words among the int32 ones: one upload
     std::memcpy(ints.data() + o_rope, rope.data(), rope.size() * sizeof(float));
   }
+  // NOTE: with a step in flight (lookahead, a pipeline) growing a buffer frees memory that step
+  // may still read; cudaFree waits for the device first.
   if (static_cast<std::int64_t>(ints.size() * 4) > step_ints_.bytes()) {
     RETURN_IF_ERROR(step_ints_.Allocate(static_cast<std::int64_t>(ints.size() * 4) * 2));
-  }
-  const auto num_sampled = static_cast<std::int64_t>(sample_rows.size());
-  if (num_sampled * 8 > sampled_ids_.bytes()) {
-    RETURN_IF_ERROR(sampled_ids_.Allocate(num_sampled * 8));
   }
   auto* d_ints = step_ints_.get<std::int32_t>();
   CUDA_RETURN(
       cudaMemcpyAsync(d_ints, ints.data(), ints.size() * 4, cudaMemcpyHostToDevice, stream_));
+  if (!patches.empty()) {
+    CUDA_RETURN(kc::PatchTokenIds(d_ints + o_tok, d_ints + o_patches,
+                                  static_cast<std::int32_t>(patches.size() / 2), tokens_from->words,
+                                  static_cast<std::int32_t>(c.vocab_size), stream_));
+  }
+  // NOTE: after the patch, whose words may be sampled_ids_ itself: growing it frees the old
+  // buffer, which waits for the device (the patch included).
+  const auto num_sampled = static_cast<std::int64_t>(sample_rows.size());
+  if (num_sampled * 8 > sampled_ids_.bytes()) {
+    RETURN_IF_ERROR(sampled_ids_.Allocate(num_sampled * 8));
+  }
 
   kc::PagedBatch batch;
   batch.num_seqs = num_seqs;
@@ -411,6 +440,11 @@ Status CudaModelRunner::Forward(const StepInput& input, StepOutput& out, bool wa
   }
   RETURN_IF_ERROR(transformer_->Enqueue(l));
   if (!wait) {
+    if (queued != nullptr && num_sampled > 0) {
+      queued->words = sampled_ids_.get();
+      queued->log_prob_offset = num_sampled;
+      queued->sequences = std::move(sample_seq);
+    }
     if (num_sampled > 0) {
       out.sampled_tokens.assign(static_cast<std::size_t>(num_seqs), -1);
       out.sampled_log_probs.assign(static_cast<std::size_t>(num_seqs),

@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "kernels/cuda/gemm.h"
@@ -18,11 +19,13 @@
 #include "model/collectives.h"
 #include "model/cuda_buffer.h"
 #include "model/cuda_graphs.h"
+#include "model/cuda_local_steps.h"
 #include "model/cuda_model_runner.h"
 #include "model/cuda_pipeline_results.h"
 #include "model/cuda_sampling_stage.h"
 #include "model/cuda_transformer.h"
 #include "model/cuda_weights.h"
+#include "model/lookahead_tokens.h"
 #include "model/model_shard.h"
 
 namespace inflight::model::cuda_runner {
@@ -34,6 +37,8 @@ class CudaModelRunner final : public ModelRunner {
   static Result<std::unique_ptr<CudaModelRunner>> Create(const std::string& engine_dir,
                                                          const CudaRunnerOptions& options);
   ~CudaModelRunner() override {
+    // Lookahead: steps launched and never completed still read and write the buffers freed below.
+    if (local_ != nullptr && stream_ != nullptr) cudaStreamSynchronize(stream_);
     graphs_.reset();
     transformer_.reset();
     for (cudaEvent_t ev : {step_begin_, step_end_}) {
@@ -53,10 +58,15 @@ class CudaModelRunner final : public ModelRunner {
   // The first stage of a pipeline keeps up to pp_size steps in flight: Launch queues its layers
   // and the hand-over, and posts the receive of the step's result on a stream of its own
   // (cuda_pipeline_results.h); Complete waits for that result. Other stages (and pp 1) run the
-  // whole step in Launch.
+  // whole step in Launch. NOTE: lookahead's two steps in flight on one process are not
+  // micro-batches: the executor must not split its sequences for them, so this stays 1.
   std::int32_t max_steps_in_flight() const override {
     return pipeline_ != nullptr ? pipeline_->capacity() : 1;
   }
+  // One process (tp 1 x pp 1), not calibrating, unless INFLIGHT_CUDA_LOOKAHEAD=0: Launch queues
+  // the step and returns, Complete waits for it (cuda_local_steps.h), and a step's decode tokens
+  // may come from the device samples of the step launched just before (lookahead_tokens.h).
+  bool supports_lookahead() const override { return local_ != nullptr; }
   Status Launch(const StepInput& input) override;
   Result<StepOutput> Complete() override;
 
@@ -66,9 +76,16 @@ class CudaModelRunner final : public ModelRunner {
   // workspace_bytes_ counts both and cuBLASLt's workspace.
   Status AllocateStepBuffers();
   Status ValidateStep(const StepInput& input) const;
-  // Queues the step. wait: then brings back its logits and sampled tokens; else (the first stage
-  // of a pipeline, whose results come from the last stage) only sizes them in `out`.
-  Status Forward(const StepInput& input, StepOutput& out, bool wait = true);
+  // Queues the step. wait: then brings back its logits and sampled tokens; else (a step kept in
+  // flight) only sizes them in `out` and, when `queued` is given, says where the sampled rows
+  // will be (host logits, rare, come back before it returns either way). `tokens_from`
+  // (lookahead): the step's tokens read on the device from the step before, patched in after the
+  // upload (kernels/cuda/token_patch.h).
+  Status Forward(const StepInput& input, StepOutput& out, bool wait = true,
+                 QueuedSamples* queued = nullptr, const SampledWords* tokens_from = nullptr);
+  // Launch on one process with lookahead (local_): queues the step, remembers where its samples
+  // are (launched_samples_) and returns.
+  Status LaunchLocal(const StepInput& input);
   // The whole step, one at a time (every runner but a pipeline's first stage).
   Result<StepOutput> RunStep(const StepInput& input);
   // Blocks until the stream's work is done; the time goes to out.device_wait_ms.
@@ -108,6 +125,16 @@ class CudaModelRunner final : public ModelRunner {
   std::mutex pipeline_mutex_;         // Launch, Complete and everything they touch
   // pp > 1, first stage: the steps in flight and their results' stream (null elsewhere).
   std::unique_ptr<CudaPipelineResults> pipeline_;
+  // Lookahead (tp 1 x pp 1): the steps in flight and their sampled rows' pinned copies (null: one
+  // at a time, Launch runs the whole step).
+  std::unique_ptr<CudaLocalSteps> local_;
+  // Lookahead: where the step launched last left its sampled ids on the device, by its sequence
+  // (the next step's previous_step_row); nullopt before the first launch and after a launch that
+  // failed once part of it was queued. NOTE: the words are the reused buffers (sampled_ids_ or
+  // the graphs'), which the next step overwrites with its own samples; stream order keeps that
+  // safe: the next step's patch runs on stream_ after its upload and before its forward pass, so
+  // before that pass samples into the same words.
+  std::optional<SampledWords> launched_samples_;
   std::deque<Result<StepOutput>> finished_;  // elsewhere: Launch's finished steps
   // Device sampling: this step's rows (host side) and the requests' embedding biases on the device.
   std::unique_ptr<CudaSamplingStage> sampling_;

@@ -1,6 +1,7 @@
 // The CUDA ModelRunner's steps (cuda_model_runner_impl.h): Step is Launch then Complete; a
-// pipeline's first stage keeps steps in flight (cuda_pipeline_results.h), every other runner runs
-// the whole step in Launch (RunStep: the forward pass or a decode graph, then the results).
+// pipeline's first stage keeps steps in flight (cuda_pipeline_results.h), and so does one process
+// with lookahead (cuda_local_steps.h, LaunchLocal); every other runner runs the whole step in
+// Launch (RunStep: the forward pass or a decode graph, then the results).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <numeric>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -53,6 +56,11 @@ Status CudaModelRunner::DecodeWithGraph(const StepInput& input, StepOutput& out)
 
 Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
   std::lock_guard<std::mutex> lock(step_mutex_);
+  if (local_ != nullptr && local_->in_flight() > 0) {
+    // Complete would return the oldest launched step, not this one.
+    return Internal("CudaModelRunner::Step while " + std::to_string(local_->in_flight()) +
+                    " launched steps are in flight; complete them first");
+  }
   RETURN_IF_ERROR(Launch(input));
   return Complete();
 }
@@ -60,6 +68,7 @@ Result<StepOutput> CudaModelRunner::Step(const StepInput& input) {
 Status CudaModelRunner::Launch(const StepInput& input) {
   std::lock_guard<std::mutex> lock(pipeline_mutex_);
   RETURN_IF_ERROR(ValidateStep(input));
+  if (local_ != nullptr) return LaunchLocal(input);
   if (pipeline_ == nullptr) {
     finished_.push_back(RunStep(input));
     return Status::Ok();
@@ -92,8 +101,65 @@ Status CudaModelRunner::Launch(const StepInput& input) {
   return pipeline_->Post(std::move(out), stream_, *collectives_);
 }
 
+Status CudaModelRunner::LaunchLocal(const StepInput& input) {
+  // Every check before anything is queued: a refused step is not in flight, and the step launched
+  // before stays the one a later previous_step_row refers to.
+  ASSIGN_OR_RETURN(SampledWords tokens_from,
+                   ResolvePreviousStepRows(
+                       input, launched_samples_.has_value() ? &*launched_samples_ : nullptr));
+  CUDA_RETURN(cudaSetDevice(device_));
+  StepOutput out;
+  out.vocab_size = config_.vocab_size;
+  RETURN_IF_ERROR(local_->Begin(stream_));
+  // NOTE: the step before may still run; freeing an expired bias (cudaFree) waits for the device.
+  sampling_->BeginStep();
+  const auto n = static_cast<std::int32_t>(input.sequences.size());
+  const SampledWords* patches = tokens_from.any() ? &tokens_from : nullptr;
+  QueuedSamples samples;
+  Status queued;
+  if (n == 0) {
+    // Nothing to compute: the step completes in its turn with an empty result.
+  } else if (graphs_->Eligible(input)) {
+    const Result<std::int32_t> bucket = graphs_->Enqueue(input, patches);
+    queued = bucket.status();
+    if (bucket.ok()) {
+      // The graph's ids, then its log-probs at the bucket's offset (DecodeWithGraph's layout).
+      samples.words = graphs_->sampled_ids().get();
+      samples.log_prob_offset = *bucket;
+      samples.sequences.resize(static_cast<std::size_t>(n));
+      std::iota(samples.sequences.begin(), samples.sequences.end(), 0);
+      out.row_begin.assign(static_cast<std::size_t>(n), 0);
+    }
+  } else {
+    queued = Forward(input, out, /*wait=*/false, &samples, patches);
+  }
+  if (!queued.ok()) {
+    // NOTE: part of the step may be queued; its requests fail, and later steps run after it. Its
+    // samples are unknown, so no later step may take tokens from it.
+    local_->Abandon();
+    launched_samples_.reset();
+    return queued;
+  }
+  // Where this step's samples will be, for the next step's previous_step_row.
+  SampledWords launched;
+  launched.words = static_cast<const std::int32_t*>(samples.words);
+  launched.word_of_sequence.assign(static_cast<std::size_t>(n), -1);
+  for (std::size_t j = 0; j < samples.sequences.size(); ++j) {
+    launched.word_of_sequence[static_cast<std::size_t>(samples.sequences[j])] =
+        static_cast<std::int32_t>(j);
+  }
+  Status posted = local_->Post(std::move(out), n, std::move(samples), stream_);
+  if (posted.ok()) {
+    launched_samples_ = std::move(launched);
+  } else {
+    launched_samples_.reset();
+  }
+  return posted;
+}
+
 Result<StepOutput> CudaModelRunner::Complete() {
   std::lock_guard<std::mutex> lock(pipeline_mutex_);
+  if (local_ != nullptr) return local_->Complete();
   if (pipeline_ != nullptr) return pipeline_->Complete(*collectives_);
   if (finished_.empty()) return Internal("CudaModelRunner::Complete without a launched step");
   Result<StepOutput> out = std::move(finished_.front());

@@ -3,7 +3,7 @@
 if(TARGET inflight_kernels_cuda AND TARGET inflight_model_cpu)
   add_library(inflight_model_cuda STATIC cuda_model_runner.cc cuda_weights.cc cuda_transformer.cc
     cuda_transformer_fp8.cc cuda_graphs.cc cuda_sampling_stage.cc device_sampling_batch.cc
-    embedding_bias_cache.cc cuda_group_wait.cc cuda_pipeline_results.cc
+    embedding_bias_cache.cc cuda_group_wait.cc cuda_pipeline_results.cc cuda_local_steps.cc
     cuda_model_runner_steps.cc)
   target_link_libraries(inflight_model_cuda PUBLIC inflight_model_cpu inflight_kernels_cuda
     inflight_model_io inflight_common CUDA::cudart PRIVATE inflight_warnings)

@@ -1,7 +1,8 @@
 // Which of a runner's per-step resources (result buffers, events) each launched step holds while
 // it is in flight (ModelRunner::Launch / Complete): a ring of `capacity` slots taken at launch and
 // given back at completion, oldest first, as steps complete in launch order. Host code only, so
-// that the bookkeeping is tested on the CPU; the CUDA runner's first pipeline stage uses it.
+// that the bookkeeping is tested on the CPU; the CUDA runner's first pipeline stage uses it, and
+// so does one process with lookahead (cuda_local_steps.h).
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 namespace inflight::model {
 
 Status ValidateStepInput(const StepInput& input, const EngineConfig& config,
-                         std::int64_t num_kv_blocks) {
+                         std::int64_t num_kv_blocks, bool lookahead) {
   const std::int64_t tpb = config.build.tokens_per_block;
   for (std::size_t i = 0; i < input.sequences.size(); ++i) {
     const SequenceStep& s = input.sequences[i];
@@ -26,7 +26,24 @@ Status ValidateStepInput(const StepInput& input, const EngineConfig& config,
                              " is past the learned position table (max_position_embeddings " +
                              std::to_string(config.max_position_embeddings) + ")");
     }
-    for (std::size_t t = 0; t < s.tokens.size(); ++t) {
+    if (s.previous_step_row < -1) {
+      return InvalidArgument(who + "previous_step_row is " + std::to_string(s.previous_step_row) +
+                             ", must be -1 (tokens as given) or a row >= 0");
+    }
+    if (s.previous_step_row >= 0) {
+      if (!lookahead) {
+        return InvalidArgument(who + "previous_step_row is " + std::to_string(s.previous_step_row) +
+                               ", but this runner has no lookahead (supports_lookahead is false); "
+                               "accepted: -1");
+      }
+      if (s.tokens.size() != 1) {
+        return InvalidArgument(who + "previous_step_row is " + std::to_string(s.previous_step_row) +
+                               " with " + std::to_string(s.tokens.size()) +
+                               " tokens; a token from the step before is one decode token");
+      }
+    }
+    // A token the runner takes from the step before is a placeholder here (any value).
+    for (std::size_t t = 0; t < s.tokens.size() && s.previous_step_row < 0; ++t) {
       if (s.tokens[t] < 0 || s.tokens[t] >= config.vocab_size) {
         return InvalidArgument(who + "token " + std::to_string(t) + " is id " +
                                std::to_string(s.tokens[t]) + ", must be in [0, " +

@@ -13,9 +13,12 @@ namespace inflight::model {
 
 // Each sequence: at least one token, num_cached >= 0, positions within the learned position table,
 // token ids in the vocabulary, a block table covering every position with ids in [0,
-// num_kv_blocks). Errors name the sequence index and seq_id.
+// num_kv_blocks). previous_step_row: -1, or (only when `lookahead`, the runner's
+// supports_lookahead) >= 0 with exactly one token, whose placeholder id is not checked; the
+// runner checks the row against the step before (lookahead_tokens.h). Errors name the sequence
+// index and seq_id.
 Status ValidateStepInput(const StepInput& input, const EngineConfig& config,
-                         std::int64_t num_kv_blocks);
+                         std::int64_t num_kv_blocks, bool lookahead = false);
 
 // RunnerOptions::observe_amax (and the CUDA runner's): an empty one gets the engine's layers; one
 // of another layer count is an error.

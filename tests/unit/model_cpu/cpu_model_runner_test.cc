@@ -218,6 +218,19 @@ TEST_F(RunnerTest, BadStepsFailWithClearErrorsAndLeaveTheRunnerUsable) {
       {MakeStep(prompt, 0, {0, 16, 2}, SequenceStep::Logits::kLast),
        "block_table[1] is 16, must be in [0, 16)"},
       {MakeStep(prompt, 0, {0, 1, -3}, SequenceStep::Logits::kLast), "block_table[2] is -3"},
+      // The CPU runner has no lookahead (supports_lookahead false).
+      {[] {
+         SequenceStep s = MakeStep({-1}, 8, {0, 1, 2}, SequenceStep::Logits::kLast);
+         s.previous_step_row = 0;
+         return s;
+       }(),
+       "previous_step_row is 0, but this runner has no lookahead"},
+      {[] {
+         SequenceStep s = MakeStep({5}, 8, {0, 1, 2}, SequenceStep::Logits::kLast);
+         s.previous_step_row = -2;
+         return s;
+       }(),
+       "previous_step_row is -2, must be -1"},
       {MakeStep({5}, -1, {0}, SequenceStep::Logits::kLast), "num_cached is -1"},
       // gpt2's learned position table has 64 rows.
       {MakeStep({5}, 64, std::vector<std::int32_t>(17, 0), SequenceStep::Logits::kLast),
