@@ -284,8 +284,12 @@ void Executor::Impl::CompleteStep() {
     }
   }
   profile_.Mark(executor::StepProfile::kOutputs);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - f.start).count();
+  const auto now = std::chrono::steady_clock::now();
+  // With lookahead a step is launched while the one before it still runs: its latency counts from
+  // when that one came back, so that the records still add up to the wall time.
+  const auto began = lookahead_ ? std::max(f.start, last_completion_) : f.start;
+  last_completion_ = now;
+  const double ms = std::chrono::duration<double, std::milli>(now - began).count();
   RecordIteration(step, ms, f.micro_batch_id);
   if (profile_.enabled()) {
     profile_.Mark(executor::StepProfile::kStats);

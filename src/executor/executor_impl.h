@@ -138,6 +138,7 @@ class Executor::Impl {
   // The runner reads a step's tokens from the step before on the device (supports_lookahead),
   // device sampling is on and no micro-batches split the steps.
   bool lookahead_ = false;
+  std::chrono::steady_clock::time_point last_completion_;  // of a step (CompleteStep)
   std::int64_t num_launches_ = 0;
   // ExecutorConfig::busy_poll resolved, and what the spinning threads read without mu_: responses
   // ready, requests enqueued and not yet final, and a count of what gives the loop work (enqueues,
