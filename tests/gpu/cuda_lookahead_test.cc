@@ -21,9 +21,8 @@
 #include <vector>
 
 #include "gpu_test_util.h"
-#include "model/checkpoint_converter.h"
 #include "model/cuda_model_runner.h"
-#include "model/random_checkpoint.h"
+#include "sampling_test_engine.h"
 
 namespace inflight::gpu_test {
 namespace {
@@ -36,35 +35,7 @@ constexpr std::int64_t kVocab = 1111;
 constexpr int kBlocksPerSeq = 8, kTokensPerBlock = 16, kNumSeqs = 12;
 
 std::string MakeEngine() {
-  const auto root =
-      std::filesystem::temp_directory_path() / ("inflight_gpu_lookahead_" + std::to_string(Seed()));
-  model::RandomCheckpointOptions ck;
-  ck.arch = "llama";
-  ck.hidden_size = 256;
-  ck.num_layers = 2;
-  ck.num_heads = 4;
-  ck.num_kv_heads = 2;
-  ck.head_dim = 64;
-  ck.intermediate_size = 512;
-  ck.vocab_size = kVocab;
-  ck.max_position_embeddings = 512;
-  ck.dtype = DType::kBFloat16;
-  ck.seed = Seed();
-  ck.init_std = 0.1;  // logits spread over a few units: sampling has real choices
-  auto written = model::WriteRandomCheckpoint(ck, (root / "hf").string());
-  GPU_CHECK(written.ok(), written.status().ToString());
-  model::BuildOptions b;
-  b.checkpoint_dir = (root / "hf").string();
-  b.output_dir = (root / "engine").string();
-  b.dtype = DType::kBFloat16;
-  b.max_batch_size = 16;
-  b.max_input_len = 64;
-  b.max_seq_len = 256;
-  b.max_num_tokens = 512;
-  b.tokens_per_block = kTokensPerBlock;
-  auto built = model::BuildEngine(b);
-  GPU_CHECK(built.ok(), built.status().ToString());
-  return b.output_dir;
+  return MakeSamplingTestEngine("inflight_gpu_lookahead", kVocab);  // 16-token blocks
 }
 
 // `lookahead`: INFLIGHT_CUDA_LOOKAHEAD (read when the runner is created).

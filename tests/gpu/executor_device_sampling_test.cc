@@ -30,8 +30,7 @@
 
 #include "gpu_test_util.h"
 #include "inflight/executor.h"
-#include "model/checkpoint_converter.h"
-#include "model/random_checkpoint.h"
+#include "sampling_test_engine.h"
 #include "unit/model_cpu/engine_edit.h"
 
 namespace inflight::gpu_test {
@@ -42,40 +41,13 @@ constexpr SizeType kMaxTokens = 40;
 
 // windows: per-layer sliding windows written into the engine (empty: full attention).
 std::string MakeEngine(const std::vector<std::int64_t>& windows = {}) {
-  const auto root = std::filesystem::temp_directory_path() /
-                    ("inflight_gpu_exec_sampling_" + std::to_string(windows.size()) + "_" +
-                     std::to_string(Seed()));
-  model::RandomCheckpointOptions ck;
-  ck.arch = "llama";
-  ck.hidden_size = 256;
-  ck.num_layers = 2;
-  ck.num_heads = 4;
-  ck.num_kv_heads = 2;
-  ck.head_dim = 64;
-  ck.intermediate_size = 512;
-  ck.vocab_size = kVocab;
-  ck.max_position_embeddings = 512;
-  ck.dtype = DType::kBFloat16;
-  ck.seed = Seed();
-  ck.init_std = 0.1;  // logits spread over a few units: sampling has real choices
-  auto written = model::WriteRandomCheckpoint(ck, (root / "hf").string());
-  GPU_CHECK(written.ok(), written.status().ToString());
-  model::BuildOptions b;
-  b.checkpoint_dir = (root / "hf").string();
-  b.output_dir = (root / "engine").string();
-  b.dtype = DType::kBFloat16;
-  b.max_batch_size = 16;
-  b.max_input_len = 64;
-  b.max_seq_len = 256;
-  b.max_num_tokens = 512;
-  b.tokens_per_block = 16;
-  auto built = model::BuildEngine(b);
-  GPU_CHECK(built.ok(), built.status().ToString());
+  const std::string engine = MakeSamplingTestEngine(
+      "inflight_gpu_exec_sampling_" + std::to_string(windows.size()), kVocab);
   if (!windows.empty()) {
-    const Status set = model::testing::SetAttentionWindows(b.output_dir, windows);
+    const Status set = model::testing::SetAttentionWindows(engine, windows);
     GPU_CHECK(set.ok(), set.ToString());
   }
-  return b.output_dir;
+  return engine;
 }
 
 enum class Setup { kHost, kDevice, kGraphs, kAhead };

@@ -36,16 +36,8 @@ struct AheadOutcome {
 AheadOutcome RunAhead(const SimSetup& setup, const std::vector<SimRequest>& requests,
                       const std::map<std::size_t, int>& cancel_at = {}) {
   AheadOutcome out;
-  kv_cache::BlockManager bm(setup.num_blocks, setup.limits.tokens_per_block, setup.enable_reuse);
-  Scheduler sched(setup.config, setup.batching, setup.limits, bm);
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    seqs.push_back(std::make_unique<Sequence>(static_cast<IdType>(i + 1), requests[i].prompt,
-                                              requests[i].max_new_tokens));
-    sched.Enqueue(seqs.back().get());
-  }
-  FakeKvModel model(setup.num_blocks, setup.limits.tokens_per_block,
-                    [&](std::int64_t id) -> const VecTokens& { return seqs.at(id - 1)->tokens; });
+  SimRig rig(setup, requests, /*enqueue=*/true);
+  auto& [bm, sched, seqs, model] = rig;
   std::deque<Launched> q;
   std::set<IdType> cancels, finishes;  // held until no step computes the sequence
   std::vector<TokenIdType> last_out;   // the last step's tokens, by sequence
@@ -174,20 +166,6 @@ SimSetup AheadSetup(CapacitySchedulerPolicy policy, SizeType max_batch, std::int
   return s;
 }
 
-std::vector<SimRequest> AheadRequests(std::uint32_t seed, int n, int max_prompt, int max_new) {
-  std::mt19937 rng(seed);
-  std::vector<SimRequest> out;
-  for (int i = 0; i < n; ++i) {
-    SimRequest r;
-    const int len = 1 + static_cast<int>(rng() % static_cast<std::uint32_t>(max_prompt));
-    for (int j = 0; j < len; ++j) r.prompt.push_back(static_cast<TokenIdType>(rng() % kVocab));
-    r.max_new_tokens = 1 + static_cast<SizeType>(rng() % static_cast<std::uint32_t>(max_new));
-    if (rng() % 3 == 0) r.end_id = 3;
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
 // Both policies, with and without reuse, a pool small enough that max_utilization pauses, prompts
 // longer than a step's token budget (chunks looked ahead too), end ids mid-way: every token is
 // the model's and every block comes back.
@@ -199,7 +177,7 @@ TEST(LookaheadTest, EveryTokenIsTheModelsAndNoBlockLeaks) {
       SCOPED_TRACE("policy " + std::to_string(static_cast<int>(policy)) + " seed " +
                    std::to_string(seed));
       const SimSetup setup = AheadSetup(policy, 8, tight ? 14 : 64, seed % 2 == 0);
-      const std::vector<SimRequest> requests = AheadRequests(seed, 12, tight ? 16 : 40, 12);
+      const std::vector<SimRequest> requests = RandomRequests(seed, 12, tight ? 16 : 40, 12);
       const AheadOutcome out = RunAhead(setup, requests);
       ASSERT_EQ(out.generated.size(), requests.size());
       for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -217,7 +195,7 @@ TEST(LookaheadTest, EveryTokenIsTheModelsAndNoBlockLeaks) {
 
 TEST(LookaheadTest, CancelsOfSequencesInTwoStepsLeakNoBlocks) {
   const SimSetup setup = AheadSetup(CapacitySchedulerPolicy::kMaxUtilization, 8, 24, true);
-  const std::vector<SimRequest> requests = AheadRequests(7, 9, 12, 12);
+  const std::vector<SimRequest> requests = RandomRequests(7, 9, 12, 12);
   const std::map<std::size_t, int> cancels{{0, 1}, {3, 2}, {4, 5}, {7, 9}, {8, 3}};
   const AheadOutcome out = RunAhead(setup, requests, cancels);
   ASSERT_EQ(out.generated.size(), requests.size());

@@ -35,16 +35,8 @@ struct PipelineOutcome {
 PipelineOutcome RunPipeline(const SimSetup& setup, const std::vector<SimRequest>& requests,
                             const std::map<std::size_t, int>& cancel_at = {}) {
   PipelineOutcome out;
-  kv_cache::BlockManager bm(setup.num_blocks, setup.limits.tokens_per_block, setup.enable_reuse);
-  Scheduler sched(setup.config, setup.batching, setup.limits, bm);
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    seqs.push_back(std::make_unique<Sequence>(static_cast<IdType>(i + 1), requests[i].prompt,
-                                              requests[i].max_new_tokens));
-    sched.Enqueue(seqs.back().get());
-  }
-  FakeKvModel model(setup.num_blocks, setup.limits.tokens_per_block,
-                    [&](std::int64_t id) -> const VecTokens& { return seqs.at(id - 1)->tokens; });
+  SimRig rig(setup, requests, /*enqueue=*/true);
+  auto& [bm, sched, seqs, model] = rig;
   const auto depth = static_cast<std::size_t>(setup.limits.max_micro_batches);
   std::deque<InFlight> pipeline;
   std::set<IdType> cancel_pending;
@@ -122,20 +114,6 @@ PipelineOutcome RunPipeline(const SimSetup& setup, const std::vector<SimRequest>
   return out;
 }
 
-std::vector<SimRequest> Requests(std::uint32_t seed, int n, int max_prompt, int max_new) {
-  std::mt19937 rng(seed);
-  std::vector<SimRequest> out;
-  for (int i = 0; i < n; ++i) {
-    SimRequest r;
-    const int len = 1 + static_cast<int>(rng() % static_cast<std::uint32_t>(max_prompt));
-    for (int j = 0; j < len; ++j) r.prompt.push_back(static_cast<TokenIdType>(rng() % kVocab));
-    r.max_new_tokens = 1 + static_cast<SizeType>(rng() % static_cast<std::uint32_t>(max_new));
-    if (rng() % 3 == 0) r.end_id = 3;
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
 SimSetup PipelineSetup(CapacitySchedulerPolicy policy, SizeType depth, SizeType max_batch,
                        std::int64_t blocks) {
   SimSetup s;
@@ -183,7 +161,7 @@ TEST(MicroBatchTest, OneRequestIsNeverInTwoMicroBatches) {
 
 TEST(MicroBatchTest, MaxBatchSizeBoundsTheMicroBatchesTogether) {
   const SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 2, 4, 128);
-  const std::vector<SimRequest> requests = Requests(5, 12, 10, 6);
+  const std::vector<SimRequest> requests = RandomRequests(5, 12, 10, 6);
   const PipelineOutcome out = RunPipeline(setup, requests);
   ExpectReferenceTokens(requests, out);
   for (std::size_t n : out.micro_batch_sizes) EXPECT_LE(n, 2u);  // ceil(4 / 2)
@@ -199,7 +177,7 @@ TEST(MicroBatchTest, PausesOnlySequencesOutOfFlight) {
       SCOPED_TRACE("depth " + std::to_string(depth) + " seed " + std::to_string(seed));
       SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kMaxUtilization, depth, 8, 14);
       setup.enable_reuse = seed % 2 == 0;
-      const std::vector<SimRequest> requests = Requests(seed, 10, 16, 12);
+      const std::vector<SimRequest> requests = RandomRequests(seed, 10, 16, 12);
       const PipelineOutcome out = RunPipeline(setup, requests);
       ExpectReferenceTokens(requests, out);
       EXPECT_EQ(out.free_blocks_at_end, setup.num_blocks);
@@ -211,7 +189,7 @@ TEST(MicroBatchTest, GuaranteedNoEvictRunsEveryDepthToTheReferenceTokens) {
   for (SizeType depth : {1, 2, 4}) {
     SCOPED_TRACE("depth " + std::to_string(depth));
     SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, depth, 6, 40);
-    const std::vector<SimRequest> requests = Requests(11 + depth, 14, 20, 10);
+    const std::vector<SimRequest> requests = RandomRequests(11 + depth, 14, 20, 10);
     const PipelineOutcome out = RunPipeline(setup, requests);
     ExpectReferenceTokens(requests, out);
     EXPECT_LE(out.max_in_flight, static_cast<std::size_t>(depth));
@@ -223,7 +201,7 @@ TEST(MicroBatchTest, GuaranteedNoEvictRunsEveryDepthToTheReferenceTokens) {
 // comes back and the requests that were not cancelled keep their tokens.
 TEST(MicroBatchTest, CancelsInTheMiddleOfThePipelineLeakNoBlocks) {
   const SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kMaxUtilization, 2, 8, 24);
-  const std::vector<SimRequest> requests = Requests(7, 9, 12, 12);
+  const std::vector<SimRequest> requests = RandomRequests(7, 9, 12, 12);
   const std::map<std::size_t, int> cancels{{0, 1}, {3, 2}, {4, 5}, {7, 9}, {8, 1}};
   const PipelineOutcome out = RunPipeline(setup, requests, cancels);
   ASSERT_EQ(out.generated.size(), requests.size());

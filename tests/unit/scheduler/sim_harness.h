@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -150,19 +151,53 @@ struct SimOutcome {
   std::int64_t max_promised_blocks = 0;
 };
 
+// n requests of random prompts (1..max_prompt tokens) and lengths (1..max_new), a third with end
+// id 3.
+inline std::vector<SimRequest> RandomRequests(std::uint32_t seed, int n, int max_prompt,
+                                              int max_new) {
+  std::mt19937 rng(seed);
+  std::vector<SimRequest> out;
+  for (int i = 0; i < n; ++i) {
+    SimRequest r;
+    const int len = 1 + static_cast<int>(rng() % static_cast<std::uint32_t>(max_prompt));
+    for (int j = 0; j < len; ++j) r.prompt.push_back(static_cast<TokenIdType>(rng() % kVocab));
+    r.max_new_tokens = 1 + static_cast<SizeType>(rng() % static_cast<std::uint32_t>(max_new));
+    if (rng() % 3 == 0) r.end_id = 3;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// What every simulated run starts from: the pool, the scheduler over it, one sequence per request
+// (ids from 1; enqueued at once when `enqueue`) and the model that checks the cache against their
+// tokens. Not movable: the model reads the sequences through `this`.
+struct SimRig {
+  SimRig(const SimSetup& setup, const std::vector<SimRequest>& requests, bool enqueue)
+      : bm(setup.num_blocks, setup.limits.tokens_per_block, setup.enable_reuse),
+        sched(setup.config, setup.batching, setup.limits, bm),
+        model(setup.num_blocks, setup.limits.tokens_per_block,
+              [this](std::int64_t id) -> const VecTokens& { return seqs.at(id - 1)->tokens; }) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      seqs.push_back(std::make_unique<Sequence>(static_cast<IdType>(i + 1), requests[i].prompt,
+                                                requests[i].max_new_tokens));
+      if (enqueue) sched.Enqueue(seqs.back().get());
+    }
+  }
+  SimRig(const SimRig&) = delete;
+  SimRig& operator=(const SimRig&) = delete;
+
+  kv_cache::BlockManager bm;
+  Scheduler sched;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  FakeKvModel model;
+};
+
 // Drives Schedule / BuildStepInput / model / OnStepComputed / sample / Finish until every request
 // is done.
 inline SimOutcome RunSim(const SimSetup& setup, const std::vector<SimRequest>& requests) {
   SimOutcome out;
-  kv_cache::BlockManager bm(setup.num_blocks, setup.limits.tokens_per_block, setup.enable_reuse);
-  Scheduler sched(setup.config, setup.batching, setup.limits, bm);
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    seqs.push_back(std::make_unique<Sequence>(static_cast<IdType>(i + 1), requests[i].prompt,
-                                              requests[i].max_new_tokens));
-  }
-  FakeKvModel model(setup.num_blocks, setup.limits.tokens_per_block,
-                    [&](std::int64_t id) -> const VecTokens& { return seqs.at(id - 1)->tokens; });
+  SimRig rig(setup, requests, /*enqueue=*/false);
+  auto& [bm, sched, seqs, model] = rig;
   int last_arrival = 0;
   for (const SimRequest& r : requests) last_arrival = std::max(last_arrival, r.arrival_step);
 
