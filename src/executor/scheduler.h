@@ -54,6 +54,11 @@
 //
 //   stage 0:  [mb0][mb1][mb0'][mb1'] ...      mb0' = mb0's sequences, one token later
 //   stage 1:       [mb0][mb1 ][mb0'] ...
+//
+// Lookahead (one micro-batch, a runner that reads a step's tokens from the step before on the
+// device): the executor calls LookAhead on the items of the one step in flight, which counts their
+// tokens as computed (a sampling item gets a placeholder token), so that the next Schedule() may
+// take those sequences again before the step is back: a sequence is then in at most two steps.
 #pragma once
 
 #include <cstdint>
