@@ -35,8 +35,12 @@ bool NextSamplingReadsTokens(const Request& r) {
 }  // namespace
 
 void Executor::Impl::RunStepAhead() {
-  if (!in_flight_.empty() && !LookAheadStep()) {
-    CompleteStep();  // the next launch needs some of its tokens on the host
+  // A small step completes first (ModelRunner::lookahead_min_sequences), and so does one whose
+  // next launch needs some of its tokens on the host.
+  if (!in_flight_.empty() && (static_cast<std::int64_t>(in_flight_.back().step.items.size()) <
+                                  runner_->lookahead_min_sequences() ||
+                              !LookAheadStep())) {
+    CompleteStep();
     return;
   }
   const bool launched = LaunchStep();

@@ -223,6 +223,8 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   if (r->shard_.tp_size * r->shard_.pp_size == 1 && r->observe_amax_ == nullptr &&
       EnvInteger("INFLIGHT_CUDA_LOOKAHEAD", 1) != 0) {
     ASSIGN_OR_RETURN(r->local_, CudaLocalSteps::Create(2));
+    r->lookahead_min_sequences_ = static_cast<std::int32_t>(
+        std::clamp(EnvInteger("INFLIGHT_CUDA_LOOKAHEAD_MIN_SEQUENCES", 256), 1LL, 1LL << 30));
   }
   LOG_INFO(
       "cuda model runner on {} ({}): {} {} layers; weights {}, KV pool {} "
@@ -232,7 +234,9 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
       MiB(r->weights_.buffer.bytes()), blocks, tpb, blocks * tpb,
       MiB(r->kv_.buffer.bytes()) + (r->kv_.fp8 ? ", FP8 E4M3" : ""), MiB(r->workspace_bytes_),
       window_text.empty() ? "" : "; attention windows: " + window_text,
-      r->local_ != nullptr ? "; lookahead" : "");
+      r->local_ != nullptr
+          ? "; lookahead from " + std::to_string(r->lookahead_min_sequences_) + " sequences a step"
+          : std::string());
   return r;
 }
 

@@ -67,6 +67,10 @@ class CudaModelRunner final : public ModelRunner {
   // the step and returns, Complete waits for it (cuda_local_steps.h), and a step's decode tokens
   // may come from the device samples of the step launched just before (lookahead_tokens.h).
   bool supports_lookahead() const override { return local_ != nullptr; }
+  // INFLIGHT_CUDA_LOOKAHEAD_MIN_SEQUENCES (default 256): at 8 sequences of an 8B the host's work
+  // between steps is a small part of a step, and the new requests' extra step showed (+9 ms p50
+  // through the server at concurrency 8, bench/results/2026-12-02-h200-lookahead.md).
+  std::int32_t lookahead_min_sequences() const override { return lookahead_min_sequences_; }
   Status Launch(const StepInput& input) override;
   Result<StepOutput> Complete() override;
 
@@ -128,6 +132,7 @@ class CudaModelRunner final : public ModelRunner {
   // Lookahead (tp 1 x pp 1): the steps in flight and their sampled rows' pinned copies (null: one
   // at a time, Launch runs the whole step).
   std::unique_ptr<CudaLocalSteps> local_;
+  std::int32_t lookahead_min_sequences_ = 1;
   // Lookahead: where the step launched last left its sampled ids on the device, by its sequence
   // (the next step's previous_step_row); nullopt before the first launch and after a launch that
   // failed once part of it was queued. NOTE: the words are the reused buffers (sampled_ids_ or

@@ -144,6 +144,11 @@ class ModelRunner {
   // could not sample (kSampledNotFinite, kSampledAllBanned) gives step N + 1 some valid token: the
   // executor discards that sequence's work. Independent of max_steps_in_flight (micro-batches).
   virtual bool supports_lookahead() const { return false; }
+  // The fewest sequences a step in flight needs for the executor to look it ahead. A request that
+  // arrives while step N runs joins step N + 2 instead of N + 1 (one step more to its first token),
+  // while what lookahead hides, the host's work between steps, grows with the batch: small steps
+  // are not worth that.
+  virtual std::int32_t lookahead_min_sequences() const { return 1; }
   virtual Status Launch(const StepInput& input) {
     launched_.push_back(Step(input));
     return Status::Ok();

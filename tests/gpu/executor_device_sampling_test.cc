@@ -60,6 +60,7 @@ std::unique_ptr<Executor> MakeExecutor(const std::string& engine, Setup setup) {
     setenv("INFLIGHT_CUDA_GRAPHS", "0", 1);
   }
   setenv("INFLIGHT_CUDA_LOOKAHEAD", setup == Setup::kAhead ? "1" : "0", 1);
+  setenv("INFLIGHT_CUDA_LOOKAHEAD_MIN_SEQUENCES", "1", 1);  // these steps are small
   ExecutorConfig cfg;
   cfg.device = DeviceKind::kCuda;
   cfg.device_sampling = setup != Setup::kHost;
@@ -311,6 +312,7 @@ GPU_TEST(DeviceSamplingMatchesHostSampling) {
   const Outcome ahead = Run(engine, Setup::kAhead, cases);
   unsetenv("INFLIGHT_CUDA_GRAPHS");
   unsetenv("INFLIGHT_CUDA_LOOKAHEAD");
+  unsetenv("INFLIGHT_CUDA_LOOKAHEAD_MIN_SEQUENCES");
   Compare("lookahead vs graphs, alone", cases, ahead.alone, graphs.alone, kMaxTokens);
   Compare("lookahead vs graphs, batched", cases, ahead.batched, graphs.batched, 4, 0.1f);
   std::printf("batch-1 decode step with CUDA graphs and lookahead: %.3f ms\n", ahead.batch1_ms);
@@ -328,6 +330,7 @@ GPU_TEST(WindowedDecodeGraphsMatchHost) {
   const Outcome ahead = Run(engine, Setup::kAhead, cases);
   unsetenv("INFLIGHT_CUDA_GRAPHS");
   unsetenv("INFLIGHT_CUDA_LOOKAHEAD");
+  unsetenv("INFLIGHT_CUDA_LOOKAHEAD_MIN_SEQUENCES");
   Compare("windowed, lookahead vs graphs, alone", cases, ahead.alone, graphs.alone, kMaxTokens);
   Compare("windowed, device vs host, alone", cases, device.alone, host.alone, kMaxTokens);
   Compare("windowed, graphs vs device, alone", cases, graphs.alone, device.alone, kMaxTokens);

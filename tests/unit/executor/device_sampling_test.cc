@@ -73,6 +73,8 @@ class FakeDeviceRunner final : public model::ModelRunner {
   std::int64_t memory_bytes() const override { return inner_->memory_bytes(); }
   bool supports_device_sampling() const override { return true; }
   bool supports_lookahead() const override { return lookahead_; }
+  std::int32_t lookahead_min_sequences() const override { return min_sequences_; }
+  void set_lookahead_min_sequences(std::int32_t n) { min_sequences_ = n; }
 
   Result<model::StepOutput> Step(const model::StepInput& input) override {
     std::vector<TokenIdType> previous = std::move(last_sampled_);
@@ -138,6 +140,7 @@ class FakeDeviceRunner final : public model::ModelRunner {
   int fail_at_call_;
   std::function<void(int)> on_call_;
   int calls_ = 0;
+  std::int32_t min_sequences_ = 1;
   std::vector<TokenIdType> last_sampled_;  // the last step's samples, by sequence
 };
 
@@ -459,6 +462,30 @@ TEST(DeviceSamplingLookahead, StepsReadTheirTokensFromTheStepBefore) {
   for (const Request& r : reqs) expected_rows += std::max(r.max_tokens - 1, 0);
   EXPECT_EQ(b.lookahead_rows, expected_rows);
   for (const auto& [id, seen] : b.seen_ahead) ExpectConsecutiveDraws(seen, 0);
+}
+
+// Steps of fewer sequences than the runner's lookahead_min_sequences complete before the next
+// launch: a lone request is never looked ahead, three together are.
+TEST(DeviceSamplingLookahead, OnlyStepsOfEnoughSequencesAreLookedAhead) {
+  std::map<std::int64_t, FakeDeviceRunner::Seen> seen;
+  int rows = 0;
+  auto runner = std::make_unique<FakeDeviceRunner>(CpuRunner(), &seen, true, &rows);
+  runner->set_lookahead_min_sequences(3);
+  auto ex = MakeImpl(std::move(runner));
+  ASSERT_TRUE(ex);
+  auto host = MakeImpl(CpuRunner());
+  ASSERT_TRUE(host);
+  const std::vector<Request> alone = {Make(91, 8)};
+  EXPECT_EQ(RunAll(*ex, alone)[0].result.output_token_ids,
+            RunAll(*host, alone)[0].result.output_token_ids);
+  EXPECT_EQ(rows, 0);
+  const std::vector<Request> three = {Make(92, 8), Make(93, 8), Make(94, 8)};
+  const std::vector<Response> want = RunAll(*host, three);
+  const std::vector<Response> got = RunAll(*ex, three);
+  for (std::size_t i = 0; i < three.size(); ++i) {
+    EXPECT_EQ(got[i].result.output_token_ids, want[i].result.output_token_ids) << i;
+  }
+  EXPECT_GT(rows, 0);
 }
 
 TEST(DeviceSamplingLookahead, ACancelMidRunEndsOnlyThatRequestAndFreesItsBlocks) {
