@@ -183,8 +183,7 @@ Request Sampled(std::uint32_t seed, SizeType max_tokens, float temperature, Size
 std::vector<Response> RunAll(Impl& ex, const std::vector<Request>& reqs,
                              std::vector<IdType>* ids_out = nullptr) {
   std::vector<IdType> ids;
-  for (const Request& r : reqs) {
-    auto id = ex.Enqueue(r);
+  for (const Result<IdType>& id : ex.EnqueueAll(reqs)) {
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     ids.push_back(id.ok() ? *id : 0);
   }
