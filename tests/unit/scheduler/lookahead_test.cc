@@ -47,9 +47,9 @@ AheadOutcome RunAhead(const SimSetup& setup, const std::vector<SimRequest>& requ
       seq->ending = true;
       held.insert(seq->id);
     } else if (cancel) {
-      sched.Cancel(seq);
+      rig.sched.Cancel(seq);  // rig, not the binding: clang 14 cannot capture bindings
     } else {
-      sched.Finish(seq);
+      rig.sched.Finish(seq);
     }
   };
   for (int turn = 0; sched.HasWork() || !q.empty(); ++turn) {
