@@ -28,25 +28,17 @@ CudaLocalSteps::~CudaLocalSteps() {
 }
 
 Status CudaLocalSteps::Begin(cudaStream_t stream) {
-  if (begun_ >= 0) return Internal("CudaLocalSteps::Begin twice without Post");
-  ASSIGN_OR_RETURN(const std::int32_t slot, slots_.Take());
-  begun_ = slot;
+  ASSIGN_OR_RETURN(const std::int32_t slot, slots_.Begin());
   Status st = CudaStatus(cudaEventRecord(entries_[static_cast<std::size_t>(slot)].begin, stream),
                          "cudaEventRecord (step begin)");
-  if (!st.ok()) Abandon();
+  if (!st.ok()) slots_.Abandon();
   return st;
-}
-
-void CudaLocalSteps::Abandon() {
-  if (begun_ < 0) return;
-  slots_.ReleaseNewest();
-  begun_ = -1;
 }
 
 Status CudaLocalSteps::Post(StepOutput out, std::int64_t num_sequences, QueuedSamples samples,
                             cudaStream_t stream) {
-  if (begun_ < 0) return Internal("CudaLocalSteps::Post without Begin");
-  Entry& e = entries_[static_cast<std::size_t>(begun_)];
+  ASSIGN_OR_RETURN(const std::int32_t slot, slots_.begun());
+  Entry& e = entries_[static_cast<std::size_t>(slot)];
   e.out = std::move(out);
   e.num_sequences = num_sequences;
   e.samples = std::move(samples);
@@ -54,9 +46,9 @@ Status CudaLocalSteps::Post(StepOutput out, std::int64_t num_sequences, QueuedSa
   // A failed Post gives the slot back: Launch failed, so the step is not in flight (model_runner.h)
   // and Complete must not take it.
   if (queued.ok()) {
-    begun_ = -1;
+    slots_.Posted();
   } else {
-    Abandon();
+    slots_.Abandon();
   }
   return queued;
 }

@@ -49,7 +49,7 @@ class CudaLocalSteps {
   // StepOutput::device_ms). An error when `capacity` steps are in flight already.
   Status Begin(cudaStream_t stream);
   // Gives back the slot Begin took, for a step that failed before Post.
-  void Abandon();
+  void Abandon() { slots_.Abandon(); }
   // After the step's work is queued on `stream`: queues the copy of its sampled rows to the slot's
   // pinned memory and the step's end event. `out` has everything but the sampled values
   // (vocab_size, row_begin and host logits, which a step brings back before its Launch returns);
@@ -76,7 +76,6 @@ class CudaLocalSteps {
 
   InFlightSlots slots_;
   std::vector<Entry> entries_;  // by slot
-  std::int32_t begun_ = -1;     // the slot Begin took, until Post or Abandon
 };
 
 }  // namespace inflight::model

@@ -30,25 +30,17 @@ CudaPipelineResults::~CudaPipelineResults() {
 }
 
 Status CudaPipelineResults::Begin(cudaStream_t stream) {
-  if (begun_ >= 0) return Internal("CudaPipelineResults::Begin twice without Post");
-  ASSIGN_OR_RETURN(const std::int32_t slot, slots_.Take());
-  begun_ = slot;
+  ASSIGN_OR_RETURN(const std::int32_t slot, slots_.Begin());
   Status st = CudaStatus(cudaEventRecord(entries_[static_cast<std::size_t>(slot)].begin, stream),
                          "cudaEventRecord (step begin)");
-  if (!st.ok()) Abandon();
+  if (!st.ok()) slots_.Abandon();
   return st;
 }
 
-void CudaPipelineResults::Abandon() {
-  if (begun_ < 0) return;
-  slots_.ReleaseNewest();
-  begun_ = -1;
-}
-
 Status CudaPipelineResults::Post(StepOutput out, cudaStream_t stream, Collectives& group) {
-  if (begun_ < 0) return Internal("CudaPipelineResults::Post without Begin");
-  Entry& e = entries_[static_cast<std::size_t>(begun_)];
-  begun_ = -1;  // in flight from here on: Complete takes it, whatever fails below
+  ASSIGN_OR_RETURN(const std::int32_t slot, slots_.begun());
+  slots_.Posted();  // in flight from here on: Complete takes it, whatever fails below
+  Entry& e = entries_[static_cast<std::size_t>(slot)];
   e.out = std::move(out);
   e.count = static_cast<std::int64_t>(StepResultCount(e.out));
   const auto bytes = e.count * static_cast<std::int64_t>(sizeof(float));

@@ -41,7 +41,7 @@ class CudaPipelineResults {
   // StepOutput::device_ms). An error when `capacity` steps are in flight already.
   Status Begin(cudaStream_t stream);
   // Gives back the slot Begin took, for a step that failed before Post.
-  void Abandon();
+  void Abandon() { slots_.Abandon(); }
   // After the step's work on this stage (its layers and the hand-over to the next stage) is queued
   // on `stream`: posts the receive of its result on the results stream. `out` has the result's
   // shape (logits and sampled vectors sized, from the StepInput); Complete fills it in.
@@ -63,7 +63,6 @@ class CudaPipelineResults {
   };
   InFlightSlots slots_;
   std::vector<Entry> entries_;  // by slot
-  std::int32_t begun_ = -1;     // the slot Begin took, until Post or Abandon
   cudaStream_t stream_ = nullptr;
 };
 

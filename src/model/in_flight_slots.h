@@ -21,11 +21,12 @@ class InFlightSlots {
   bool empty() const { return count_ == 0; }
 
   // The slot of the next launched step; an error when every slot is taken (more launches than
-  // max_steps_in_flight without a Complete).
+  // the capacity without a Complete). The message names the capacity, not max_steps_in_flight():
+  // with lookahead one process keeps two steps while that reports one (micro-batches).
   Result<std::int32_t> Take() {
     if (count_ == capacity_) {
       return Internal("a step was launched while " + std::to_string(count_) +
-                      " are in flight, the most this runner keeps (max_steps_in_flight " +
+                      " are in flight, the most this runner keeps at once (" +
                       std::to_string(capacity_) + "); complete one first");
     }
     const std::int32_t slot = (oldest_ + count_) % capacity_;
@@ -41,6 +42,27 @@ class InFlightSlots {
   void ReleaseNewest() {
     if (count_ > 0) --count_;
   }
+
+  // A launch in two parts, as the CUDA runner's are: Begin takes the slot (Take) and holds it as
+  // begun while the step's work is queued; Posted puts it in flight (Complete takes it), Abandon
+  // gives it back (the step failed before it was in flight). One launch is begun at a time.
+  Result<std::int32_t> Begin() {
+    if (begun_ >= 0) return Internal("a step's launch began before the previous one was posted");
+    Result<std::int32_t> slot = Take();
+    if (slot.ok()) begun_ = *slot;
+    return slot;
+  }
+  // The slot Begin took; an error when no launch is begun.
+  Result<std::int32_t> begun() const {
+    if (begun_ < 0) return Internal("a step was posted without being begun");
+    return begun_;
+  }
+  void Posted() { begun_ = -1; }
+  void Abandon() {
+    if (begun_ < 0) return;
+    ReleaseNewest();
+    begun_ = -1;
+  }
   // Gives the oldest slot back.
   void ReleaseOldest() {
     if (count_ == 0) return;
@@ -52,6 +74,7 @@ class InFlightSlots {
   std::int32_t capacity_;
   std::int32_t oldest_ = 0;
   std::int32_t count_ = 0;
+  std::int32_t begun_ = -1;  // the slot Begin took, until Posted or Abandon
 };
 
 }  // namespace inflight::model

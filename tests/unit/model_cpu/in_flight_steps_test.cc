@@ -22,7 +22,8 @@ TEST(InFlightSlotsTest, TakesInLaunchOrderAndReleasesOldestFirst) {
   EXPECT_EQ(slots.in_flight(), 3);
   const auto full = slots.Take();
   ASSERT_FALSE(full.ok());
-  EXPECT_NE(full.status().message().find("max_steps_in_flight 3"), std::string::npos)
+  EXPECT_NE(full.status().message().find("the most this runner keeps at once (3)"),
+            std::string::npos)
       << full.status().message();
   EXPECT_EQ(*slots.Oldest(), 0);
   slots.ReleaseOldest();
@@ -56,6 +57,32 @@ TEST(InFlightSlotsTest, AlternatesOverManySteps) {
     launched.push_back(*slots.Take());
     EXPECT_EQ(launched.back(), step % 2);
   }
+}
+
+TEST(InFlightSlotsTest, BeginsOneLaunchAtATimeAndAbandonGivesItsSlotBack) {
+  InFlightSlots slots(2);
+  EXPECT_FALSE(slots.begun().ok());  // Post without Begin
+  EXPECT_EQ(*slots.Begin(), 0);
+  EXPECT_EQ(*slots.begun(), 0);
+  const auto twice = slots.Begin();
+  ASSERT_FALSE(twice.ok());  // a second Begin before Post
+  EXPECT_NE(twice.status().message().find("before the previous one was posted"), std::string::npos)
+      << twice.status().message();
+  EXPECT_EQ(slots.in_flight(), 1);
+  slots.Posted();
+  EXPECT_FALSE(slots.begun().ok());
+  slots.Abandon();  // nothing begun: the posted step stays in flight
+  EXPECT_EQ(slots.in_flight(), 1);
+
+  EXPECT_EQ(*slots.Begin(), 1);
+  slots.Abandon();  // the launch failed: slot 1 is free again, slot 0 still in flight
+  EXPECT_EQ(slots.in_flight(), 1);
+  EXPECT_FALSE(slots.begun().ok());
+  EXPECT_EQ(*slots.Begin(), 1);
+  slots.Posted();
+  EXPECT_FALSE(slots.Begin().ok());  // both slots in flight
+  EXPECT_FALSE(slots.begun().ok());  // and the refused Begin holds nothing
+  EXPECT_EQ(*slots.Oldest(), 0);
 }
 
 TEST(StepResultMessageTest, RoundTripsLogitsTokensAndLogProbs) {
