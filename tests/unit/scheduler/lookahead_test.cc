@@ -24,11 +24,9 @@ struct Launched {
   model::StepInput input;
 };
 
-struct AheadOutcome {
-  std::vector<VecTokens> generated;
+struct AheadOutcome : SimEnd {
   int placeholders = 0;  // tokens a step read from the step before
   std::size_t max_in_flight = 0;
-  std::int64_t free_blocks_at_end = -1;
 };
 
 // cancel_at: request index -> the launch count after which it is cancelled (held while a step in
@@ -146,24 +144,8 @@ AheadOutcome RunAhead(const SimSetup& setup, const std::vector<SimRequest>& requ
     }
     EXPECT_EQ(bm.CheckInvariants(), "");
   }
-  for (const auto& seq : seqs) {
-    EXPECT_EQ(seq->state, SequenceState::kFinished) << "sequence " << seq->id;
-    out.generated.emplace_back(seq->generated().begin(), seq->generated().end());
-  }
-  EXPECT_EQ(sched.num_in_flight(), 0);
-  out.free_blocks_at_end = bm.NumFreeBlocks();
+  CollectEnd(rig, out);
   return out;
-}
-
-SimSetup AheadSetup(CapacitySchedulerPolicy policy, SizeType max_batch, std::int64_t blocks,
-                    bool reuse) {
-  SimSetup s;
-  s.config.policy = policy;
-  s.config.enable_chunked_context = true;
-  s.limits = {max_batch, 24, 64, 4, 1};
-  s.num_blocks = blocks;
-  s.enable_reuse = reuse;
-  return s;
 }
 
 // Both policies, with and without reuse, a pool small enough that max_utilization pauses, prompts
@@ -176,7 +158,7 @@ TEST(LookaheadTest, EveryTokenIsTheModelsAndNoBlockLeaks) {
       const bool tight = policy == CapacitySchedulerPolicy::kMaxUtilization;
       SCOPED_TRACE("policy " + std::to_string(static_cast<int>(policy)) + " seed " +
                    std::to_string(seed));
-      const SimSetup setup = AheadSetup(policy, 8, tight ? 14 : 64, seed % 2 == 0);
+      const SimSetup setup = ChunkedSetup(policy, 8, tight ? 14 : 64, 1, seed % 2 == 0);
       const std::vector<SimRequest> requests = RandomRequests(seed, 12, tight ? 16 : 40, 12);
       const AheadOutcome out = RunAhead(setup, requests);
       ASSERT_EQ(out.generated.size(), requests.size());
@@ -194,7 +176,7 @@ TEST(LookaheadTest, EveryTokenIsTheModelsAndNoBlockLeaks) {
 }
 
 TEST(LookaheadTest, CancelsOfSequencesInTwoStepsLeakNoBlocks) {
-  const SimSetup setup = AheadSetup(CapacitySchedulerPolicy::kMaxUtilization, 8, 24, true);
+  const SimSetup setup = ChunkedSetup(CapacitySchedulerPolicy::kMaxUtilization, 8, 24, 1, true);
   const std::vector<SimRequest> requests = RandomRequests(7, 9, 12, 12);
   const std::map<std::size_t, int> cancels{{0, 1}, {3, 2}, {4, 5}, {7, 9}, {8, 3}};
   const AheadOutcome out = RunAhead(setup, requests, cancels);
@@ -215,7 +197,7 @@ TEST(LookaheadTest, CancelsOfSequencesInTwoStepsLeakNoBlocks) {
 // A placeholder goes to the runner as previous_step_row, the row of its sequence in the step
 // before; other tokens go as they are.
 TEST(LookaheadTest, BuildStepInputNamesThePreviousStepsRow) {
-  const SimSetup setup = AheadSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 4, 32, false);
+  const SimSetup setup = ChunkedSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 4, 32, 1, false);
   kv_cache::BlockManager bm(setup.num_blocks, setup.limits.tokens_per_block, false);
   Scheduler sched(setup.config, setup.batching, setup.limits, bm);
   Sequence a(1, {5, 6, 7}, 4), b(2, {8, 9}, 4);

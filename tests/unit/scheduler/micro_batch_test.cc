@@ -22,11 +22,9 @@ struct InFlight {
   model::StepInput input;  // as launched: the block tables the pipeline writes
 };
 
-struct PipelineOutcome {
-  std::vector<VecTokens> generated;
+struct PipelineOutcome : SimEnd {
   std::vector<std::size_t> micro_batch_sizes;  // items of every non-empty micro-batch
   std::size_t max_in_flight = 0;               // micro-batches in flight at once, at most
-  std::int64_t free_blocks_at_end = -1;
   std::int64_t num_pauses = 0;
 };
 
@@ -105,23 +103,8 @@ PipelineOutcome RunPipeline(const SimSetup& setup, const std::vector<SimRequest>
     }
     EXPECT_EQ(bm.CheckInvariants(), "");
   }
-  for (const auto& seq : seqs) {
-    EXPECT_EQ(seq->state, SequenceState::kFinished) << "sequence " << seq->id;
-    out.generated.emplace_back(seq->generated().begin(), seq->generated().end());
-  }
-  EXPECT_EQ(sched.num_in_flight(), 0);
-  out.free_blocks_at_end = bm.NumFreeBlocks();
+  CollectEnd(rig, out);
   return out;
-}
-
-SimSetup PipelineSetup(CapacitySchedulerPolicy policy, SizeType depth, SizeType max_batch,
-                       std::int64_t blocks) {
-  SimSetup s;
-  s.config.policy = policy;
-  s.config.enable_chunked_context = true;
-  s.limits = {max_batch, 24, 64, 4, depth};
-  s.num_blocks = blocks;
-  return s;
 }
 
 void ExpectReferenceTokens(const std::vector<SimRequest>& requests, const PipelineOutcome& out) {
@@ -134,7 +117,7 @@ void ExpectReferenceTokens(const std::vector<SimRequest>& requests, const Pipeli
 }
 
 TEST(MicroBatchTest, TwoStagesSplitFourRequestsIntoTwoMicroBatchesOfTwo) {
-  const SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 2, 8, 64);
+  const SimSetup setup = ChunkedSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 8, 64, 2, true);
   std::vector<SimRequest> requests(4);
   for (std::size_t i = 0; i < 4; ++i) {
     requests[i].prompt = {static_cast<TokenIdType>(i + 1), 9, 9};
@@ -149,7 +132,7 @@ TEST(MicroBatchTest, TwoStagesSplitFourRequestsIntoTwoMicroBatchesOfTwo) {
 }
 
 TEST(MicroBatchTest, OneRequestIsNeverInTwoMicroBatches) {
-  const SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 4, 8, 64);
+  const SimSetup setup = ChunkedSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 8, 64, 4, true);
   std::vector<SimRequest> requests(1);
   requests[0].prompt = {1, 2, 3};
   requests[0].max_new_tokens = 6;
@@ -160,7 +143,7 @@ TEST(MicroBatchTest, OneRequestIsNeverInTwoMicroBatches) {
 }
 
 TEST(MicroBatchTest, MaxBatchSizeBoundsTheMicroBatchesTogether) {
-  const SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 2, 4, 128);
+  const SimSetup setup = ChunkedSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 4, 128, 2, true);
   const std::vector<SimRequest> requests = RandomRequests(5, 12, 10, 6);
   const PipelineOutcome out = RunPipeline(setup, requests);
   ExpectReferenceTokens(requests, out);
@@ -175,7 +158,7 @@ TEST(MicroBatchTest, PausesOnlySequencesOutOfFlight) {
   for (SizeType depth : {2, 3, 4}) {
     for (std::uint32_t seed : {1u, 2u, 3u}) {
       SCOPED_TRACE("depth " + std::to_string(depth) + " seed " + std::to_string(seed));
-      SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kMaxUtilization, depth, 8, 14);
+      SimSetup setup = ChunkedSetup(CapacitySchedulerPolicy::kMaxUtilization, 8, 14, depth, true);
       setup.enable_reuse = seed % 2 == 0;
       const std::vector<SimRequest> requests = RandomRequests(seed, 10, 16, 12);
       const PipelineOutcome out = RunPipeline(setup, requests);
@@ -188,7 +171,7 @@ TEST(MicroBatchTest, PausesOnlySequencesOutOfFlight) {
 TEST(MicroBatchTest, GuaranteedNoEvictRunsEveryDepthToTheReferenceTokens) {
   for (SizeType depth : {1, 2, 4}) {
     SCOPED_TRACE("depth " + std::to_string(depth));
-    SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, depth, 6, 40);
+    SimSetup setup = ChunkedSetup(CapacitySchedulerPolicy::kGuaranteedNoEvict, 6, 40, depth, true);
     const std::vector<SimRequest> requests = RandomRequests(11 + depth, 14, 20, 10);
     const PipelineOutcome out = RunPipeline(setup, requests);
     ExpectReferenceTokens(requests, out);
@@ -200,7 +183,7 @@ TEST(MicroBatchTest, GuaranteedNoEvictRunsEveryDepthToTheReferenceTokens) {
 // Cancels land while micro-batches are in flight (held back for the in-flight ones): every block
 // comes back and the requests that were not cancelled keep their tokens.
 TEST(MicroBatchTest, CancelsInTheMiddleOfThePipelineLeakNoBlocks) {
-  const SimSetup setup = PipelineSetup(CapacitySchedulerPolicy::kMaxUtilization, 2, 8, 24);
+  const SimSetup setup = ChunkedSetup(CapacitySchedulerPolicy::kMaxUtilization, 8, 24, 2, true);
   const std::vector<SimRequest> requests = RandomRequests(7, 9, 12, 12);
   const std::map<std::size_t, int> cancels{{0, 1}, {3, 2}, {4, 5}, {7, 9}, {8, 1}};
   const PipelineOutcome out = RunPipeline(setup, requests, cancels);

@@ -139,13 +139,17 @@ struct StepRecord {
   ScheduleStats stats;
 };
 
-struct SimOutcome {
+// What every simulated loop keeps of its end (CollectEnd).
+struct SimEnd {
   std::vector<VecTokens> generated;  // per request, in request order
+  std::int64_t free_blocks_at_end = -1;
+};
+
+struct SimOutcome : SimEnd {
   std::vector<SequenceKvStats> kv_stats;
   std::vector<StepRecord> steps;  // one per Schedule() call
   std::int64_t num_pauses = 0;
   std::int64_t num_computed_tokens = 0;
-  std::int64_t free_blocks_at_end = -1;
   // Max over steps of the blocks the running sequences need at prompt + max_new_tokens (no
   // sharing).
   std::int64_t max_promised_blocks = 0;
@@ -191,6 +195,32 @@ struct SimRig {
   std::vector<std::unique_ptr<Sequence>> seqs;
   FakeKvModel model;
 };
+
+// The end every simulated loop checks: the scheduler idle, each sequence finished and out of
+// flight, the pool consistent. Keeps the generated tokens and the free blocks.
+inline void CollectEnd(const SimRig& rig, SimEnd& out) {
+  for (const auto& seq : rig.seqs) {
+    EXPECT_EQ(seq->state, SequenceState::kFinished) << "sequence " << seq->id;
+    out.generated.emplace_back(seq->generated().begin(), seq->generated().end());
+  }
+  EXPECT_FALSE(rig.sched.HasWork());
+  EXPECT_EQ(rig.sched.num_in_flight(), 0);
+  EXPECT_EQ(rig.bm.CheckInvariants(), "");
+  out.free_blocks_at_end = rig.bm.NumFreeBlocks();
+}
+
+// Chunked context, steps of at most 24 tokens, sequences of at most 64 in blocks of 4 tokens:
+// prompts outgrow a step and pools of a few dozen blocks run out.
+inline SimSetup ChunkedSetup(CapacitySchedulerPolicy policy, SizeType max_batch,
+                             std::int64_t blocks, SizeType micro_batches, bool reuse) {
+  SimSetup s;
+  s.config.policy = policy;
+  s.config.enable_chunked_context = true;
+  s.limits = {max_batch, 24, 64, 4, micro_batches};
+  s.num_blocks = blocks;
+  s.enable_reuse = reuse;
+  return s;
+}
 
 // Drives Schedule / BuildStepInput / model / OnStepComputed / sample / Finish until every request
 // is done.
@@ -266,14 +296,8 @@ inline SimOutcome RunSim(const SimSetup& setup, const std::vector<SimRequest>& r
     rec.stats = r.stats;
     out.steps.push_back(std::move(rec));
   }
-  for (const auto& seq : seqs) {
-    EXPECT_EQ(seq->state, SequenceState::kFinished) << "sequence " << seq->id;
-    out.generated.emplace_back(seq->generated().begin(), seq->generated().end());
-    out.kv_stats.push_back(seq->kv_stats);
-  }
-  EXPECT_FALSE(sched.HasWork());
-  EXPECT_EQ(bm.CheckInvariants(), "");
-  out.free_blocks_at_end = bm.NumFreeBlocks();
+  for (const auto& seq : seqs) out.kv_stats.push_back(seq->kv_stats);
+  CollectEnd(rig, out);
   return out;
 }
 
