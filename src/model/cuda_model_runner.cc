@@ -112,16 +112,6 @@ Result<std::unique_ptr<CudaModelRunner>> CudaModelRunner::Create(const std::stri
   const Collectives& group = *r->collectives_;
   ASSIGN_OR_RETURN(r->shard_, MakeModelShard(c, group.tp_rank(), group.tp_size(), group.pp_rank(),
                                              group.pp_size()));
-  // NOTE: quantized stage files are checked against the whole quantized engine on the CPU runner
-  // (model_mpi_test) and by gpu_nccl_collectives_test's
-  // QuantizedStagesMatchTheWholeQuantizedEngine, which has not run on two GPUs yet: refused here
-  // until it has (options.quantized_stages).
-  if (c.quant.any() && c.pp_size > 1 && !options.quantized_stages) {
-    return Unsupported("pp_size " + std::to_string(c.pp_size) + " with quantization (" +
-                       QuantConfigToJson(c.quant) +
-                       ") runs on the CPU runner only for now; accepted on a GPU: pp_size 1 "
-                       "(split the model with tp_size)");
-  }
   if (c.head_dim != 64 && c.head_dim != 80 && c.head_dim != 96 && c.head_dim != 128) {
     return Unsupported("head_dim " + std::to_string(c.head_dim) +
                        " has no CUDA attention kernel; accepted: 64, 80, 96, 128");

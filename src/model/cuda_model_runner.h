@@ -27,10 +27,6 @@ struct CudaRunnerOptions {
   // into it (resized to the engine's layers when empty); a split engine's rank folds its part
   // (its heads, its MLP columns, its stage's layers). Null: off.
   std::shared_ptr<ActivationAmax> observe_amax;
-  // Runs a quantized engine's pipeline stages (pp_size > 1), which are refused otherwise until
-  // gpu_nccl_collectives_test's QuantizedStagesMatchTheWholeQuantizedEngine, the one user of this
-  // switch, has passed on two GPUs. Nothing a deployment configures sets it.
-  bool quantized_stages = false;
 };
 
 // Loads <engine_dir>/config.json and the weights of the group's rank (rank0.safetensors for one

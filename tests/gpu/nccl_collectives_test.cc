@@ -21,12 +21,15 @@
 #include "model/cuda_model_runner.h"
 #include "model/nccl_collectives.h"
 #include "nccl_test_model.h"
+#include "split_runner_steps.h"
 #include "unit/model_cpu/test_engine.h"
 
 namespace inflight::model {
 namespace {
 
+using testing::Generate;
 using testing::NormalisedError;
+using testing::RandomSteps;
 using testing::SmallLlama;
 using testing::TestEngine;
 
@@ -39,6 +42,14 @@ int WorldRank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+// Generate's share over `comm`: rank 0's token on every rank.
+std::function<TokenIdType(TokenIdType)> BroadcastOver(MPI_Comm comm) {
+  return [comm](TokenIdType token) {
+    MPI_Bcast(&token, 1, MPI_INT32_T, 0, comm);
+    return token;
+  };
 }
 
 // all_reduce: "" takes INFLIGHT_ALLREDUCE (auto when unset).
@@ -159,29 +170,12 @@ std::string ShareDir(const std::string& dir) {
   return d;
 }
 
-// A prompt of prompt_len random tokens, then two decode steps, over block_table.
-std::vector<StepInput> RandomSteps(std::uint64_t seed, int prompt_len,
-                                   const std::vector<std::int32_t>& block_table) {
-  std::vector<StepInput> steps(3);
-  std::mt19937_64 rng(seed);
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    SequenceStep s;
-    const int len = i == 0 ? prompt_len : 1;
-    for (int t = 0; t < len; ++t) s.tokens.push_back(static_cast<TokenIdType>(rng() % 1031));
-    s.num_cached = i == 0 ? 0 : prompt_len - 1 + static_cast<std::int32_t>(i);
-    s.block_table = block_table;
-    steps[i].sequences.push_back(s);
-  }
-  return steps;
-}
-
 // The CUDA runner on the engine of `o` split at tp x pp (built with `adjust`): rank 0's logits of
 // each step against the CPU runner on the whole engine (built with `adjust` too), within the split
-// bf16 engine's bound. quantized_stages: CudaRunnerOptions' switch of that name.
+// bf16 engine's bound.
 void ExpectSplitMatchesWhole(const std::string& name, const RandomCheckpointOptions& o,
                              const std::vector<StepInput>& steps, int tp, int pp,
-                             const std::function<void(BuildOptions&)>& adjust,
-                             bool quantized_stages) {
+                             const std::function<void(BuildOptions&)>& adjust) {
   const int rank = WorldRank();
   std::unique_ptr<TestEngine> whole, split;
   std::string dir, error;
@@ -197,7 +191,6 @@ void ExpectSplitMatchesWhole(const std::string& name, const RandomCheckpointOpti
   co.max_kv_tokens = 64;
   co.device = rank;
   co.collectives = Make(tp, pp);
-  co.quantized_stages = quantized_stages;
   ASSERT_NE(co.collectives, nullptr);
   auto runner = CreateCudaModelRunner(dir, co);
   ASSERT_TRUE(runner.ok()) << name << ": " << runner.status().ToString();
@@ -226,7 +219,7 @@ TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
   for (const auto& [tp, pp] : {std::pair{n, 1}, std::pair{1, n}}) {
     if (o.num_heads % tp != 0 || pp > o.num_layers) continue;
     ExpectSplitMatchesWhole("tp " + std::to_string(tp) + " x pp " + std::to_string(pp), o, steps,
-                            tp, pp, nullptr, false);
+                            tp, pp, nullptr);
   }
 }
 
@@ -247,87 +240,8 @@ TEST(NcclRunnerTest, QuantizedStagesMatchTheWholeQuantizedEngine) {
     };
     const std::string name = std::string(algo == QuantAlgo::kFp8 ? "fp8 + fp8 kv" : "int8_wo") +
                              " pp " + std::to_string(n);
-    ExpectSplitMatchesWhole(name, o, steps, 1, n, quantize, true);
+    ExpectSplitMatchesWhole(name, o, steps, 1, n, quantize);
   }
-}
-
-// Greedy generation of several sequences, each step one sequence (one micro-batch), kept in flight
-// as the executor keeps them: up to max_in_flight launched before the oldest is completed, a
-// sequence's next step launched only once its previous one is back. Even sequences sample on the
-// device (their decode steps replay graphs), odd ones take the argmax of their logits on the host.
-// Every rank makes the same calls: rank 0 picks each token and broadcasts it. Returns, on rank 0,
-// each sequence's generated tokens.
-std::vector<std::vector<TokenIdType>> Generate(ModelRunner& runner, std::size_t max_in_flight,
-                                               int num_seqs, int num_new, MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  struct Seq {
-    std::vector<TokenIdType> tokens;
-    std::int32_t num_cached = 0;
-    std::vector<TokenIdType> generated;
-  };
-  std::vector<Seq> seqs(static_cast<std::size_t>(num_seqs));
-  std::mt19937_64 rng(17);
-  for (int s = 0; s < num_seqs; ++s) {
-    for (int t = 0; t < 5 + 2 * s; ++t) {
-      seqs[static_cast<std::size_t>(s)].tokens.push_back(static_cast<TokenIdType>(rng() % 1031));
-    }
-  }
-  const auto step_for = [&](int s) {
-    const Seq& q = seqs[static_cast<std::size_t>(s)];
-    SequenceStep st;
-    st.seq_id = s;
-    st.tokens.assign(q.tokens.begin() + q.num_cached, q.tokens.end());
-    st.num_cached = q.num_cached;
-    // Four blocks of 4 tokens per sequence, interleaved and out of order across sequences.
-    for (int b = 0; b < 4; ++b) st.block_table.push_back((3 - b) * num_seqs + s);
-    if (s % 2 == 0) {
-      st.logits = SequenceStep::Logits::kNone;
-      st.device_sampling = DeviceSampling{};
-      st.device_sampling->greedy = true;
-    }
-    StepInput in;
-    in.sequences.push_back(std::move(st));
-    return in;
-  };
-  std::deque<int> ready, in_flight;
-  for (int s = 0; s < num_seqs; ++s) ready.push_back(s);
-  while (!ready.empty() || !in_flight.empty()) {
-    while (in_flight.size() < max_in_flight && !ready.empty()) {
-      const int s = ready.front();
-      ready.pop_front();
-      const Status launched = runner.Launch(step_for(s));
-      EXPECT_TRUE(launched.ok()) << launched.ToString();
-      if (!launched.ok()) return {};
-      in_flight.push_back(s);
-    }
-    const int s = in_flight.front();
-    in_flight.pop_front();
-    Seq& q = seqs[static_cast<std::size_t>(s)];
-    auto out = runner.Complete();
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    if (!out.ok()) return {};
-    TokenIdType token = -1;
-    if (rank == 0 && s % 2 == 0) {
-      EXPECT_EQ(out->sampled_tokens.size(), 1u);
-      if (!out->sampled_tokens.empty()) token = out->sampled_tokens[0];
-    } else if (rank == 0) {
-      EXPECT_EQ(out->logits.size(), static_cast<std::size_t>(out->vocab_size));
-      if (!out->logits.empty()) {
-        token = static_cast<TokenIdType>(std::max_element(out->logits.begin(), out->logits.end()) -
-                                         out->logits.begin());
-      }
-    }
-    MPI_Bcast(&token, 1, MPI_INT32_T, 0, comm);
-    q.num_cached = static_cast<std::int32_t>(q.tokens.size());
-    q.tokens.push_back(token);
-    q.generated.push_back(token);
-    if (static_cast<int>(q.generated.size()) < num_new) ready.push_back(s);
-  }
-  std::vector<std::vector<TokenIdType>> generated;
-  generated.reserve(seqs.size());
-  for (const Seq& q : seqs) generated.push_back(q.generated);
-  return generated;
 }
 
 // The CUDA runner at pp N with micro-batches in flight: the first stage keeps N steps in flight
@@ -354,7 +268,7 @@ TEST(NcclRunnerTest, PipelineMicroBatchesInFlightGiveTp1Tokens) {
     auto tp1 = CreateCudaModelRunner(whole->engine_dir(), wo);
     ASSERT_TRUE(tp1.ok()) << tp1.status().ToString();
     ASSERT_EQ((*tp1)->max_steps_in_flight(), 1);
-    want = Generate(**tp1, 1, kSeqs, kNew, MPI_COMM_SELF);
+    want = Generate(**tp1, 1, kSeqs, kNew, true, BroadcastOver(MPI_COMM_SELF));
     ASSERT_EQ(want.size(), static_cast<std::size_t>(kSeqs));
   }
   dir = ShareDir(dir);
@@ -368,8 +282,9 @@ TEST(NcclRunnerTest, PipelineMicroBatchesInFlightGiveTp1Tokens) {
   EXPECT_EQ((*runner)->max_steps_in_flight(), rank == 0 ? n : 1);
   // Every rank keeps as many launched as the first stage does (the others finish each in Launch).
   const auto in_flight = static_cast<std::size_t>(n);
-  const auto pipelined = Generate(**runner, in_flight, kSeqs, kNew, MPI_COMM_WORLD);
-  const auto one_at_a_time = Generate(**runner, 1, kSeqs, kNew, MPI_COMM_WORLD);
+  const auto share = BroadcastOver(MPI_COMM_WORLD);
+  const auto pipelined = Generate(**runner, in_flight, kSeqs, kNew, rank == 0, share);
+  const auto one_at_a_time = Generate(**runner, 1, kSeqs, kNew, rank == 0, share);
   if (rank == 0) {
     for (int s = 0; s < kSeqs; ++s) {
       const auto i = static_cast<std::size_t>(s);
@@ -409,7 +324,7 @@ TEST(NcclRunnerTest, TensorParallelGraphsGiveTheSameTokensOverIpcAndNccl) {
     ASSERT_NE(co.collectives, nullptr);
     auto runner = CreateCudaModelRunner(dir, co);
     ASSERT_TRUE(runner.ok()) << runner.status().ToString();
-    tokens.push_back(Generate(**runner, 1, kSeqs, kNew, MPI_COMM_WORLD));
+    tokens.push_back(Generate(**runner, 1, kSeqs, kNew, rank == 0, BroadcastOver(MPI_COMM_WORLD)));
     runner->reset();
     MPI_Barrier(MPI_COMM_WORLD);
   }

@@ -36,7 +36,7 @@ programs=(inflight-server inflight-build make_checkpoint inflight-parity infligh
 # gpu_nccl_collectives_test and inflight-bench-allreduce run under mpirun -n 2 (2 GPUs).
 gpu_tests=(gpu_norm_test gpu_elementwise_test gpu_rope_kv_write_test gpu_paged_attention_test
   gpu_fp8_kv_test gpu_sampling_test gpu_gemm_test gpu_quant_linear_test gpu_fp8_producers_test
-  gpu_token_patch_test gpu_cuda_lookahead_test
+  gpu_token_patch_test gpu_cuda_lookahead_test gpu_split_one_device_test
   gpu_cuda_model_runner_test gpu_cuda_quant_runner_test gpu_executor_device_sampling_test)
 # Run under mpirun -n 2 by tests/gpu/multi_gpu_round.sh, not with the single-GPU tests.
 mpi_gpu_tests=(gpu_nccl_collectives_test)
