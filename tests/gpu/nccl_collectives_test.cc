@@ -10,9 +10,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <algorithm>
 #include <cmath>
-#include <deque>
 #include <functional>
 #include <random>
 #include <string>
@@ -27,10 +25,11 @@
 namespace inflight::model {
 namespace {
 
+using testing::ExpectSplitStepMatches;
 using testing::Generate;
-using testing::NormalisedError;
 using testing::RandomSteps;
 using testing::SmallLlama;
+using testing::StepLogits;
 using testing::TestEngine;
 
 int WorldSize() {
@@ -171,20 +170,29 @@ std::string ShareDir(const std::string& dir) {
 }
 
 // The CUDA runner on the engine of `o` split at tp x pp (built with `adjust`): rank 0's logits of
-// each step against the CPU runner on the whole engine (built with `adjust` too), within the split
-// bf16 engine's bound.
+// each step against the same engine whole on rank 0's GPU and on the CPU runner
+// (ExpectSplitStepMatches).
 void ExpectSplitMatchesWhole(const std::string& name, const RandomCheckpointOptions& o,
                              const std::vector<StepInput>& steps, int tp, int pp,
-                             const std::function<void(BuildOptions&)>& adjust) {
+                             const std::function<void(BuildOptions&)>& adjust, bool fp8) {
   const int rank = WorldRank();
   std::unique_ptr<TestEngine> whole, split;
   std::string dir, error;
+  std::vector<std::vector<float>> cpu, gpu_whole;
   if (rank == 0) {
     whole = TestEngine::Make(o, DType::kBFloat16, 4, &error, 1, 1, adjust);
     ASSERT_NE(whole, nullptr) << name << ": " << error;
     split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp, adjust);
     ASSERT_NE(split, nullptr) << name << ": " << error;
     dir = split->engine_dir();
+    auto cpu_runner = whole->Runner(64);
+    ASSERT_NE(cpu_runner, nullptr);
+    cpu = StepLogits(*cpu_runner, steps, name + " on the CPU");
+    CudaRunnerOptions wo;
+    wo.max_kv_tokens = 64;
+    auto one_gpu = CreateCudaModelRunner(whole->engine_dir(), wo);
+    ASSERT_TRUE(one_gpu.ok()) << name << ": " << one_gpu.status().ToString();
+    gpu_whole = StepLogits(**one_gpu, steps, name + " whole on one GPU");
   }
   dir = ShareDir(dir);
   CudaRunnerOptions co;
@@ -194,24 +202,20 @@ void ExpectSplitMatchesWhole(const std::string& name, const RandomCheckpointOpti
   ASSERT_NE(co.collectives, nullptr);
   auto runner = CreateCudaModelRunner(dir, co);
   ASSERT_TRUE(runner.ok()) << name << ": " << runner.status().ToString();
-  std::unique_ptr<ModelRunner> cpu = rank == 0 ? whole->Runner(64) : nullptr;
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    auto got = (*runner)->Step(steps[i]);
-    ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
-    if (rank != 0) continue;
-    auto want = cpu->Step(steps[i]);
-    ASSERT_TRUE(want.ok()) << want.status().ToString();
-    ASSERT_EQ(got->logits.size(), want->logits.size());
-    // For quantized engines: bf16 activations on the GPU, float on the CPU, so an FP8 activation
-    // code may differ by a step where a value lies near a rounding boundary; the same bound holds.
-    EXPECT_LT(NormalisedError(got->logits.data(), want->logits.data(), want->logits.size()), 0.05)
-        << name << " step " << i;
+  const auto got = StepLogits(**runner, steps, name);
+  if (rank == 0) {
+    ASSERT_EQ(got.size(), steps.size()) << name;
+    ASSERT_EQ(cpu.size(), steps.size()) << name;
+    ASSERT_EQ(gpu_whole.size(), steps.size()) << name;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      ExpectSplitStepMatches(name, i, got[i], gpu_whole[i], cpu[i], tp, fp8);
+    }
   }
   runner->reset();
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// The CUDA runner at tp N and pp N: rank 0's logits against the CPU runner's whole engine.
+// The CUDA runner at tp N and pp N: rank 0's logits against the whole engine's.
 TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
   const int n = WorldSize();
   const RandomCheckpointOptions o = SmallLlama();
@@ -219,13 +223,14 @@ TEST(NcclRunnerTest, SplitEnginesMatchTheWholeEngine) {
   for (const auto& [tp, pp] : {std::pair{n, 1}, std::pair{1, n}}) {
     if (o.num_heads % tp != 0 || pp > o.num_layers) continue;
     ExpectSplitMatchesWhole("tp " + std::to_string(tp) + " x pp " + std::to_string(pp), o, steps,
-                            tp, pp, nullptr);
+                            tp, pp, nullptr, false);
   }
 }
 
-// The CUDA runner on a quantized engine's pipeline stages (pp N): rank 0's logits against the CPU
-// runner on the whole quantized engine (the same codes and scales, dequantized exactly). FP8 with
-// an FP8 KV cache (each stage's file holds its own layers' KV scales) and INT8 weight-only.
+// The CUDA runner on a quantized engine's pipeline stages (pp N): rank 0's logits against the whole
+// quantized engine on one GPU and on the CPU runner (the same codes and scales, dequantized
+// exactly). FP8 with an FP8 KV cache (each stage's file holds its own layers' KV scales) and INT8
+// weight-only.
 TEST(NcclRunnerTest, QuantizedStagesMatchTheWholeQuantizedEngine) {
   const int n = WorldSize();
   const RandomCheckpointOptions o = SmallLlama(5);
@@ -240,7 +245,7 @@ TEST(NcclRunnerTest, QuantizedStagesMatchTheWholeQuantizedEngine) {
     };
     const std::string name = std::string(algo == QuantAlgo::kFp8 ? "fp8 + fp8 kv" : "int8_wo") +
                              " pp " + std::to_string(n);
-    ExpectSplitMatchesWhole(name, o, steps, 1, n, quantize);
+    ExpectSplitMatchesWhole(name, o, steps, 1, n, quantize, algo == QuantAlgo::kFp8);
   }
 }
 

@@ -9,9 +9,7 @@
 // without a device.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <barrier>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -29,11 +27,12 @@
 namespace inflight::model {
 namespace {
 
+using testing::ExpectSplitStepMatches;
 using testing::Generate;
-using testing::NormalisedError;
 using testing::RandomSteps;
 using testing::SmallLlama;
 using testing::StagedThreadCollectives;
+using testing::StepLogits;
 using testing::TestEngine;
 using testing::ThreadGroup;
 
@@ -100,51 +99,23 @@ std::string SplitName(const std::string& what, int tp, int pp) {
   return what + " tp " + std::to_string(tp) + " x pp " + std::to_string(pp);
 }
 
-// The logits of each step: the CPU runner's on a whole engine, or rank 0's of the CUDA runner on
-// the engine in `dir` split at tp x pp over threads.
-std::vector<std::vector<float>> CpuLogits(const TestEngine& whole,
-                                          const std::vector<StepInput>& steps) {
-  std::vector<std::vector<float>> logits;
-  auto cpu = whole.Runner(kKvTokens);
-  if (cpu == nullptr) return logits;
-  for (const StepInput& step : steps) {
-    auto out = cpu->Step(step);
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    if (!out.ok()) return {};
-    logits.push_back(std::move(out->logits));
-  }
-  return logits;
-}
+// Rank 0's logits of each step of the CUDA runner on the engine in `dir` split at tp x pp over
+// threads.
 std::vector<std::vector<float>> CudaLogits(const std::string& name, const std::string& dir, int tp,
                                            int pp, const std::vector<StepInput>& steps) {
   std::vector<std::vector<float>> logits;
   Ranks ranks(dir, tp, pp);
   if (!ranks.ok()) return logits;
   ranks.Run([&](ModelRunner& runner, int rank) {
-    for (const StepInput& step : steps) {
-      auto got = runner.Step(step);
-      // A failed step leaves the others waiting in a collective: ctest's timeout ends the run.
-      ASSERT_TRUE(got.ok()) << name << " rank " << rank << ": " << got.status().ToString();
-      if (rank == 0) logits.push_back(std::move(got->logits));
-    }
+    // A failed step leaves the others waiting in a collective: ctest's timeout ends the run.
+    auto mine = StepLogits(runner, steps, name + " rank " + std::to_string(rank));
+    if (rank == 0) logits = std::move(mine);
   });
   return logits;
 }
 
-double MaxAbsDifference(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(double{a[i]} - b[i]));
-  return d;
-}
-
 // The engine of `o` (built with `adjust`) split at tp x pp, on threads, against the same engine
-// whole on this GPU and on the CPU runner. Pipeline stages alone (tp 1) run the whole engine's
-// kernels on the same rows in the same order, so their logits equal the whole engine's on the GPU
-// bit for bit. Tensor-parallel ranks sum partial products in another order (and an FP8 rank takes
-// its activation scales from its own slice), so theirs are held to the CPU's: within 0.05 of the
-// largest logit, the bound of the NCCL test, or for FP8 (whose activation codes move by a step
-// where the GPU's bf16 input lies near a rounding boundary: the whole engine on the GPU is itself
-// ~0.1 from the CPU) within 1.5 x the whole GPU engine's error.
+// whole on this GPU and on the CPU runner (ExpectSplitStepMatches).
 void ExpectSplitMatchesWhole(const std::string& what, const RandomCheckpointOptions& o, int tp,
                              int pp, const std::function<void(BuildOptions&)>& adjust,
                              bool fp8 = false) {
@@ -155,27 +126,16 @@ void ExpectSplitMatchesWhole(const std::string& what, const RandomCheckpointOpti
   auto split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp, adjust);
   ASSERT_NE(split, nullptr) << name << ": " << error;
   const std::vector<StepInput> steps = RandomSteps(9, 11, {3, 0, 5, 1});
-  const auto cpu = CpuLogits(*whole, steps);
+  const auto cpu_runner = whole->Runner(kKvTokens);
+  ASSERT_NE(cpu_runner, nullptr);
+  const auto cpu = StepLogits(*cpu_runner, steps, name + " on the CPU");
   const auto gpu_whole = CudaLogits(name + " whole", whole->engine_dir(), 1, 1, steps);
   const auto got = CudaLogits(name, split->engine_dir(), tp, pp, steps);
   ASSERT_EQ(cpu.size(), steps.size()) << name;
   ASSERT_EQ(gpu_whole.size(), steps.size()) << name;
   ASSERT_EQ(got.size(), steps.size()) << name;
   for (std::size_t i = 0; i < steps.size(); ++i) {
-    ASSERT_EQ(got[i].size(), cpu[i].size()) << name << " step " << i;
-    ASSERT_EQ(gpu_whole[i].size(), cpu[i].size()) << name << " step " << i;
-    const double split_error = NormalisedError(got[i].data(), cpu[i].data(), cpu[i].size());
-    const double whole_error = NormalisedError(gpu_whole[i].data(), cpu[i].data(), cpu[i].size());
-    const double to_whole = MaxAbsDifference(got[i], gpu_whole[i]);
-    std::printf(
-        "%s step %zu: against the CPU %.4f (the whole engine on the GPU %.4f); largest "
-        "difference from the whole engine on the GPU %.3g\n",
-        name.c_str(), i, split_error, whole_error, to_whole);
-    if (tp == 1) {
-      EXPECT_EQ(to_whole, 0.0) << name << " step " << i;
-    }
-    EXPECT_LT(split_error, fp8 ? std::max(0.05, 1.5 * whole_error) : 0.05)
-        << name << " step " << i << " (the whole engine on the GPU: " << whole_error << ")";
+    ExpectSplitStepMatches(name, i, got[i], gpu_whole[i], cpu[i], tp, fp8);
   }
 }
 

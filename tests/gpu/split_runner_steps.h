@@ -5,13 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "model/model_runner.h"
+#include "unit/model_cpu/test_engine.h"
 
 namespace inflight::model::testing {
 
@@ -108,6 +112,52 @@ inline std::vector<std::vector<TokenIdType>> Generate(
   generated.reserve(seqs.size());
   for (const Seq& q : seqs) generated.push_back(q.generated);
   return generated;
+}
+
+// The logits of each step of `steps` on `runner` (every rank of a group makes the same calls);
+// stops at a failed step, which fails the test.
+inline std::vector<std::vector<float>> StepLogits(ModelRunner& runner,
+                                                  const std::vector<StepInput>& steps,
+                                                  const std::string& name) {
+  std::vector<std::vector<float>> logits;
+  for (const StepInput& step : steps) {
+    auto out = runner.Step(step);
+    EXPECT_TRUE(out.ok()) << name << ": " << out.status().ToString();
+    if (!out.ok()) break;
+    logits.push_back(std::move(out->logits));
+  }
+  return logits;
+}
+
+// One step's logits of an engine split at tp x pp (`split`, rank 0's) against the same engine
+// whole on the same GPU (`gpu_whole`) and on the CPU runner (`cpu`). Pipeline stages alone (tp 1)
+// run the whole engine's kernels on the same rows in the same order, so their logits equal the
+// whole engine's on the GPU bit for bit. Tensor-parallel ranks sum partial products in another
+// order (and an FP8 rank takes its activation scales from its own slice), so theirs are held to
+// the CPU's: within 0.05 of the largest logit, or for FP8 (whose activation codes move by a step
+// where the GPU's bf16 input lies near a rounding boundary: the whole engine on the GPU is itself
+// ~0.1 from the CPU) within 1.5 x the whole GPU engine's error. Prints the three distances.
+inline void ExpectSplitStepMatches(const std::string& name, std::size_t step,
+                                   const std::vector<float>& split,
+                                   const std::vector<float>& gpu_whole,
+                                   const std::vector<float>& cpu, int tp, bool fp8) {
+  ASSERT_EQ(split.size(), cpu.size()) << name << " step " << step;
+  ASSERT_EQ(gpu_whole.size(), cpu.size()) << name << " step " << step;
+  const double split_error = NormalisedError(split.data(), cpu.data(), cpu.size());
+  const double whole_error = NormalisedError(gpu_whole.data(), cpu.data(), cpu.size());
+  double to_whole = 0;
+  for (std::size_t i = 0; i < split.size(); ++i) {
+    to_whole = std::max(to_whole, std::fabs(double{split[i]} - gpu_whole[i]));
+  }
+  std::printf(
+      "%s step %zu: against the CPU %.4f (the whole engine on the GPU %.4f); largest "
+      "difference from the whole engine on the GPU %.3g\n",
+      name.c_str(), step, split_error, whole_error, to_whole);
+  if (tp == 1) {
+    EXPECT_EQ(to_whole, 0.0) << name << " step " << step;
+  }
+  EXPECT_LT(split_error, fp8 ? std::max(0.05, 1.5 * whole_error) : 0.05)
+      << name << " step " << step << " (the whole engine on the GPU: " << whole_error << ")";
 }
 
 }  // namespace inflight::model::testing
