@@ -60,32 +60,39 @@ class StagedThreadCollectives final : public Collectives {
 
   Status SendToNextStage(const void* buffer, std::int64_t count, DType dtype,
                          void* stream) override {
-    std::vector<char> raw(static_cast<std::size_t>(count) * DTypeSize(dtype));
-    RETURN_IF_ERROR(Download(buffer, raw, stream));
-    return member_.SendToNextStage(raw.data(), count, dtype, nullptr);
+    return SendThrough(&Collectives::SendToNextStage, buffer, count, dtype, stream);
   }
   Status ReceiveFromPreviousStage(void* buffer, std::int64_t count, DType dtype,
                                   void* stream) override {
-    std::vector<char> raw(static_cast<std::size_t>(count) * DTypeSize(dtype));
-    RETURN_IF_ERROR(member_.ReceiveFromPreviousStage(raw.data(), count, dtype, nullptr));
-    return Upload(raw, buffer, stream);
+    return ReceiveThrough(&Collectives::ReceiveFromPreviousStage, buffer, count, dtype, stream);
   }
   Status SendToFirstStage(const void* buffer, std::int64_t count, DType dtype,
                           void* stream) override {
-    std::vector<char> raw(static_cast<std::size_t>(count) * DTypeSize(dtype));
-    RETURN_IF_ERROR(Download(buffer, raw, stream));
-    return member_.SendToFirstStage(raw.data(), count, dtype, nullptr);
+    return SendThrough(&Collectives::SendToFirstStage, buffer, count, dtype, stream);
   }
   // Waits on the host for the last stage's send: the first stage's thread blocks, the other
   // stages' threads go on, so a pipeline's steps still complete in order.
   Status ReceiveFromLastStage(void* buffer, std::int64_t count, DType dtype,
                               void* stream) override {
-    std::vector<char> raw(static_cast<std::size_t>(count) * DTypeSize(dtype));
-    RETURN_IF_ERROR(member_.ReceiveFromLastStage(raw.data(), count, dtype, nullptr));
-    return Upload(raw, buffer, stream);
+    return ReceiveThrough(&Collectives::ReceiveFromLastStage, buffer, count, dtype, stream);
   }
 
  private:
+  using SendFn = Status (Collectives::*)(const void*, std::int64_t, DType, void*);
+  using ReceiveFn = Status (Collectives::*)(void*, std::int64_t, DType, void*);
+  // `send` or `receive` of the member, on host memory in place of the device's `buffer`.
+  Status SendThrough(SendFn send, const void* buffer, std::int64_t count, DType dtype,
+                     void* stream) {
+    std::vector<char> raw(static_cast<std::size_t>(count) * DTypeSize(dtype));
+    RETURN_IF_ERROR(Download(buffer, raw, stream));
+    return (member_.*send)(raw.data(), count, dtype, nullptr);
+  }
+  Status ReceiveThrough(ReceiveFn receive, void* buffer, std::int64_t count, DType dtype,
+                        void* stream) {
+    std::vector<char> raw(static_cast<std::size_t>(count) * DTypeSize(dtype));
+    RETURN_IF_ERROR((member_.*receive)(raw.data(), count, dtype, nullptr));
+    return Upload(raw, buffer, stream);
+  }
   // After the work queued on `stream` so far (which wrote `device`).
   static Status Download(const void* device, std::vector<char>& host, void* stream) {
     const auto s = static_cast<cudaStream_t>(stream);
