@@ -64,6 +64,7 @@ class Ranks {
   // every rank has.
   void Run(const std::function<void(ModelRunner&, int)>& fn) {
     std::vector<std::thread> threads;
+    threads.reserve(runners_.size());
     for (int r = 0; r < size(); ++r) {
       threads.emplace_back([&, r] { fn(*runners_[static_cast<std::size_t>(r)], r); });
     }
