@@ -31,6 +31,8 @@ using testing::RandomSteps;
 using testing::SmallLlama;
 using testing::StepLogits;
 using testing::TestEngine;
+using testing::WholeEngineLogits;
+using testing::WholeLogits;
 
 int WorldSize() {
   int n = 0;
@@ -178,21 +180,14 @@ void ExpectSplitMatchesWhole(const std::string& name, const RandomCheckpointOpti
   const int rank = WorldRank();
   std::unique_ptr<TestEngine> whole, split;
   std::string dir, error;
-  std::vector<std::vector<float>> cpu, gpu_whole;
+  WholeEngineLogits want;
   if (rank == 0) {
     whole = TestEngine::Make(o, DType::kBFloat16, 4, &error, 1, 1, adjust);
     ASSERT_NE(whole, nullptr) << name << ": " << error;
     split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp, adjust);
     ASSERT_NE(split, nullptr) << name << ": " << error;
     dir = split->engine_dir();
-    auto cpu_runner = whole->Runner(64);
-    ASSERT_NE(cpu_runner, nullptr);
-    cpu = StepLogits(*cpu_runner, steps, name + " on the CPU");
-    CudaRunnerOptions wo;
-    wo.max_kv_tokens = 64;
-    auto one_gpu = CreateCudaModelRunner(whole->engine_dir(), wo);
-    ASSERT_TRUE(one_gpu.ok()) << name << ": " << one_gpu.status().ToString();
-    gpu_whole = StepLogits(**one_gpu, steps, name + " whole on one GPU");
+    want = WholeLogits(*whole, steps, 64, name);
   }
   dir = ShareDir(dir);
   CudaRunnerOptions co;
@@ -205,10 +200,10 @@ void ExpectSplitMatchesWhole(const std::string& name, const RandomCheckpointOpti
   const auto got = StepLogits(**runner, steps, name);
   if (rank == 0) {
     ASSERT_EQ(got.size(), steps.size()) << name;
-    ASSERT_EQ(cpu.size(), steps.size()) << name;
-    ASSERT_EQ(gpu_whole.size(), steps.size()) << name;
+    ASSERT_EQ(want.cpu.size(), steps.size()) << name;
+    ASSERT_EQ(want.gpu.size(), steps.size()) << name;
     for (std::size_t i = 0; i < steps.size(); ++i) {
-      ExpectSplitStepMatches(name, i, got[i], gpu_whole[i], cpu[i], tp, fp8);
+      ExpectSplitStepMatches(name, i, got[i], want.gpu[i], want.cpu[i], tp, fp8);
     }
   }
   runner->reset();

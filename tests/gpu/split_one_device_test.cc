@@ -35,6 +35,8 @@ using testing::StagedThreadCollectives;
 using testing::StepLogits;
 using testing::TestEngine;
 using testing::ThreadGroup;
+using testing::WholeEngineLogits;
+using testing::WholeLogits;
 
 constexpr std::int64_t kKvTokens = 64;
 
@@ -55,9 +57,9 @@ class Ranks {
         runners_.push_back(std::move(r).value());
       }
     }
-    ok_ = true;
   }
-  bool ok() const { return ok_; }
+  // Every rank's runner was created.
+  bool ok() const { return size() == group_.tp_size() * group_.pp_size(); }
   int size() const { return static_cast<int>(runners_.size()); }
 
   // fn(runner, group rank) on a thread per rank (group rank = pp rank x tp + tp rank); returns when
@@ -73,7 +75,6 @@ class Ranks {
 
  private:
   ThreadGroup group_;  // outlives the runners, whose collectives refer to it
-  bool ok_ = false;
   std::vector<std::unique_ptr<ModelRunner>> runners_;
 };
 
@@ -101,7 +102,7 @@ std::string SplitName(const std::string& what, int tp, int pp) {
 }
 
 // Rank 0's logits of each step of the CUDA runner on the engine in `dir` split at tp x pp over
-// threads.
+// threads; empty when a rank's runner could not be created.
 std::vector<std::vector<float>> CudaLogits(const std::string& name, const std::string& dir, int tp,
                                            int pp, const std::vector<StepInput>& steps) {
   std::vector<std::vector<float>> logits;
@@ -127,16 +128,13 @@ void ExpectSplitMatchesWhole(const std::string& what, const RandomCheckpointOpti
   auto split = TestEngine::Make(o, DType::kBFloat16, 4, &error, tp, pp, adjust);
   ASSERT_NE(split, nullptr) << name << ": " << error;
   const std::vector<StepInput> steps = RandomSteps(9, 11, {3, 0, 5, 1});
-  const auto cpu_runner = whole->Runner(kKvTokens);
-  ASSERT_NE(cpu_runner, nullptr);
-  const auto cpu = StepLogits(*cpu_runner, steps, name + " on the CPU");
-  const auto gpu_whole = CudaLogits(name + " whole", whole->engine_dir(), 1, 1, steps);
+  const WholeEngineLogits want = WholeLogits(*whole, steps, kKvTokens, name);
   const auto got = CudaLogits(name, split->engine_dir(), tp, pp, steps);
-  ASSERT_EQ(cpu.size(), steps.size()) << name;
-  ASSERT_EQ(gpu_whole.size(), steps.size()) << name;
+  ASSERT_EQ(want.cpu.size(), steps.size()) << name;
+  ASSERT_EQ(want.gpu.size(), steps.size()) << name;
   ASSERT_EQ(got.size(), steps.size()) << name;
   for (std::size_t i = 0; i < steps.size(); ++i) {
-    ExpectSplitStepMatches(name, i, got[i], gpu_whole[i], cpu[i], tp, fp8);
+    ExpectSplitStepMatches(name, i, got[i], want.gpu[i], want.cpu[i], tp, fp8);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "model/cuda_model_runner.h"
 #include "model/model_runner.h"
 #include "unit/model_cpu/test_engine.h"
 
@@ -127,6 +128,23 @@ inline std::vector<std::vector<float>> StepLogits(ModelRunner& runner,
     logits.push_back(std::move(out->logits));
   }
   return logits;
+}
+
+// The whole engine's logits of each step, on the CPU runner and on CUDA device 0: what a split's
+// logits are held to (ExpectSplitStepMatches). Empty where a runner failed, which fails the test.
+struct WholeEngineLogits {
+  std::vector<std::vector<float>> cpu, gpu;
+};
+inline WholeEngineLogits WholeLogits(const TestEngine& whole, const std::vector<StepInput>& steps,
+                                     std::int64_t max_kv_tokens, const std::string& name) {
+  WholeEngineLogits w;
+  if (auto cpu = whole.Runner(max_kv_tokens)) w.cpu = StepLogits(*cpu, steps, name + " on the CPU");
+  CudaRunnerOptions o;
+  o.max_kv_tokens = max_kv_tokens;
+  auto gpu = CreateCudaModelRunner(whole.engine_dir(), o);
+  EXPECT_TRUE(gpu.ok()) << name << ": " << gpu.status().ToString();
+  if (gpu.ok()) w.gpu = StepLogits(**gpu, steps, name + " whole on one GPU");
+  return w;
 }
 
 // One step's logits of an engine split at tp x pp (`split`, rank 0's) against the same engine
